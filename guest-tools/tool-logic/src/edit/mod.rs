@@ -1,0 +1,1 @@
+//! The edit matching pipeline (EDITS.md). Being written.
