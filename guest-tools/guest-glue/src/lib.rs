@@ -10,7 +10,8 @@ wit_bindgen::generate!({
     default_bindings_module: "bb7_guest_glue",
 });
 
-pub use exports::bb7::tool::tool::{ErrorKind, Guest, Setting, ToolError, ToolInfo};
+pub use bb7::tool::types::ErrorKind;
+pub use exports::bb7::tool::tool::{Guest, Setting, ToolError, ToolInfo};
 
 use bb7_tool_logic::{Settings, ToolError as LogicError};
 
@@ -31,12 +32,19 @@ pub fn to_wit(e: LogicError) -> ToolError {
         K::NotText => ErrorKind::NotText,
         K::Io => ErrorKind::Io,
     };
-    ToolError { kind, message: e.message }
+    ToolError {
+        kind,
+        message: e.message,
+    }
 }
 
 /// Converts a logic tool description into the WIT record.
 pub fn to_info(info: bb7_tool_logic::tools::ToolInfo) -> ToolInfo {
-    ToolInfo { name: info.name, description: info.description, parameters_schema: info.parameters.to_string() }
+    ToolInfo {
+        name: info.name,
+        description: info.description,
+        parameters_schema: info.parameters.to_string(),
+    }
 }
 
 /// Exports built-in tool `$module` (a module of `bb7_tool_logic::tools`) as this crate's component.

@@ -45,7 +45,10 @@ pub struct ToolError {
 
 impl ToolError {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        ToolError { kind, message: message.into() }
+        ToolError {
+            kind,
+            message: message.into(),
+        }
     }
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::InvalidArguments, message)
@@ -61,9 +64,10 @@ impl ToolError {
         use std::io::ErrorKind as K;
         match err.kind() {
             K::NotFound => Self::not_found(format!("file not found: {path}")),
-            K::PermissionDenied | K::ReadOnlyFilesystem => {
-                Self::new(ErrorKind::PermissionDenied, format!("permission denied: {path}"))
-            }
+            K::PermissionDenied | K::ReadOnlyFilesystem => Self::new(
+                ErrorKind::PermissionDenied,
+                format!("permission denied: {path}"),
+            ),
             _ => Self::new(ErrorKind::Io, format!("{path}: {err}")),
         }
     }

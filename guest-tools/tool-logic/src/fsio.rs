@@ -16,7 +16,10 @@ pub fn read_text(root: &Root, rel: &str) -> Result<String, ToolError> {
 /// Checks that `bytes` are text and converts them.
 pub fn into_text(rel: &str, bytes: Vec<u8>) -> Result<String, ToolError> {
     if looks_binary(&bytes) {
-        return Err(ToolError::new(ErrorKind::NotText, format!("{rel} is a binary file")));
+        return Err(ToolError::new(
+            ErrorKind::NotText,
+            format!("{rel} is a binary file"),
+        ));
     }
     String::from_utf8(bytes)
         .map_err(|_| ToolError::new(ErrorKind::NotText, format!("{rel} is not valid UTF-8 text")))
@@ -71,7 +74,10 @@ pub fn write_atomic(root: &Root, rel: &str, content: &[u8]) -> Result<(), ToolEr
     }
     Err(match last_err {
         Some(e) => ToolError::io(rel, &e),
-        None => ToolError::new(ErrorKind::Io, format!("{rel}: could not create a temporary file")),
+        None => ToolError::new(
+            ErrorKind::Io,
+            format!("{rel}: could not create a temporary file"),
+        ),
     })
 }
 
@@ -89,17 +95,29 @@ mod tests {
         let root = Root::at(grant.path());
         write_atomic(&root, "link", b"new").unwrap();
         assert_eq!(fs::read_to_string(&secret).unwrap(), "keep");
-        assert_eq!(fs::read_to_string(grant.path().join("link")).unwrap(), "new");
+        assert_eq!(
+            fs::read_to_string(grant.path().join("link")).unwrap(),
+            "new"
+        );
         write_atomic(&root, "a/b/c.txt", b"x").unwrap();
-        assert_eq!(fs::read_to_string(grant.path().join("a/b/c.txt")).unwrap(), "x");
+        assert_eq!(
+            fs::read_to_string(grant.path().join("a/b/c.txt")).unwrap(),
+            "x"
+        );
         let leftovers: Vec<_> = fs::read_dir(grant.path().join("a/b")).unwrap().collect();
         assert_eq!(leftovers.len(), 1);
     }
 
     #[test]
     fn binary_and_invalid_utf8_are_refused() {
-        assert_eq!(into_text("a", vec![b'a', 0, b'b']).unwrap_err().kind, ErrorKind::NotText);
-        assert_eq!(into_text("a", vec![0xff, 0xfe]).unwrap_err().kind, ErrorKind::NotText);
+        assert_eq!(
+            into_text("a", vec![b'a', 0, b'b']).unwrap_err().kind,
+            ErrorKind::NotText
+        );
+        assert_eq!(
+            into_text("a", vec![0xff, 0xfe]).unwrap_err().kind,
+            ErrorKind::NotText
+        );
         assert_eq!(into_text("a", b"ok".to_vec()).unwrap(), "ok");
     }
 }

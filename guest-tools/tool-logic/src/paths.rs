@@ -13,7 +13,9 @@ pub struct Root {
 impl Root {
     /// The root inside a component: the tool's single preopened directory, mounted at `/`.
     pub fn sandboxed() -> Self {
-        Root { base: PathBuf::from("/") }
+        Root {
+            base: PathBuf::from("/"),
+        }
     }
 
     /// A root at a real directory (native tests and benchmarks).
@@ -28,7 +30,11 @@ impl Root {
 
     /// Joins a validated relative path (see [`normalize`]) onto the root.
     pub fn join(&self, rel: &str) -> PathBuf {
-        if rel.is_empty() { self.base.clone() } else { self.base.join(rel) }
+        if rel.is_empty() {
+            self.base.clone()
+        } else {
+            self.base.join(rel)
+        }
     }
 }
 
@@ -56,7 +62,9 @@ pub fn normalize(field: &str, path: &str, allow_dir: bool) -> Result<String, Too
         )));
     }
     if !allow_dir && path.ends_with('/') {
-        return Err(ToolError::invalid(format!("{field} `{path}` ends with `/`; it must name a file")));
+        return Err(ToolError::invalid(format!(
+            "{field} `{path}` ends with `/`; it must name a file"
+        )));
     }
     let mut parts: Vec<&str> = Vec::new();
     for seg in path.split('/') {
@@ -71,7 +79,9 @@ pub fn normalize(field: &str, path: &str, allow_dir: bool) -> Result<String, Too
         }
     }
     if parts.is_empty() && !allow_dir {
-        return Err(ToolError::invalid(format!("{field} `{path}` does not name a file")));
+        return Err(ToolError::invalid(format!(
+            "{field} `{path}` does not name a file"
+        )));
     }
     Ok(parts.join("/"))
 }
@@ -90,7 +100,17 @@ mod tests {
 
     #[test]
     fn rejects_escapes_and_ambiguity() {
-        for bad in ["", "/etc/passwd", "../x", "a/../../x", "a/..", "~/x", "a\\b", "a\0b", "dir/"] {
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../x",
+            "a/../../x",
+            "a/..",
+            "~/x",
+            "a\\b",
+            "a\0b",
+            "dir/",
+        ] {
             let e = normalize("path", bad, false).unwrap_err();
             assert_eq!(e.kind, crate::ErrorKind::InvalidArguments, "{bad:?}");
         }

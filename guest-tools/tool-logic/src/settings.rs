@@ -74,14 +74,17 @@ impl Default for Settings {
 
 impl Settings {
     /// Builds settings from key/value pairs, starting from the defaults.
-    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Self, ToolError> {
+    pub fn from_pairs<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, ToolError> {
         let mut s = Settings::default();
         for (key, value) in pairs {
             let num = |v: &str| {
-                v.parse::<usize>()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| ToolError::invalid(format!("setting {key} must be a positive integer, got {v:?}")))
+                v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    ToolError::invalid(format!(
+                        "setting {key} must be a positive integer, got {v:?}"
+                    ))
+                })
             };
             match key {
                 "diff-mode" => s.diff_mode = DiffMode::parse(value)?,
@@ -104,7 +107,12 @@ mod tests {
 
     #[test]
     fn parses_and_validates() {
-        let s = Settings::from_pairs([("diff-mode", "anchored"), ("max-search-results-cap", "10"), ("x", "y")]).unwrap();
+        let s = Settings::from_pairs([
+            ("diff-mode", "anchored"),
+            ("max-search-results-cap", "10"),
+            ("x", "y"),
+        ])
+        .unwrap();
         assert_eq!(s.diff_mode, DiffMode::Anchored);
         assert_eq!(s.max_search_results_cap, 10);
         let e = Settings::from_pairs([("diff-mode", "fuzzy")]).unwrap_err();

@@ -26,7 +26,13 @@ pub struct ToolInfo {
 }
 
 /// The names of the built-in tools, in the order they are offered.
-pub const BUILTIN: [&str; 5] = ["write_file", "edit_file", "search_project", "read_file", "list_files"];
+pub const BUILTIN: [&str; 5] = [
+    "write_file",
+    "edit_file",
+    "search_project",
+    "read_file",
+    "list_files",
+];
 
 /// Describes built-in tool `tool` under `settings` (the `edit_file` schema follows `diff_mode`).
 pub fn describe(tool: &str, settings: &Settings) -> Option<ToolInfo> {
@@ -54,5 +60,6 @@ pub fn call(tool: &str, root: &Root, settings: &Settings, args: &str) -> Result<
 
 /// Parses a tool's JSON arguments, turning serde's message into one the model can act on.
 pub fn parse_args<T: DeserializeOwned>(tool: &str, args: &str) -> Result<T, ToolError> {
-    serde_json::from_str(args).map_err(|e| ToolError::invalid(format!("{tool}: invalid arguments: {e}")))
+    serde_json::from_str(args)
+        .map_err(|e| ToolError::invalid(format!("{tool}: invalid arguments: {e}")))
 }

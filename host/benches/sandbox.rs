@@ -1,0 +1,238 @@
+//! Sandbox benchmarks (issue 2). Run: `cargo bench -p bb7 --bench sandbox`. Prints medians; asserts nothing.
+//!
+//! 1. per-call overhead: fresh store + instantiate + a trivial call (`describe`, and `list_files` on an
+//!    empty directory, which adds the preopen);
+//! 2. `edit_file` on a 1 MiB file, sandboxed vs the same logic natively;
+//! 3. process start to all built-in components ready (`bb7 tools list`), warm and cold cache;
+//! 4. `search_project` over 20,000 files vs `grep -rn` (and `rg` when installed).
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use bb7::sandbox::{Access, Grant, Limits, Sandbox};
+use bb7_tool_logic::{Root, Settings, file_id::file_id};
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn time<F: FnMut()>(n: usize, mut f: F) -> Duration {
+    let samples = (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .collect();
+    median(samples)
+}
+
+fn fmt(d: Duration) -> String {
+    if d < Duration::from_millis(1) {
+        format!("{:.1} µs", d.as_secs_f64() * 1e6)
+    } else {
+        format!("{:.2} ms", d.as_secs_f64() * 1e3)
+    }
+}
+
+fn main() {
+    // `cargo bench` passes --bench; a filter argument selects sections by name.
+    let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with("--"));
+    let want = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
+    let cache = tempfile::tempdir().expect("cache dir");
+    let sb =
+        Sandbox::new(Limits::default(), Some(cache.path().to_path_buf()), None).expect("sandbox");
+    println!("bb7 sandbox benchmarks (release build, medians)");
+
+    if want("overhead") {
+        let tool = sb.registry().builtin("list_files").expect("list_files");
+        let empty = tempfile::tempdir().unwrap();
+        let grant = Grant::new(empty.path(), Access::ReadOnly).unwrap();
+        for _ in 0..200 {
+            let _ = sb.describe(&tool, &[]);
+        }
+        let d = time(5000, || {
+            sb.describe(&tool, &[]).expect("describe");
+        });
+        println!(
+            "per-call overhead, fresh store + instantiate + describe:       {}",
+            fmt(d)
+        );
+        let d = time(5000, || {
+            sb.call(&tool, &grant, &[], "{}").0.expect("list");
+        });
+        println!(
+            "per-call overhead, + directory preopen, list_files on empty dir: {}",
+            fmt(d)
+        );
+    }
+
+    if want("edit") {
+        let dir = tempfile::tempdir().unwrap();
+        let mut content = String::with_capacity(1 << 20);
+        let mut i = 0;
+        while content.len() < (1 << 20) - 100 {
+            content.push_str(&format!(
+                "    let value_{i} = compute(value_{}, {i}); // line {i}\n",
+                i.saturating_sub(1)
+            ));
+            i += 1;
+        }
+        content.push_str("    MARKER_A\n");
+        let path = dir.path().join("big.rs");
+        let tool = sb.registry().builtin("edit_file").expect("edit_file");
+        let grant = Grant::new(dir.path(), Access::ReadWrite).unwrap();
+        let settings = Settings::default();
+        let root = Root::at(dir.path());
+        let mut bench = |sandboxed: bool| {
+            let mut samples = Vec::new();
+            for k in 0..20 {
+                let (from, to) = if k % 2 == 0 {
+                    ("MARKER_A", "MARKER_B")
+                } else {
+                    ("MARKER_B", "MARKER_A")
+                };
+                if k == 0 {
+                    fs::write(&path, &content).unwrap();
+                }
+                let current = fs::read(&path).unwrap();
+                let args = serde_json::json!({"edits": [{"path": "big.rs", "file_id": file_id("big.rs", &current),
+                    "old_string": from, "new_string": to}]})
+                .to_string();
+                let t = Instant::now();
+                if sandboxed {
+                    sb.call(&tool, &grant, &[], &args)
+                        .0
+                        .expect("sandboxed edit");
+                } else {
+                    bb7_tool_logic::tools::edit_file::call(&root, &settings, &args)
+                        .expect("native edit");
+                }
+                samples.push(t.elapsed());
+            }
+            median(samples)
+        };
+        let native = bench(false);
+        let sandboxed = bench(true);
+        println!(
+            "edit_file on a 1 MiB file: native {}, sandboxed {} ({:.2}x native)",
+            fmt(native),
+            fmt(sandboxed),
+            sandboxed.as_secs_f64() / native.as_secs_f64()
+        );
+    }
+
+    if want("startup") {
+        let bin = env!("CARGO_BIN_EXE_bb7");
+        let home = tempfile::tempdir().unwrap();
+        let run = |cache: &Path| {
+            let t = Instant::now();
+            let o = Command::new(bin)
+                .args(["tools", "list"])
+                .env("HOME", home.path())
+                .env("BB7_CACHE_DIR", cache)
+                .output()
+                .expect("bb7");
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            t.elapsed()
+        };
+        let warm_cache = tempfile::tempdir().unwrap();
+        run(warm_cache.path());
+        let warm = time(20, || {
+            run(warm_cache.path());
+        });
+        let cold = median(
+            (0..3)
+                .map(|_| {
+                    let c = tempfile::tempdir().unwrap();
+                    run(c.path())
+                })
+                .collect(),
+        );
+        let version = time(20, || {
+            Command::new(bin).arg("--version").output().expect("bb7");
+        });
+        println!(
+            "process start to all 5 components ready (`bb7 tools list`): warm cache {}, cold cache {}",
+            fmt(warm),
+            fmt(cold)
+        );
+        println!(
+            "  (for scale: `bb7 --version`, no components: {})",
+            fmt(version)
+        );
+    }
+
+    if want("search") {
+        let tree = tempfile::tempdir().unwrap();
+        generate_tree(tree.path(), 20_000);
+        let tool = sb
+            .registry()
+            .builtin("search_project")
+            .expect("search_project");
+        let grant = Grant::new(tree.path(), Access::ReadOnly).unwrap();
+        let args = r#"{"query":"needle_marker","limit":50}"#;
+        let root = Root::at(tree.path());
+        let settings = Settings::default();
+        let native = time(5, || {
+            bb7_tool_logic::tools::search_project::call(&root, &settings, args)
+                .expect("native search");
+        });
+        let sandboxed = time(5, || {
+            sb.call(&tool, &grant, &[], args)
+                .0
+                .expect("sandboxed search");
+        });
+        let external = |prog: &str, args: &[&str]| -> Option<Duration> {
+            Command::new(prog).arg("--version").output().ok()?;
+            Some(time(5, || {
+                Command::new(prog)
+                    .args(args)
+                    .arg(tree.path())
+                    .output()
+                    .expect("search tool");
+            }))
+        };
+        let grep = external("grep", &["-rn", "needle_marker"]);
+        let rg = external("rg", &["-n", "needle_marker"]);
+        print!(
+            "search_project over 20,000 files: sandboxed {}, native logic {}",
+            fmt(sandboxed),
+            fmt(native)
+        );
+        if let Some(g) = grep {
+            print!(
+                ", grep -rn {} (sandboxed = {:.2}x grep)",
+                fmt(g),
+                sandboxed.as_secs_f64() / g.as_secs_f64()
+            );
+        }
+        match rg {
+            Some(r) => println!(", rg {}", fmt(r)),
+            None => println!(", rg not installed"),
+        }
+    }
+}
+
+/// 20,000 small source-like files in 200 directories; one in 500 contains the needle.
+fn generate_tree(root: &Path, files: usize) {
+    for i in 0..files {
+        let dir = root.join(format!("pkg{:03}/mod{}", i / 100, (i / 10) % 10));
+        if i % 10 == 0 {
+            fs::create_dir_all(&dir).unwrap();
+        }
+        let mut body = String::new();
+        for l in 0..30 {
+            body.push_str(&format!(
+                "fn item_{i}_{l}(x: u32) -> u32 {{ x.wrapping_mul({l}) + {i} }}\n"
+            ));
+        }
+        if i % 500 == 7 {
+            body.push_str("// needle_marker here\n");
+        }
+        fs::write(dir.join(format!("f{i}.rs")), body).unwrap();
+    }
+}

@@ -1,0 +1,150 @@
+//! Builds the built-in tool components (guest-tools/, for wasm32-wasip2) and embeds them in `bb7`.
+//!
+//! The guest workspace is built by a nested cargo into `<target>/wasm-guest` (a separate target dir:
+//! sharing the outer one would deadlock on cargo's lock), with the outer build's flags scrubbed from
+//! its environment. Each component's bytes and sha256 are written to `$OUT_DIR/builtin_components.rs`.
+
+use std::env;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+/// (tool name, crate dir under guest-tools/, wasm file stem)
+const TOOLS: [(&str, &str); 5] = [
+    ("write_file", "write-file"),
+    ("edit_file", "edit-file"),
+    ("search_project", "search-project"),
+    ("read_file", "read-file"),
+    ("list_files", "list-files"),
+];
+
+fn main() {
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let root = manifest.parent().expect("host/ has a parent").to_path_buf();
+    let guests = root.join("guest-tools");
+    let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
+
+    for p in ["Cargo.toml", "Cargo.lock", "tool-logic", "guest-glue"] {
+        println!("cargo:rerun-if-changed={}", guests.join(p).display());
+    }
+    for (_, dir) in TOOLS {
+        println!("cargo:rerun-if-changed={}", guests.join(dir).display());
+    }
+    println!("cargo:rerun-if-changed={}", root.join("wit").display());
+
+    check_wasm_target();
+
+    let guest_target = target_dir(&out).join("wasm-guest");
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&guests)
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--workspace",
+            "--target-dir",
+        ])
+        .arg(&guest_target);
+    scrub_env(&mut cmd);
+    let output = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("could not run cargo for the tool components: {e}"));
+    if !output.status.success() {
+        panic!(
+            "building the tool components (guest-tools/, wasm32-wasip2) failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    let wasm_dir = guest_target.join("wasm32-wasip2").join("release");
+    let mut generated = String::from(
+        "/// The built-in tool components, embedded at build time.\npub static BUILTIN_COMPONENTS: &[EmbeddedComponent] = &[\n",
+    );
+    for (tool, dir) in TOOLS {
+        let file = format!("bb7_tool_{}.wasm", dir.replace('-', "_"));
+        let bytes = fs::read(wasm_dir.join(&file))
+            .unwrap_or_else(|e| panic!("missing component {file} after the guest build: {e}"));
+        let sha = hex::encode(Sha256::digest(&bytes));
+        let dest = out.join(&file);
+        fs::write(&dest, &bytes).unwrap_or_else(|e| panic!("writing {}: {e}", dest.display()));
+        generated.push_str(&format!(
+            "    EmbeddedComponent {{ tool: {tool:?}, bytes: include_bytes!({dest:?}), sha256: {sha:?} }},\n",
+            dest = dest.display().to_string()
+        ));
+    }
+    generated.push_str("];\n");
+    fs::write(out.join("builtin_components.rs"), generated).expect("writing builtin_components.rs");
+}
+
+/// Fails the build with the exact fix when the wasm32-wasip2 standard library is not installed.
+fn check_wasm_target() {
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let libdir = Command::new(&rustc)
+        .args(["--print", "target-libdir", "--target", "wasm32-wasip2"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    let installed = libdir
+        .as_deref()
+        .is_some_and(|d| d.is_dir() && has_rlibs(d));
+    if !installed {
+        panic!(
+            "\n\nThe wasm32-wasip2 target is not installed, and bb7's tool components are built for it.\n\
+             Fix: run `rustup target add wasm32-wasip2` in this repository, then build again.\n\n"
+        );
+    }
+}
+
+fn has_rlibs(dir: &Path) -> bool {
+    fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("libstd-"))
+        })
+        .unwrap_or(false)
+}
+
+/// `<target>` for this build: the ancestor of OUT_DIR (`<target>[/<triple>]/<profile>/build/<pkg>/out`)
+/// just above the profile directory.
+fn target_dir(out: &Path) -> PathBuf {
+    out.ancestors()
+        .find(|p| p.file_name().is_some_and(|n| n == "build"))
+        .and_then(|build| build.parent())
+        .and_then(|profile| profile.parent())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| out.join("wasm-target"))
+}
+
+/// Removes the outer build's configuration so it cannot leak into the nested wasm build.
+fn scrub_env(cmd: &mut Command) {
+    for (key, _) in env::vars_os() {
+        let Some(key) = key.to_str() else { continue };
+        let drop = matches!(
+            key,
+            "RUSTFLAGS"
+                | "CARGO_ENCODED_RUSTFLAGS"
+                | "CARGO_BUILD_RUSTFLAGS"
+                | "RUSTC_WRAPPER"
+                | "RUSTC_WORKSPACE_WRAPPER"
+                | "CARGO_TARGET_DIR"
+                | "CARGO_BUILD_TARGET"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "RUSTC_LINKER"
+                | "RUSTDOCFLAGS"
+                | "CARGO_ENCODED_RUSTDOCFLAGS"
+        ) || key.starts_with("CARGO_PROFILE_")
+            || key.starts_with("CARGO_FEATURE_")
+            || key.starts_with("CARGO_CFG_")
+            || key.starts_with("CARGO_TARGET_")
+            || key.starts_with("CARGO_PKG_")
+            || key.starts_with("CARGO_MANIFEST_");
+        if drop {
+            cmd.env_remove(key);
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! The command line: argument parsing and the `tools` subcommands.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod tools;
+
+/// BB-7: an LLM coding companion for Neovim whose file tools run as sandboxed WebAssembly components.
+///
+/// With no subcommand, bb7 serves the line-delimited JSON protocol on stdin/stdout (Neovim starts it).
+#[derive(Debug, Parser)]
+#[command(name = "bb7", version = crate::VERSION, disable_version_flag = true)]
+struct Cli {
+    /// Print `bb7 <version>` and exit.
+    #[arg(long, short = 'V')]
+    version: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Inspect and run the sandboxed tool components.
+    #[command(subcommand)]
+    Tools(tools::ToolsCommand),
+}
+
+/// Parses the command line and runs it.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    if cli.version {
+        println!("bb7 {}", crate::VERSION);
+        return ExitCode::SUCCESS;
+    }
+    match cli.command {
+        Some(Command::Tools(cmd)) => {
+            init_cli_logging();
+            tools::run(cmd)
+        }
+        None => {
+            eprintln!(
+                "bb7: the stdio protocol server is not part of this build yet; use `bb7 tools …`"
+            );
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// CLI subcommands show warnings on stderr (the protocol server never does).
+fn init_cli_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing::Level::WARN)
+        .without_time()
+        .with_target(false)
+        .try_init();
+}

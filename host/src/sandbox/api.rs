@@ -1,0 +1,176 @@
+//! The versions of the `bb7:tool` WIT contract this host speaks, behind one version-neutral surface.
+//!
+//! Each version's bindings live in their own module, generated from its frozen directory under
+//! `wit/`. A component is matched to a version by the interface it exports; adding `0.2.0` means
+//! adding a module, a [`WitVersion`] variant and a [`ToolPre`] arm, while `0.1.0` components keep
+//! working.
+
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Engine, Store};
+
+/// Bindings for `bb7:tool@0.1.0` (`wit/v0.1.0`).
+pub mod v0_1_0 {
+    wasmtime::component::bindgen!({
+        world: "tool-component",
+        path: "../wit/v0.1.0",
+    });
+}
+
+/// A version of the tool contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WitVersion {
+    V0_1_0,
+}
+
+impl WitVersion {
+    /// Every version this host can run, oldest first.
+    pub const SUPPORTED: [WitVersion; 1] = [WitVersion::V0_1_0];
+
+    /// The semantic version, e.g. `0.1.0`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WitVersion::V0_1_0 => "0.1.0",
+        }
+    }
+
+    /// The fully qualified interface a component of this version exports.
+    pub fn export_name(self) -> &'static str {
+        match self {
+            WitVersion::V0_1_0 => "bb7:tool/tool@0.1.0",
+        }
+    }
+
+    /// The contract's types-only interface of this version; components import it, but it holds
+    /// type definitions only, so it gives them no capability.
+    pub fn types_name(self) -> &'static str {
+        match self {
+            WitVersion::V0_1_0 => "bb7:tool/types@0.1.0",
+        }
+    }
+
+    /// The newest supported version `component` exports, if any.
+    pub fn detect(engine: &Engine, component: &Component) -> Option<WitVersion> {
+        let ty = component.component_type();
+        let exports: Vec<&str> = ty.exports(engine).map(|(name, _)| name).collect();
+        Self::SUPPORTED
+            .iter()
+            .rev()
+            .copied()
+            .find(|v| exports.contains(&v.export_name()))
+    }
+}
+
+/// A tool's self-description, whatever its WIT version.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolInfo {
+    pub name: String,
+    pub description: String,
+    /// The JSON Schema of the arguments, as the component gave it.
+    pub parameters_schema: String,
+}
+
+/// A structured failure returned by the component (not a trap).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolFailure {
+    /// The WIT `error-kind` name (`invalid-arguments`, `conflict`, …).
+    pub kind: String,
+    pub message: String,
+}
+
+/// A component linked and ready to instantiate cheaply, for one of the supported versions.
+pub enum ToolPre<T: 'static> {
+    V0_1_0(v0_1_0::ToolComponentPre<T>),
+}
+
+impl<T: 'static> Clone for ToolPre<T> {
+    fn clone(&self) -> Self {
+        match self {
+            ToolPre::V0_1_0(p) => ToolPre::V0_1_0(p.clone()),
+        }
+    }
+}
+
+impl<T: Send + 'static> ToolPre<T> {
+    /// Links `component` (of `version`) against `linker`; fails when it imports something the linker
+    /// does not provide (anything but WASI).
+    pub fn new(
+        linker: &Linker<T>,
+        component: &Component,
+        version: WitVersion,
+    ) -> wasmtime::Result<Self> {
+        let pre = linker.instantiate_pre(component)?;
+        Ok(match version {
+            WitVersion::V0_1_0 => ToolPre::V0_1_0(v0_1_0::ToolComponentPre::new(pre)?),
+        })
+    }
+
+    /// Instantiates into `store` and calls `describe`.
+    pub fn describe(
+        &self,
+        store: &mut Store<T>,
+        settings: &[(String, String)],
+    ) -> wasmtime::Result<Result<ToolInfo, ToolFailure>> {
+        match self {
+            ToolPre::V0_1_0(pre) => {
+                use v0_1_0::exports::bb7::tool::tool as t;
+                let inst = pre.instantiate(&mut *store)?;
+                let settings = settings_v0_1_0(settings);
+                let r = inst.bb7_tool_tool().call_describe(&mut *store, &settings)?;
+                Ok(r.map(|i: t::ToolInfo| ToolInfo {
+                    name: i.name,
+                    description: i.description,
+                    parameters_schema: i.parameters_schema,
+                })
+                .map_err(failure_v0_1_0))
+            }
+        }
+    }
+
+    /// Instantiates into `store` and calls `call` with the JSON `arguments`.
+    pub fn call(
+        &self,
+        store: &mut Store<T>,
+        settings: &[(String, String)],
+        arguments: &str,
+    ) -> wasmtime::Result<Result<String, ToolFailure>> {
+        match self {
+            ToolPre::V0_1_0(pre) => {
+                let inst = pre.instantiate(&mut *store)?;
+                let settings = settings_v0_1_0(settings);
+                let r = inst
+                    .bb7_tool_tool()
+                    .call_call(&mut *store, &settings, arguments)?;
+                Ok(r.map_err(failure_v0_1_0))
+            }
+        }
+    }
+}
+
+fn settings_v0_1_0(
+    settings: &[(String, String)],
+) -> Vec<v0_1_0::exports::bb7::tool::tool::Setting> {
+    settings
+        .iter()
+        .map(|(k, v)| v0_1_0::exports::bb7::tool::tool::Setting {
+            key: k.clone(),
+            value: v.clone(),
+        })
+        .collect()
+}
+
+fn failure_v0_1_0(e: v0_1_0::exports::bb7::tool::tool::ToolError) -> ToolFailure {
+    use v0_1_0::bb7::tool::types::ErrorKind as K;
+    let kind = match e.kind {
+        K::InvalidArguments => "invalid-arguments",
+        K::NotFound => "not-found",
+        K::PermissionDenied => "permission-denied",
+        K::Conflict => "conflict",
+        K::TooLarge => "too-large",
+        K::NotText => "not-text",
+        K::Io => "io",
+    };
+    ToolFailure {
+        kind: kind.to_string(),
+        message: e.message,
+    }
+}

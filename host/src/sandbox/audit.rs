@@ -1,0 +1,61 @@
+//! The record every tool call leaves, and the append-only log it goes to.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::grant::Grant;
+
+/// What one call did, for a security reviewer: which component ran, with what access, for how long,
+/// and how it ended.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CallRecord {
+    /// When the call started, RFC 3339 UTC.
+    pub started: String,
+    pub tool: String,
+    /// Hex sha256 of the component that ran.
+    pub component_sha256: String,
+    pub wit_version: String,
+    /// Exactly the directories the call received.
+    pub grants: Vec<Grant>,
+    pub network: &'static str,
+    pub env: &'static str,
+    pub duration_ms: f64,
+    /// `ok`, or the error kind (`conflict`, `time-limit`, `memory-limit`, `trap`, …).
+    pub outcome: String,
+    /// The error message, when the call failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// An append-only JSON-lines file of [`CallRecord`]s.
+#[derive(Debug, Clone)]
+pub struct AuditLog {
+    path: PathBuf,
+}
+
+impl AuditLog {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        AuditLog { path: path.into() }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one record as a single line (one `write` call, so concurrent writers do not interleave).
+    pub fn append(&self, record: &CallRecord) -> std::io::Result<()> {
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)?;
+        f.write_all(&line)
+    }
+}

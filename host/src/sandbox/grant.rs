@@ -1,0 +1,47 @@
+//! Directory grants: the only filesystem capability a tool call receives.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+/// How a granted directory may be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Access {
+    /// Read files and list directories; every mutation is refused.
+    ReadOnly,
+    /// Read, create, replace and delete files and directories inside the directory.
+    ReadWrite,
+}
+
+impl Access {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::ReadOnly => "read-only",
+            Access::ReadWrite => "read-write",
+        }
+    }
+}
+
+/// One directory handed to a call, mounted at `/` inside the component.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Grant {
+    /// The host directory (canonicalised when the grant is made).
+    pub path: PathBuf,
+    pub access: Access,
+}
+
+impl Grant {
+    /// Grants `dir`, resolved to its canonical path so the audit record names the real directory.
+    pub fn new(dir: impl Into<PathBuf>, access: Access) -> std::io::Result<Self> {
+        let dir = dir.into();
+        let path = dir.canonicalize()?;
+        if !path.is_dir() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotADirectory,
+                format!("{} is not a directory", dir.display()),
+            ));
+        }
+        Ok(Grant { path, access })
+    }
+}

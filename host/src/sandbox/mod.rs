@@ -1,0 +1,25 @@
+//! The tool sandbox: runs tool components in wasmtime with nothing but the directory grants a call
+//! needs.
+//!
+//! - [`engine`]: the one process-wide engine (pooling allocator, epoch ticker).
+//! - [`cache`]: compiled components on disk, keyed by engine and component sha256.
+//! - [`registry`]: the built-in components (embedded in the binary) and third-party component files.
+//! - [`api`]: the WIT versions the host speaks, behind one version-neutral surface.
+//! - [`grant`] and [`limits`]: what one call may touch and use.
+//! - [`runner`]: one call: fresh store, exact preopens, limits, audit record.
+//! - [`audit`]: the record every call leaves, and the audit log.
+
+pub mod api;
+pub mod audit;
+pub mod cache;
+pub mod engine;
+pub mod grant;
+pub mod limits;
+pub mod registry;
+pub mod runner;
+
+pub use audit::{AuditLog, CallRecord};
+pub use grant::{Access, Grant};
+pub use limits::Limits;
+pub use registry::{Registry, ToolComponent};
+pub use runner::{CallError, Sandbox};

@@ -1,0 +1,232 @@
+//! The tool components a host can run: the five built-ins embedded in the binary, and third-party
+//! component files. Components are compiled at most once (see [`super::cache`]) and linked against
+//! WASI only.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::{Component, Linker};
+
+use super::api::{ToolPre, WitVersion};
+use super::cache::{CacheOutcome, ComponentCache};
+use super::grant::Access;
+use super::runner::CallState;
+
+/// A built-in component as embedded by `build.rs`.
+#[derive(Debug)]
+pub struct EmbeddedComponent {
+    /// The tool name the component provides.
+    pub tool: &'static str,
+    pub bytes: &'static [u8],
+    /// Hex sha256 of `bytes`, computed at build time.
+    pub sha256: &'static str,
+}
+
+include!(concat!(env!("OUT_DIR"), "/builtin_components.rs"));
+
+/// Where a component came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// Embedded in this `bb7` binary.
+    Builtin,
+    /// Loaded from a file the user named.
+    File(PathBuf),
+}
+
+/// The directory a tool's calls receive, as policy: what it is and how it may be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantPolicy {
+    /// What the directory is, for the audit (e.g. "the reply's staging directory").
+    pub directory: &'static str,
+    pub access: Access,
+}
+
+/// The grant policy of a built-in tool: the file tools write into the reply's staging copy, the
+/// retrieval tools read the project.
+pub fn builtin_policy(tool: &str) -> GrantPolicy {
+    match tool {
+        "write_file" | "edit_file" => GrantPolicy {
+            directory: "the reply's staging directory (a fresh copy of the files the reply may change)",
+            access: Access::ReadWrite,
+        },
+        _ => GrantPolicy {
+            directory: "the project root (skipping .git/, .bb7/ and ignored files)",
+            access: Access::ReadOnly,
+        },
+    }
+}
+
+/// A component ready to run.
+pub struct ToolComponent {
+    /// The tool name (for built-ins, the function the model calls).
+    pub name: String,
+    pub origin: Origin,
+    /// Hex sha256 of the component bytes.
+    pub sha256: String,
+    /// Size of the component in bytes.
+    pub size: usize,
+    pub wit_version: WitVersion,
+    pub policy: GrantPolicy,
+    /// Every interface the component imports, as `package/interface@version`: WASI, plus the
+    /// contract's own types-only interface (which carries no functions).
+    pub imports: Vec<String>,
+    /// Whether it was compiled now or loaded from the cache.
+    pub cache: CacheOutcome,
+    pub(crate) pre: ToolPre<CallState>,
+}
+
+impl std::fmt::Debug for ToolComponent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolComponent")
+            .field("name", &self.name)
+            .field("sha256", &self.sha256)
+            .field("wit_version", &self.wit_version)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The engine, the WASI linker and the components, loaded lazily.
+pub struct Registry {
+    engine: Engine,
+    linker: Linker<CallState>,
+    cache: ComponentCache,
+    builtins: Vec<OnceLock<Result<Arc<ToolComponent>, String>>>,
+}
+
+impl Registry {
+    /// A registry over the shared `engine`, caching compiled components under `cache_base`.
+    pub fn new(engine: Engine, cache_base: Option<PathBuf>) -> anyhow::Result<Self> {
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(|e| anyhow::anyhow!("linking WASI: {e}"))?;
+        let cache = ComponentCache::new(&engine, cache_base);
+        let builtins = BUILTIN_COMPONENTS.iter().map(|_| OnceLock::new()).collect();
+        Ok(Registry {
+            engine,
+            linker,
+            cache,
+            builtins,
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The built-in tool names, in the order they are offered to the model.
+    pub fn builtin_names(&self) -> impl Iterator<Item = &'static str> {
+        BUILTIN_COMPONENTS.iter().map(|c| c.tool)
+    }
+
+    /// The built-in tool `name`, loading it on first use.
+    pub fn builtin(&self, name: &str) -> anyhow::Result<Arc<ToolComponent>> {
+        let idx = BUILTIN_COMPONENTS
+            .iter()
+            .position(|c| c.tool == name)
+            .ok_or_else(|| {
+                anyhow::anyhow!("unknown tool: {name} (built-in tools: {})", builtin_list())
+            })?;
+        let slot = &self.builtins[idx];
+        let loaded = slot.get_or_init(|| {
+            let c = &BUILTIN_COMPONENTS[idx];
+            self.prepare(
+                c.tool,
+                Origin::Builtin,
+                c.bytes,
+                c.sha256.to_string(),
+                builtin_policy(c.tool),
+            )
+            .map(Arc::new)
+            .map_err(|e| format!("{e:#}"))
+        });
+        loaded
+            .clone()
+            .map_err(|e| anyhow::anyhow!("built-in tool {name}: {e}"))
+    }
+
+    /// Every built-in tool, loaded.
+    pub fn all_builtins(&self) -> anyhow::Result<Vec<Arc<ToolComponent>>> {
+        self.builtin_names().map(|n| self.builtin(n)).collect()
+    }
+
+    /// A third-party component from `path`, named `name`, whose calls get one directory with `access`.
+    pub fn load_file(
+        &self,
+        name: &str,
+        path: &Path,
+        access: Access,
+    ) -> anyhow::Result<ToolComponent> {
+        let bytes =
+            std::fs::read(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+        let sha = hex::encode(Sha256::digest(&bytes));
+        let policy = GrantPolicy {
+            directory: "the directory named with --dir",
+            access,
+        };
+        self.prepare(name, Origin::File(path.to_path_buf()), &bytes, sha, policy)
+    }
+
+    fn prepare(
+        &self,
+        name: &str,
+        origin: Origin,
+        bytes: &[u8],
+        sha256: String,
+        policy: GrantPolicy,
+    ) -> anyhow::Result<ToolComponent> {
+        let (component, cache) = self.cache.load(&self.engine, &sha256, bytes)?;
+        let wit_version = WitVersion::detect(&self.engine, &component).ok_or_else(|| {
+            anyhow::anyhow!(
+                "the component does not export a supported bb7:tool interface (supported: {})",
+                WitVersion::SUPPORTED
+                    .iter()
+                    .map(|v| v.export_name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })?;
+        let imports = imports_of(&self.engine, &component);
+        let own_types = wit_version.types_name();
+        if let Some(bad) = imports
+            .iter()
+            .find(|i| !i.starts_with("wasi:") && *i != own_types)
+        {
+            anyhow::bail!(
+                "the component imports {bad}; tool components may import nothing but WASI"
+            );
+        }
+        let pre = ToolPre::new(&self.linker, &component, wit_version)
+            .map_err(|e| anyhow::anyhow!("linking the component: {e}"))?;
+        Ok(ToolComponent {
+            name: name.to_string(),
+            origin,
+            sha256,
+            size: bytes.len(),
+            wit_version,
+            policy,
+            imports,
+            cache,
+            pre,
+        })
+    }
+}
+
+fn imports_of(engine: &Engine, component: &Component) -> Vec<String> {
+    let mut v: Vec<String> = component
+        .component_type()
+        .imports(engine)
+        .map(|(n, _)| n.to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+fn builtin_list() -> String {
+    BUILTIN_COMPONENTS
+        .iter()
+        .map(|c| c.tool)
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,464 @@
+//! End-to-end tests of `bb7 tools list | audit | call` through the real binary: each built-in tool,
+//! the audit a security reviewer reads, and the audit record every call leaves.
+
+mod common;
+
+use std::fs;
+
+use common::{Home, file_id, ok_json, stderr, stdout, tool_error};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+const TOOLS: [&str; 5] = [
+    "write_file",
+    "edit_file",
+    "search_project",
+    "read_file",
+    "list_files",
+];
+
+#[test]
+fn version_flag_prints_name_and_version() {
+    let home = Home::new();
+    let o = home.run(&["--version"]);
+    assert!(o.status.success());
+    assert_eq!(stdout(&o), format!("bb7 {}\n", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn list_names_the_five_tools_with_descriptions() {
+    let home = Home::new();
+    let o = home.run(&["tools", "list"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 5, "{out}");
+    for (line, tool) in lines.iter().zip(TOOLS) {
+        assert!(line.starts_with(tool), "{line}");
+        assert!(
+            line.len() > tool.len() + 20,
+            "one-line description missing: {line}"
+        );
+    }
+}
+
+/// The components the build embedded, hashed independently of the host.
+fn built_component_hashes() -> Vec<(String, String)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/wasm-guest/wasm32-wasip2/release");
+    TOOLS
+        .iter()
+        .map(|t| {
+            let bytes = fs::read(dir.join(format!("bb7_tool_{t}.wasm"))).expect("built component");
+            (t.to_string(), hex::encode(Sha256::digest(&bytes)))
+        })
+        .collect()
+}
+
+#[test]
+fn audit_json_pins_every_component_and_its_grants() {
+    let home = Home::new();
+    let doc = ok_json(&home.run(&["tools", "audit", "--json"]));
+    let comps = doc["components"].as_array().expect("components");
+    assert_eq!(comps.len(), 5);
+    let hashes = built_component_hashes();
+    for (c, (tool, sha)) in comps.iter().zip(&hashes) {
+        assert_eq!(c["name"], tool.as_str());
+        assert_eq!(
+            c["sha256"],
+            sha.as_str(),
+            "audit must pin the exact embedded bytes"
+        );
+        assert_eq!(c["wit_version"], "0.1.0");
+        assert_eq!(c["wit_interface"], "bb7:tool/tool@0.1.0");
+        assert!(c["size"].as_u64().unwrap() > 1000);
+        let grants = &c["grants"];
+        assert_eq!(grants["network"], "none");
+        assert_eq!(grants["env"], "none");
+        assert_eq!(grants["stdio"], "none");
+        let dirs = grants["directories"].as_array().unwrap();
+        assert_eq!(dirs.len(), 1, "exactly one directory per call");
+        let want = if matches!(tool.as_str(), "write_file" | "edit_file") {
+            "read-write"
+        } else {
+            "read-only"
+        };
+        assert_eq!(dirs[0]["access"], want, "{tool}");
+        assert_eq!(dirs[0]["mount"], "/");
+        let imports = c["imports"].as_array().unwrap();
+        assert!(!imports.is_empty());
+        assert!(
+            imports
+                .iter()
+                .map(|i| i.as_str().unwrap())
+                .all(|i| i.starts_with("wasi:") || i == "bb7:tool/types@0.1.0"),
+            "only WASI and the contract's types-only interface: {imports:?}"
+        );
+        assert!(
+            !imports
+                .iter()
+                .any(|i| i.as_str().unwrap().starts_with("wasi:sockets")),
+            "built-in tools must not even import sockets: {imports:?}"
+        );
+        assert_eq!(c["limits"]["memory_bytes"], 256u64 << 20);
+        assert!(c["limits"]["wall_time_ms"].as_u64().unwrap() > 0);
+        assert!(c["limits"]["result_bytes"].as_u64().unwrap() > 0);
+    }
+}
+
+#[test]
+fn audit_text_is_complete_for_a_reviewer() {
+    let home = Home::new();
+    let o = home.run(&["tools", "audit"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for (tool, sha) in built_component_hashes() {
+        assert!(out.contains(&format!("\n{tool}\n")), "{tool} missing");
+        assert!(out.contains(&sha), "sha256 of {tool} missing");
+    }
+    assert_eq!(out.matches("network       none").count(), 5);
+    assert_eq!(out.matches("environment   none").count(), 5);
+    assert_eq!(out.matches("access        read-write").count(), 2);
+    assert_eq!(out.matches("access        read-only").count(), 3);
+}
+
+#[test]
+fn compiled_components_are_cached_on_disk() {
+    let home = Home::new();
+    let cache = home.path().join("own-cache");
+    let run = || {
+        let o = home
+            .cmd()
+            .env("BB7_CACHE_DIR", &cache)
+            .args(["tools", "list"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let first = run();
+    let artifacts: Vec<_> = walk(&cache)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+        .collect();
+    assert_eq!(artifacts.len(), 5, "{artifacts:?}");
+    assert_eq!(run(), first, "a warm start behaves the same");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p))
+            } else {
+                out.push(p)
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn write_file_creates_and_replaces_and_records_the_call() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    let log = home.path().join("audit.jsonl");
+    let log_s = log.to_str().unwrap();
+    let v = ok_json(&home.call(
+        "write_file",
+        dir.path(),
+        r#"{"path":"src/new.rs","content":"fn main() {}\n"}"#,
+        &["--audit-log", log_s],
+    ));
+    assert_eq!(v["path"], "src/new.rs");
+    assert_eq!(v["status"], "added");
+    assert_eq!(v["file_id"], file_id("src/new.rs", b"fn main() {}\n"));
+    assert_eq!(
+        fs::read_to_string(dir.path().join("src/new.rs")).unwrap(),
+        "fn main() {}\n"
+    );
+
+    let v = ok_json(&home.call(
+        "write_file",
+        dir.path(),
+        r#"{"path":"src/new.rs","content":"x"}"#,
+        &["--audit-log", log_s],
+    ));
+    assert_eq!(v["status"], "modified");
+    assert_eq!(
+        fs::read_to_string(dir.path().join("src/new.rs")).unwrap(),
+        "x"
+    );
+
+    let records: Vec<Value> = fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 2);
+    let canon = dir.path().canonicalize().unwrap();
+    for r in &records {
+        assert_eq!(r["tool"], "write_file");
+        assert_eq!(r["outcome"], "ok");
+        assert_eq!(r["network"], "none");
+        assert_eq!(r["env"], "none");
+        assert_eq!(r["wit_version"], "0.1.0");
+        assert_eq!(r["component_sha256"].as_str().unwrap().len(), 64);
+        assert_eq!(
+            r["grants"],
+            serde_json::json!([{"path": canon, "access": "read-write"}])
+        );
+        assert!(r["duration_ms"].as_f64().unwrap() > 0.0);
+    }
+}
+
+#[test]
+fn failed_calls_are_recorded_with_their_error() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    let o = home.call(
+        "write_file",
+        dir.path(),
+        r#"{"path":"/etc/passwd","content":"x"}"#,
+        &[],
+    );
+    let err = tool_error(&o, "invalid-arguments");
+    assert!(err.contains("absolute"), "{err}");
+    let log =
+        fs::read_to_string(home.state_dir().join("tool-calls.jsonl")).expect("default audit log");
+    let r: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+    assert_eq!(r["outcome"], "invalid-arguments");
+    assert!(r["error"].as_str().unwrap().contains("absolute"));
+    assert!(
+        !dir.path().join("etc").exists(),
+        "an absolute path must not be re-rooted into the grant"
+    );
+}
+
+#[test]
+fn edit_file_keeps_a_crlf_file_crlf() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    let original = b"fn main() {\r\n    println!(\"hi\");\r\n}\r\n";
+    fs::write(dir.path().join("main.rs"), original).unwrap();
+    let id = file_id("main.rs", original);
+    let args = serde_json::json!({"edits": [{
+        "path": "main.rs", "file_id": id,
+        "old_string": "    println!(\"hi\");\n",
+        "new_string": "    println!(\"hello\");\n    println!(\"world\");\n"
+    }]});
+    let v = ok_json(&home.call("edit_file", dir.path(), &args.to_string(), &[]));
+    let after = fs::read(dir.path().join("main.rs")).unwrap();
+    assert_eq!(
+        after,
+        b"fn main() {\r\n    println!(\"hello\");\r\n    println!(\"world\");\r\n}\r\n"
+    );
+    assert_eq!(v["edits_applied"], 1);
+    assert_eq!(v["files"][0]["path"], "main.rs");
+    assert_eq!(v["files"][0]["file_id"], file_id("main.rs", &after));
+}
+
+#[test]
+fn edit_file_refuses_a_stale_file_id_and_changes_nothing() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("a.txt"), "one\ntwo\n").unwrap();
+    let args = r#"{"edits":[{"path":"a.txt","file_id":"deadbeef","old_string":"one","new_string":"uno"}]}"#;
+    let err = tool_error(&home.call("edit_file", dir.path(), args, &[]), "conflict");
+    assert!(err.contains("file_id mismatch"), "{err}");
+    assert!(
+        err.contains(&file_id("a.txt", b"one\ntwo\n")),
+        "names the expected id: {err}"
+    );
+    assert_eq!(
+        fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+        "one\ntwo\n"
+    );
+}
+
+#[test]
+fn edit_file_modes_pick_the_schema() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    let content = "a\nb\nc\n";
+    fs::write(dir.path().join("f.txt"), content).unwrap();
+    let id = file_id("f.txt", content.as_bytes());
+
+    let single = serde_json::json!({"path":"f.txt","file_id":id,"old_string":"b","new_string":"B"});
+    ok_json(&home.call(
+        "edit_file",
+        dir.path(),
+        &single.to_string(),
+        &["--mode", "search_replace"],
+    ));
+    assert_eq!(
+        fs::read_to_string(dir.path().join("f.txt")).unwrap(),
+        "a\nB\nc\n"
+    );
+
+    let id = file_id("f.txt", b"a\nB\nc\n");
+    let anchored = serde_json::json!({"path":"f.txt","file_id":id,"changes":[{"start":["B"],"content":["x","y"]}]});
+    ok_json(&home.call(
+        "edit_file",
+        dir.path(),
+        &anchored.to_string(),
+        &["--mode", "anchored"],
+    ));
+    assert_eq!(
+        fs::read_to_string(dir.path().join("f.txt")).unwrap(),
+        "a\nx\ny\nc\n"
+    );
+
+    let err = tool_error(
+        &home.call("edit_file", dir.path(), "{}", &["--mode", "fuzzy"]),
+        "invalid-arguments",
+    );
+    assert!(err.contains("diff_mode must be"), "{err}");
+}
+
+#[test]
+fn edit_file_reports_not_unique_with_line_numbers() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    let content = "x = 1\ny = 2\nx = 1\n";
+    fs::write(dir.path().join("f.py"), content).unwrap();
+    let args = serde_json::json!({"edits":[{"path":"f.py","file_id":file_id("f.py", content.as_bytes()),"old_string":"x = 1","new_string":"x = 3"}]});
+    let err = tool_error(
+        &home.call("edit_file", dir.path(), &args.to_string(), &[]),
+        "conflict",
+    );
+    assert!(
+        err.contains("old_string not unique (2 matches at lines 1, 3)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn retrieval_tools_read_the_project() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    fs::create_dir_all(p.join("src")).unwrap();
+    fs::create_dir_all(p.join(".bb7/chats")).unwrap();
+    fs::write(p.join("src/lib.rs"), "pub fn needle() {}\n// other\n").unwrap();
+    fs::write(p.join("src/main.rs"), "fn main() { needle(); }\n").unwrap();
+    fs::write(p.join(".bb7/chats/secret"), "needle in state\n").unwrap();
+    fs::write(p.join(".gitignore"), "target/\n.env\n").unwrap();
+    fs::create_dir_all(p.join("target")).unwrap();
+    fs::write(p.join("target/out.rs"), "needle()\n").unwrap();
+    fs::write(p.join(".env"), "KEY=needle\n").unwrap();
+
+    let v = ok_json(&home.call("search_project", p, r#"{"query":"needle"}"#, &[]));
+    let files: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["file_path"].as_str().unwrap())
+        .collect();
+    assert_eq!(files, ["src/lib.rs", "src/main.rs"], "{v}");
+    assert_eq!(v["results"][0]["start_line"], 1);
+
+    let v = ok_json(&home.call("list_files", p, r#"{}"#, &[]));
+    assert_eq!(
+        v["files"],
+        serde_json::json!([".gitignore", "src/lib.rs", "src/main.rs"])
+    );
+
+    let v = ok_json(&home.call(
+        "read_file",
+        p,
+        r#"{"file_path":"src/lib.rs","start_line":2}"#,
+        &[],
+    ));
+    assert_eq!(v["content"], "// other\n");
+    assert_eq!(v["start_line"], 2);
+
+    tool_error(
+        &home.call("read_file", p, r#"{"file_path":".bb7/chats/secret"}"#, &[]),
+        "permission-denied",
+    );
+    tool_error(
+        &home.call("read_file", p, r#"{"file_path":"../x"}"#, &[]),
+        "invalid-arguments",
+    );
+}
+
+#[test]
+fn retrieval_grants_are_read_only() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("a.txt"), "a\n").unwrap();
+    let log = home.path().join("a.jsonl");
+    ok_json(&home.call(
+        "list_files",
+        dir.path(),
+        "{}",
+        &["--audit-log", log.to_str().unwrap()],
+    ));
+    let r: Value = serde_json::from_str(fs::read_to_string(&log).unwrap().trim()).unwrap();
+    assert_eq!(r["grants"][0]["access"], "read-only");
+}
+
+#[test]
+fn bad_invocations_fail_clearly() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    let o = home.call("rm_rf", dir.path(), "{}", &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unknown tool: rm_rf"), "{}", stderr(&o));
+
+    let o = home.call("write_file", &dir.path().join("missing"), "{}", &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("cannot grant"), "{}", stderr(&o));
+
+    let err = tool_error(
+        &home.call("write_file", dir.path(), "not json", &[]),
+        "invalid-arguments",
+    );
+    assert!(err.contains("invalid arguments"), "{err}");
+    let err = tool_error(
+        &home.call("write_file", dir.path(), r#"{"path":"a"}"#, &[]),
+        "invalid-arguments",
+    );
+    assert!(err.contains("content"), "{err}");
+}
+
+#[test]
+fn arguments_can_come_from_stdin() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    let big = "x".repeat(1 << 20);
+    let args = serde_json::json!({"path": "big.txt", "content": big}).to_string();
+    let mut child = home
+        .cmd()
+        .args([
+            "tools",
+            "call",
+            "write_file",
+            "--dir",
+            dir.path().to_str().unwrap(),
+            "--args",
+            "-",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(args.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let v = ok_json(&o);
+    assert_eq!(v["bytes"], 1 << 20);
+    assert_eq!(
+        fs::metadata(dir.path().join("big.txt")).unwrap().len(),
+        1 << 20
+    );
+}
