@@ -462,3 +462,26 @@ fn arguments_can_come_from_stdin() {
         1 << 20
     );
 }
+
+#[test]
+fn read_write_grants_never_reach_bb7_state() {
+    let home = Home::new();
+    fs::create_dir_all(home.state_dir()).unwrap();
+    // The home holds the state dir (~/.bb7): granting it read-write would expose chats and the audit log.
+    let o = home.call(
+        "write_file",
+        home.path(),
+        r#"{"path":".bb7/tool-calls.jsonl","content":"forged"}"#,
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("overlaps"), "{}", stderr(&o));
+    assert!(
+        !home.state_dir().join("tool-calls.jsonl").exists()
+            || !fs::read_to_string(home.state_dir().join("tool-calls.jsonl"))
+                .unwrap()
+                .contains("forged")
+    );
+    // Read-only access to the same directory is fine for the retrieval tools.
+    ok_json(&home.call("list_files", home.path(), "{}", &[]));
+}

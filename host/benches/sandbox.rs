@@ -43,8 +43,13 @@ fn main() {
     let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with("--"));
     let want = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
     let cache = tempfile::tempdir().expect("cache dir");
-    let sb =
-        Sandbox::new(Limits::default(), Some(cache.path().to_path_buf()), None).expect("sandbox");
+    let sb = Sandbox::new(
+        Limits::default(),
+        Some(cache.path().to_path_buf()),
+        None,
+        &[],
+    )
+    .expect("sandbox");
     println!("bb7 sandbox benchmarks (release build, medians)");
 
     if want("overhead") {
@@ -73,7 +78,7 @@ fn main() {
     if want("edit") {
         let dir = tempfile::tempdir().unwrap();
         let mut content = String::with_capacity(1 << 20);
-        let mut i = 0;
+        let mut i: usize = 0;
         while content.len() < (1 << 20) - 100 {
             content.push_str(&format!(
                 "    let value_{i} = compute(value_{}, {i}); // line {i}\n",
@@ -87,7 +92,7 @@ fn main() {
         let grant = Grant::new(dir.path(), Access::ReadWrite).unwrap();
         let settings = Settings::default();
         let root = Root::at(dir.path());
-        let mut bench = |sandboxed: bool| {
+        let bench = |sandboxed: bool| {
             let mut samples = Vec::new();
             for k in 0..20 {
                 let (from, to) = if k % 2 == 0 {

@@ -79,10 +79,13 @@ pub fn run(cmd: ToolsCommand) -> ExitCode {
 }
 
 fn sandbox(audit: Option<AuditLog>) -> anyhow::Result<Sandbox> {
+    // Read-write grants may never reach bb7's own state (chats, the audit log).
+    let protected: Vec<PathBuf> = crate::paths::state_dir().into_iter().collect();
     Sandbox::new(
         Limits::default(),
         crate::sandbox::cache::ComponentCache::default_base(),
         audit,
+        &protected,
     )
 }
 
@@ -237,9 +240,11 @@ fn prepare_and_call(a: CallArgs) -> anyhow::Result<ExitCode> {
     };
     let grant = Grant::new(&a.dir, tool.policy.access)
         .map_err(|e| anyhow::anyhow!("cannot grant {}: {e}", a.dir.display()))?;
+    sb.check_grant(&grant)?;
     let (result, _record) = sb.call(&tool, &grant, &settings, &arguments);
     match result {
         Ok(json) => {
+            // Re-serialised by the sandbox: always exactly one line of JSON.
             println!("{json}");
             Ok(ExitCode::SUCCESS)
         }

@@ -1,10 +1,13 @@
 //! One tool call: a fresh store holding exactly the granted directory, no network, no environment,
 //! no inherited stdio; memory, wall-time and result-size limits; an audit record.
 
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use serde_json::Value;
 use wasmtime::component::ResourceTable;
-use wasmtime::{ResourceLimiter, Store, Trap};
+use wasmtime::{Engine, ResourceLimiter, Store, Trap};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::api::{ToolFailure, ToolInfo};
@@ -13,6 +16,13 @@ use super::engine;
 use super::grant::{Access, Grant};
 use super::limits::Limits;
 use super::registry::{Registry, ToolComponent};
+use super::watchdog::{MAX_STUCK, Overrun, Workers};
+
+/// How long past its wall-time limit a call may stay blocked in a host call before it is abandoned.
+/// (Guest code is stopped by the epoch at the limit itself.)
+const DEADLINE_GRACE: Duration = Duration::from_millis(250);
+/// Error messages from a tool are cut to this many bytes: they reach the model, the user and the log.
+pub const MAX_ERROR_MESSAGE: usize = 16 << 10;
 
 /// The per-call store state.
 pub struct CallState {
@@ -72,10 +82,16 @@ pub enum CallError {
     MemoryLimit(u64),
     #[error("the tool's result is too large ({size} bytes; the limit is {limit} bytes)")]
     ResultTooLarge { size: usize, limit: usize },
+    #[error("the tool returned a result that is not JSON: {0}")]
+    BadResult(String),
     #[error("the tool crashed: {0}")]
     Trap(String),
     #[error("cannot grant {0}")]
     Grant(String),
+    #[error(
+        "{MAX_STUCK} earlier tool calls are still blocked; no new call starts until they end (restart bb7 to clear them)"
+    )]
+    Unavailable,
 }
 
 impl CallError {
@@ -86,32 +102,50 @@ impl CallError {
             CallError::TimeLimit(_) => "time-limit",
             CallError::MemoryLimit(_) => "memory-limit",
             CallError::ResultTooLarge { .. } => "result-too-large",
+            CallError::BadResult(_) => "bad-result",
             CallError::Trap(_) => "trap",
             CallError::Grant(_) => "grant",
+            CallError::Unavailable => "unavailable",
         }
     }
 }
 
-/// Runs tool components. Cheap to share: calls are independent (one store each).
+/// Runs tool components: each call in a fresh store on a worker thread, under a host-side deadline.
 pub struct Sandbox {
     registry: Registry,
     limits: Limits,
     audit: Option<AuditLog>,
+    workers: Workers,
+    /// Directories no read-write grant may overlap: the compiled-component cache (native code the
+    /// host loads) and the global state dir (chats, the audit log).
+    protected: Vec<PathBuf>,
 }
 
 impl Sandbox {
     /// A sandbox with `limits`, caching compiled components under `cache_base`, appending a record of
-    /// every call to `audit` when given.
+    /// every call to `audit` when given. `protected` lists further directories no read-write grant
+    /// may contain or lie in (the cache base and the audit log's directory are always protected).
     pub fn new(
         limits: Limits,
-        cache_base: Option<std::path::PathBuf>,
+        cache_base: Option<PathBuf>,
         audit: Option<AuditLog>,
+        protected: &[PathBuf],
     ) -> anyhow::Result<Self> {
         let engine = engine::shared(&limits)?;
+        let mut dirs: Vec<PathBuf> = protected.to_vec();
+        dirs.extend(cache_base.clone());
+        dirs.extend(
+            audit
+                .as_ref()
+                .and_then(|a| a.path().parent().map(Path::to_path_buf)),
+        );
+        let protected = dirs.iter().map(|d| canonical_or_lexical(d)).collect();
         Ok(Sandbox {
             registry: Registry::new(engine, cache_base)?,
             limits,
             audit,
+            workers: Workers::new(),
+            protected,
         })
     }
 
@@ -126,26 +160,24 @@ impl Sandbox {
     /// Asks `tool` to describe itself. The component gets no directory at all.
     pub fn describe(
         &self,
-        tool: &ToolComponent,
+        tool: &Arc<ToolComponent>,
         settings: &[(String, String)],
     ) -> Result<ToolInfo, CallError> {
-        let mut store = self.store(WasiCtxBuilder::new().build());
-        match tool.pre.describe(&mut store, settings) {
-            Ok(Ok(info)) => Ok(info),
-            Ok(Err(f)) => Err(CallError::Tool(f)),
-            Err(e) => Err(self.classify(&store, e)),
-        }
+        let settings = settings.to_vec();
+        self.execute(tool, WasiCtxBuilder::new().build(), move |pre, store| {
+            pre.describe(store, &settings)
+        })
     }
 
     /// Runs one call of `tool` with `grant` as its only directory (mounted at `/`), returning the JSON
     /// result and the audit record (also appended to the audit log, if any).
     pub fn call(
         &self,
-        tool: &ToolComponent,
+        tool: &Arc<ToolComponent>,
         grant: &Grant,
         settings: &[(String, String)],
         arguments: &str,
-    ) -> (Result<String, CallError>, CallRecord) {
+    ) -> (Result<Value, CallError>, CallRecord) {
         let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         let t0 = Instant::now();
         let result = self.run(tool, grant, settings, arguments);
@@ -166,8 +198,8 @@ impl Sandbox {
             error: result.as_ref().err().map(|e| e.to_string()),
         };
         if let Some(log) = &self.audit {
-            // The call's effect stands either way; a log that cannot be written must not turn a
-            // completed call into a failure, but it must not pass silently in tests either.
+            // The call's effect stands either way; a log that cannot be written is reported, not
+            // turned into a failed call.
             if let Err(e) = log.append(&record) {
                 tracing::warn!(
                     "cannot append to the audit log {}: {e}",
@@ -180,11 +212,12 @@ impl Sandbox {
 
     fn run(
         &self,
-        tool: &ToolComponent,
+        tool: &Arc<ToolComponent>,
         grant: &Grant,
         settings: &[(String, String)],
         arguments: &str,
-    ) -> Result<String, CallError> {
+    ) -> Result<Value, CallError> {
+        self.check_grant(grant)?;
         let perms = match grant.access {
             Access::ReadOnly => FsPerms::ReadOnly,
             Access::ReadWrite => FsPerms::ReadWrite,
@@ -200,50 +233,142 @@ impl Sandbox {
         builder
             .preopened_dir(&grant.path, "/", perms)
             .map_err(|e| CallError::Grant(format!("{}: {e}", grant.path.display())))?;
-        let mut store = self.store(builder.build());
-        let out = match tool.pre.call(&mut store, settings, arguments) {
-            Ok(Ok(json)) => json,
-            Ok(Err(f)) => return Err(CallError::Tool(f)),
-            Err(e) => return Err(self.classify(&store, e)),
-        };
-        if out.len() > self.limits.result_bytes {
+        let settings = settings.to_vec();
+        let arguments = arguments.to_string();
+        let json = self.execute(tool, builder.build(), move |pre, store| {
+            pre.call(store, &settings, &arguments)
+        })?;
+        if json.len() > self.limits.result_bytes {
             return Err(CallError::ResultTooLarge {
-                size: out.len(),
+                size: json.len(),
                 limit: self.limits.result_bytes,
             });
         }
-        Ok(out)
+        serde_json::from_str::<Value>(&json).map_err(|e| CallError::BadResult(e.to_string()))
     }
 
-    fn store(&self, wasi: WasiCtx) -> Store<CallState> {
-        let state = CallState {
-            wasi,
-            table: ResourceTable::new(),
-            limiter: CallLimiter {
-                memory_bytes: self.limits.memory_bytes as usize,
-                memory_hit: false,
-            },
-        };
-        let mut store = Store::new(self.registry.engine(), state);
-        store.limiter(|s| &mut s.limiter);
-        store.set_epoch_deadline(self.limits.epoch_ticks());
-        store.epoch_deadline_trap();
-        store
+    /// Refuses a read-write grant that contains, or lies inside, a protected directory. [`Sandbox::call`]
+    /// always checks; callers may check first to report a set-up error before anything runs.
+    pub fn check_grant(&self, grant: &Grant) -> Result<(), CallError> {
+        if grant.access == Access::ReadOnly {
+            return Ok(());
+        }
+        let dir = &grant.path;
+        for p in &self.protected {
+            if p.starts_with(dir) || dir.starts_with(p) {
+                return Err(CallError::Grant(format!(
+                    "{} read-write: it overlaps {}, which holds bb7's own state (compiled components, chats or the audit log) and is never given to a tool",
+                    dir.display(),
+                    p.display()
+                )));
+            }
+        }
+        Ok(())
     }
 
-    fn classify(&self, store: &Store<CallState>, e: wasmtime::Error) -> CallError {
-        if store.data().limiter.memory_hit {
-            return CallError::MemoryLimit(self.limits.memory_bytes);
+    /// Runs `op` on a fresh store on a worker thread, under the wall-time deadline, and classifies
+    /// every way it can fail.
+    fn execute<R: Send + 'static>(
+        &self,
+        tool: &Arc<ToolComponent>,
+        wasi: WasiCtx,
+        op: impl FnOnce(
+            &super::api::ToolPre<CallState>,
+            &mut Store<CallState>,
+        ) -> wasmtime::Result<Result<R, ToolFailure>>
+        + Send
+        + 'static,
+    ) -> Result<R, CallError> {
+        let engine = self.registry.engine().clone();
+        let limits = self.limits;
+        let tool = Arc::clone(tool);
+        let ran = self
+            .workers
+            .run(limits.wall_time + DEADLINE_GRACE, move || {
+                let mut store = new_store(&engine, &limits, wasi);
+                match op(&tool.pre, &mut store) {
+                    Ok(Ok(r)) => Ok(r),
+                    Ok(Err(f)) => Err(CallError::Tool(bounded(f))),
+                    Err(e) => Err(classify(&store, &limits, e)),
+                }
+            });
+        match ran {
+            Ok(r) => r,
+            Err(Overrun::Deadline) => {
+                Err(CallError::TimeLimit(limits.wall_time.as_millis() as u64))
+            }
+            Err(Overrun::TooManyStuck) => Err(CallError::Unavailable),
         }
-        if let Some(Trap::Interrupt) = e.downcast_ref::<Trap>() {
-            return CallError::TimeLimit(self.limits.wall_time.as_millis() as u64);
-        }
-        CallError::Trap(
-            format!("{e:#}")
-                .lines()
-                .next()
-                .unwrap_or("unknown trap")
-                .to_string(),
-        )
+    }
+}
+
+fn new_store(engine: &Engine, limits: &Limits, wasi: WasiCtx) -> Store<CallState> {
+    let state = CallState {
+        wasi,
+        table: ResourceTable::new(),
+        limiter: CallLimiter {
+            memory_bytes: limits.memory_bytes as usize,
+            memory_hit: false,
+        },
+    };
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limiter);
+    store.set_epoch_deadline(limits.epoch_ticks());
+    store.epoch_deadline_trap();
+    store
+}
+
+fn classify(store: &Store<CallState>, limits: &Limits, e: wasmtime::Error) -> CallError {
+    if store.data().limiter.memory_hit {
+        return CallError::MemoryLimit(limits.memory_bytes);
+    }
+    if let Some(Trap::Interrupt) = e.downcast_ref::<Trap>() {
+        return CallError::TimeLimit(limits.wall_time.as_millis() as u64);
+    }
+    let msg = format!("{e:#}");
+    CallError::Trap(truncate(
+        msg.lines().next().unwrap_or("unknown trap"),
+        MAX_ERROR_MESSAGE,
+    ))
+}
+
+/// A tool failure with its message cut to [`MAX_ERROR_MESSAGE`] bytes.
+fn bounded(mut f: ToolFailure) -> ToolFailure {
+    if f.message.len() > MAX_ERROR_MESSAGE {
+        f.message = truncate(&f.message, MAX_ERROR_MESSAGE);
+    }
+    f
+}
+
+/// Cuts `s` to at most `max` bytes at a character boundary, saying how much was cut.
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [{} more bytes cut]", &s[..end], s.len() - end)
+}
+
+/// The canonical form of `p` when it exists; else `p` made absolute, so a protected directory that
+/// does not exist yet is still compared sensibly.
+fn canonical_or_lexical(p: &Path) -> PathBuf {
+    p.canonicalize()
+        .unwrap_or_else(|_| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncation_respects_char_boundaries() {
+        let s = "é".repeat(10);
+        let t = truncate(&s, 5);
+        assert!(t.starts_with("éé"));
+        assert!(t.contains("more bytes cut"));
+        assert_eq!(truncate("short", 10), "short");
     }
 }
