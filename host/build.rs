@@ -26,7 +26,13 @@ fn main() {
     let guests = root.join("guest-tools");
     let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
 
-    for p in ["Cargo.toml", "Cargo.lock", "tool-logic", "guest-glue"] {
+    for p in [
+        "Cargo.toml",
+        "Cargo.lock",
+        ".cargo",
+        "tool-logic",
+        "guest-glue",
+    ] {
         println!("cargo:rerun-if-changed={}", guests.join(p).display());
     }
     for (_, dir) in TOOLS {

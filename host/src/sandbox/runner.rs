@@ -286,11 +286,12 @@ impl Sandbox {
             .workers
             .run(limits.wall_time + DEADLINE_GRACE, move || {
                 let mut store = new_store(&engine, &limits, wasi);
-                match op(&tool.pre, &mut store) {
+                let out = match op(&tool.pre, &mut store) {
                     Ok(Ok(r)) => Ok(r),
                     Ok(Err(f)) => Err(CallError::Tool(bounded(f))),
                     Err(e) => Err(classify(&store, &limits, e)),
-                }
+                };
+                (out, store)
             });
         match ran {
             Ok(r) => r,

@@ -18,9 +18,9 @@ type Job = Box<dyn FnOnce() -> bool + Send + 'static>;
 
 /// Abandoned calls still blocked, at most; past this, calls are refused until some return.
 pub const MAX_STUCK: usize = 8;
-/// Worker threads kept ready.
-const BASE_WORKERS: usize = 2;
-
+/// Worker threads kept ready. Calls are sequential (one reply's tool calls run one after another),
+/// so one worker serves; a worker abandoned on a blocked call is replaced at once.
+const BASE_WORKERS: usize = 1;
 /// Why [`Workers::run`] produced no result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Overrun {
@@ -96,11 +96,13 @@ impl Workers {
         self.stuck.load(Ordering::SeqCst)
     }
 
-    /// Runs `f` on a worker and waits up to `deadline` for its result.
-    pub fn run<T: Send + 'static>(
+    /// Runs `f` on a worker and waits up to `deadline` for its result. `f` returns the result and
+    /// something to drop after the result has been handed over (a store: tearing down an instance
+    /// costs as much as running a small call, and the caller need not wait for it).
+    pub fn run<T: Send + 'static, D: Send + 'static>(
         &self,
         deadline: Duration,
-        f: impl FnOnce() -> T + Send + 'static,
+        f: impl FnOnce() -> (T, D) + Send + 'static,
     ) -> Result<T, Overrun> {
         if self.stuck() >= MAX_STUCK {
             return Err(Overrun::TooManyStuck);
@@ -109,9 +111,11 @@ impl Workers {
         let job_slot = Arc::clone(&slot);
         let stuck = Arc::clone(&self.stuck);
         let job: Job = Box::new(move || {
-            let out = f();
+            let (out, deferred) = f();
+            let _deferred = deferred;
             let (lock, cv) = &*job_slot;
             let Ok(mut s) = lock.lock() else { return false };
+            // `_deferred` is dropped after this block, once the result is published.
             if matches!(*s, Slot::Abandoned) {
                 stuck.fetch_sub(1, Ordering::SeqCst);
                 true
@@ -165,14 +169,14 @@ mod tests {
     #[test]
     fn returns_results_and_abandons_blocked_calls() {
         let w = Workers::new();
-        assert_eq!(w.run(Duration::from_secs(5), || 7), Ok(7));
+        assert_eq!(w.run(Duration::from_secs(5), || (7, ())), Ok(7));
         let r = w.run(Duration::from_millis(20), || {
-            thread::sleep(Duration::from_millis(300))
+            (thread::sleep(Duration::from_millis(300)), ())
         });
         assert_eq!(r, Err(Overrun::Deadline));
         assert_eq!(w.stuck(), 1);
         // The pool still serves while the abandoned call is blocked.
-        assert_eq!(w.run(Duration::from_secs(5), || 8), Ok(8));
+        assert_eq!(w.run(Duration::from_secs(5), || (8, ())), Ok(8));
         thread::sleep(Duration::from_millis(500));
         assert_eq!(
             w.stuck(),
@@ -186,12 +190,12 @@ mod tests {
         let w = Workers::new();
         for _ in 0..MAX_STUCK {
             let r = w.run(Duration::from_millis(1), || {
-                thread::sleep(Duration::from_millis(400))
+                (thread::sleep(Duration::from_millis(400)), ())
             });
             assert_eq!(r, Err(Overrun::Deadline));
         }
         assert_eq!(
-            w.run(Duration::from_secs(1), || 1),
+            w.run(Duration::from_secs(1), || (1, ())),
             Err(Overrun::TooManyStuck)
         );
     }
