@@ -1,9 +1,15 @@
 //! BB-7's native host: the tool sandbox, and (as the issues land) the stdio protocol, chat state and
 //! model client. `main.rs` is a thin command-line front end over this library.
 
+pub mod chat;
 pub mod cli;
+pub mod config;
+pub mod instructions;
 pub mod paths;
+pub mod protocol;
 pub mod sandbox;
+pub mod store;
+pub mod tokens;
 
 /// The host's version, as `bb7 --version` and the `version` action report it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -48,12 +48,7 @@ pub fn main() -> ExitCode {
             init_cli_logging();
             tools::run(cmd)
         }
-        None => {
-            eprintln!(
-                "bb7: the stdio protocol server is not part of this build yet; use `bb7 tools …`"
-            );
-            ExitCode::from(2)
-        }
+        None => crate::protocol::serve(),
     }
 }
 

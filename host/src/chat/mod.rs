@@ -1,0 +1,8 @@
+//! The chat domain: the chat.json model, where files live in a chat directory, and the set of chats
+//! in a store. Protocol handlers compose these; nothing here knows about JSON lines.
+
+pub mod model;
+pub mod paths;
+pub mod search;
+pub mod snapshots;
+pub mod store;

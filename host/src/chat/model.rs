@@ -1,0 +1,250 @@
+//! chat.json, version 2 (SPEC.md "Data Model"). Every struct keeps the fields it does not know in
+//! `extra`, so a chat written by another BB-7 backend survives a load and save unchanged.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value, json};
+
+/// The current chat format.
+pub const CHAT_VERSION: u64 = 2;
+
+/// One message part (`text`, `thinking`, `code`, `file`, `context_event`, `raw`), kept as a JSON
+/// object so unknown part types and fields round-trip.
+pub type Part = Map<String, Value>;
+
+/// A chat as stored in `chats/<id>/chat.json`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Chat {
+    #[serde(default)]
+    pub version: u64,
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub created: String,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default)]
+    pub draft: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reasoning_effort: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub context_files: Vec<ContextFile>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub messages: Vec<Message>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A file (or section) in the chat's context.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContextFile {
+    /// Project-relative for internal files, absolute for external ones.
+    pub path: String,
+    #[serde(default)]
+    pub readonly: bool,
+    #[serde(default)]
+    pub external: bool,
+    /// The snapshot's file id.
+    #[serde(default)]
+    pub version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_line: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_line: Option<u64>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl ContextFile {
+    /// Whether this entry is a section (a line range) rather than a whole file.
+    pub fn is_section(&self) -> bool {
+        self.start_line.is_some()
+    }
+}
+
+/// One entry of a user message's `context_snapshot`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotEntry {
+    pub path: String,
+    pub file_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_line: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_line: Option<u64>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A message: `user`, `assistant` or `system`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Message {
+    pub role: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub parts: Vec<Part>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_snapshot: Option<Vec<SnapshotEntry>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_files: Option<Vec<String>>,
+    /// Legacy (version 0/1) message text; moved into `parts` on load, never written.
+    #[serde(default, skip_serializing)]
+    pub content: Option<Value>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Message {
+    /// A message of `role` with one text part.
+    pub fn text(role: &str, text: &str) -> Self {
+        Message {
+            role: role.into(),
+            parts: vec![text_part(text)],
+            timestamp: Some(now()),
+            ..Default::default()
+        }
+    }
+
+    /// The concatenated text parts (what `chat` replies call `content`).
+    pub fn text_content(&self) -> String {
+        let mut out = String::new();
+        for p in &self.parts {
+            if p.get("type").and_then(Value::as_str) == Some("text") {
+                if let Some(c) = p.get("content").and_then(Value::as_str) {
+                    out.push_str(c);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A `text` part.
+pub fn text_part(text: &str) -> Part {
+    let mut p = Part::new();
+    p.insert("type".into(), json!("text"));
+    p.insert("content".into(), json!(text));
+    p
+}
+
+/// A `context_event` part.
+pub fn event_part(
+    action: &str,
+    path: &str,
+    version: &str,
+    prev_version: Option<&str>,
+    readonly: bool,
+    external: bool,
+) -> Part {
+    let mut p = Part::new();
+    p.insert("type".into(), json!("context_event"));
+    p.insert("action".into(), json!(action));
+    p.insert("path".into(), json!(path));
+    if !version.is_empty() {
+        p.insert("version".into(), json!(version));
+    }
+    if let Some(prev) = prev_version.filter(|p| !p.is_empty()) {
+        p.insert("prev_version".into(), json!(prev));
+    }
+    p.insert("readonly".into(), json!(readonly));
+    p.insert("external".into(), json!(external));
+    p
+}
+
+/// Now, RFC 3339 UTC with seconds (`2025-01-19T22:00:00Z`).
+pub fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+impl Chat {
+    /// Parses chat.json, migrating version 0/1 (legacy `content` → `parts`). Returns the chat and
+    /// whether it was migrated (and so should be re-saved).
+    pub fn parse(bytes: &[u8]) -> Result<(Chat, bool), String> {
+        let mut chat: Chat =
+            serde_json::from_slice(bytes).map_err(|e| format!("invalid chat.json: {e}"))?;
+        let mut migrated = false;
+        for m in &mut chat.messages {
+            if let Some(legacy) = m.content.take() {
+                if m.parts.is_empty() {
+                    match legacy {
+                        Value::String(s) => m.parts.push(text_part(&s)),
+                        Value::Null => {}
+                        other => {
+                            let mut p = Part::new();
+                            p.insert("type".into(), json!("raw"));
+                            p.insert("content".into(), json!(other.to_string()));
+                            m.parts.push(p);
+                        }
+                    }
+                }
+                migrated = true;
+            }
+        }
+        if chat.version < CHAT_VERSION {
+            chat.version = CHAT_VERSION;
+            migrated = true;
+        }
+        Ok((chat, migrated))
+    }
+
+    /// chat.json bytes.
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec_pretty(self).unwrap_or_default()
+    }
+
+    /// The model of the last user message, else the chat's model.
+    pub fn current_model(&self) -> &str {
+        self.messages
+            .iter()
+            .rev()
+            .filter(|m| m.role == "user")
+            .find_map(|m| m.model.as_deref().filter(|s| !s.is_empty()))
+            .unwrap_or(&self.model)
+    }
+
+    /// Appends a `system` message holding one context event (how the model learns what the user did).
+    pub fn record_event(&mut self, part: Part) {
+        self.messages.push(Message {
+            role: "system".into(),
+            parts: vec![part],
+            timestamp: Some(now()),
+            ..Default::default()
+        });
+    }
+}
+
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn legacy_content_becomes_parts_and_unknown_fields_survive() {
+        let v0 = br#"{"id":"x","name":"n","messages":[{"role":"user","content":"hi","mood":"ok"}],"custom":1}"#;
+        let (chat, migrated) = Chat::parse(v0).unwrap();
+        assert!(migrated);
+        assert_eq!(chat.version, 2);
+        assert_eq!(chat.messages[0].text_content(), "hi");
+        let out: Value = serde_json::from_slice(&chat.to_json()).unwrap();
+        assert_eq!(out["custom"], 1);
+        assert_eq!(out["messages"][0]["mood"], "ok");
+        assert!(out["messages"][0].get("content").is_none());
+        assert_eq!(out["messages"][0]["parts"][0]["type"], "text");
+    }
+
+    #[test]
+    fn nulls_are_empty_lists() {
+        let (chat, _) =
+            Chat::parse(br#"{"version":2,"id":"x","context_files":null,"messages":null}"#).unwrap();
+        assert!(chat.messages.is_empty() && chat.context_files.is_empty());
+    }
+}

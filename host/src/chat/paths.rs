@@ -1,0 +1,186 @@
+//! Paths a client sends, classified, and where each kind of file lives in a chat directory.
+
+use std::path::{Component, Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+/// A file path from the client, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientPath {
+    /// Inside the project: normalised, `/`-separated, relative to the project root.
+    Internal(String),
+    /// Outside the project (always read-only): a normalised absolute path.
+    External(String),
+}
+
+impl ClientPath {
+    /// The path as stored in chat.json.
+    pub fn as_str(&self) -> &str {
+        match self {
+            ClientPath::Internal(p) | ClientPath::External(p) => p,
+        }
+    }
+
+    pub fn is_external(&self) -> bool {
+        matches!(self, ClientPath::External(_))
+    }
+}
+
+/// Classifies `path`: absolute paths inside `project` become relative; other absolute paths are
+/// external; relative paths must stay inside the project (no `..`) and may not name BB-7's own state
+/// (`.bb7/`) or git's (`.git/`).
+pub fn classify(path: &str, project: Option<&Path>) -> Result<ClientPath, String> {
+    if path.is_empty() {
+        return Err("Invalid path: empty".into());
+    }
+    if path.contains('\0') {
+        return Err("Invalid path: contains a NUL byte".into());
+    }
+    let p = Path::new(path);
+    if p.is_absolute() {
+        let abs = lexical_normalize(p);
+        if let Some(root) = project {
+            if let Ok(rel) = abs.strip_prefix(root) {
+                let rel = rel.to_string_lossy().replace('\\', "/");
+                return internal(&rel, path);
+            }
+        }
+        return Ok(ClientPath::External(abs.to_string_lossy().into_owned()));
+    }
+    if project.is_none() {
+        return Err(format!(
+            "Invalid path: {path} (global chats take absolute paths)"
+        ));
+    }
+    internal(path, path)
+}
+
+fn internal(rel: &str, original: &str) -> Result<ClientPath, String> {
+    let norm = bb7_tool_logic::paths::normalize("path", rel, false)
+        .map_err(|e| format!("Invalid path: {}", e.message))?;
+    let first = norm.split('/').next().unwrap_or("");
+    if first == ".bb7" || first == ".git" {
+        return Err(format!(
+            "Invalid path: {original} is inside {first}/, which BB-7 does not touch"
+        ));
+    }
+    Ok(ClientPath::Internal(norm))
+}
+
+/// Resolves `.` and `..` without touching the filesystem (`/a/b/../c` → `/a/c`).
+pub fn lexical_normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+fn short_hash(parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            h.update([0u8]);
+        }
+        h.update(p);
+    }
+    hex::encode(&h.finalize()[..8])
+}
+
+/// Where a whole-file snapshot lives, relative to the chat directory: `context/<path>` for internal
+/// files, `context/_external/<hash of the path>` for external ones.
+pub fn snapshot_rel(path: &ClientPath) -> String {
+    match path {
+        ClientPath::Internal(p) => format!("context/{p}"),
+        ClientPath::External(p) => format!("context/_external/{}", short_hash(&[p.as_bytes()])),
+    }
+}
+
+/// Where a section snapshot lives: `context/_sections/<hash of path and lines>`.
+pub fn section_rel(path: &str, start: u64, end: u64) -> String {
+    format!(
+        "context/_sections/{}",
+        short_hash(&[
+            path.as_bytes(),
+            start.to_string().as_bytes(),
+            end.to_string().as_bytes()
+        ])
+    )
+}
+
+/// Where the model's version of an internal file lives: `output/<path>`.
+pub fn output_rel(path: &str) -> String {
+    format!("output/{path}")
+}
+
+/// The stored form of a context file's path, re-classified (paths in chat.json were validated when
+/// added, but a hand-edited or foreign chat.json is input like any other).
+pub fn stored(path: &str, external: bool) -> Result<ClientPath, String> {
+    if external {
+        let p = Path::new(path);
+        if !p.is_absolute() {
+            return Err(format!("Invalid path: {path}"));
+        }
+        Ok(ClientPath::External(
+            lexical_normalize(p).to_string_lossy().into_owned(),
+        ))
+    } else {
+        internal(path, path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification() {
+        let root = Path::new("/proj");
+        assert_eq!(
+            classify("src/a.rs", Some(root)).unwrap(),
+            ClientPath::Internal("src/a.rs".into())
+        );
+        assert_eq!(
+            classify("/proj/src/./a.rs", Some(root)).unwrap(),
+            ClientPath::Internal("src/a.rs".into())
+        );
+        assert_eq!(
+            classify("/proj/../etc/passwd", Some(root)).unwrap(),
+            ClientPath::External("/etc/passwd".into())
+        );
+        assert_eq!(
+            classify("/other/x", Some(root)).unwrap(),
+            ClientPath::External("/other/x".into())
+        );
+        for bad in [
+            "",
+            "../x",
+            "a/../../x",
+            ".bb7/chats/x",
+            ".git/config",
+            "a\0b",
+        ] {
+            assert!(classify(bad, Some(root)).is_err(), "{bad:?}");
+        }
+        assert!(classify("src/a.rs", None).is_err());
+        assert!(classify("/x/a.rs", None).unwrap().is_external());
+    }
+
+    #[test]
+    fn layout() {
+        assert_eq!(
+            snapshot_rel(&ClientPath::Internal("a/b.rs".into())),
+            "context/a/b.rs"
+        );
+        assert!(
+            snapshot_rel(&ClientPath::External("/x/y".into())).starts_with("context/_external/")
+        );
+        assert_ne!(section_rel("a", 1, 2), section_rel("a", 1, 3));
+    }
+}

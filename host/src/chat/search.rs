@@ -1,0 +1,129 @@
+//! `search_chats`: title and content matches with excerpts. Chat texts are cached in memory, keyed
+//! by chat.json's modification time and size, so only the first search reads every chat.
+
+use std::collections::HashMap;
+use std::time::SystemTime;
+
+use serde_json::{Value, json};
+
+use super::model::Chat;
+use super::store::ChatStore;
+
+/// Characters of context on each side of a content match.
+const EXCERPT_CONTEXT: usize = 40;
+
+#[derive(Debug)]
+struct Cached {
+    stamp: (Option<SystemTime>, u64),
+    /// Message texts joined by newlines.
+    text: String,
+    /// `text` with ASCII letters lowercased (same byte offsets).
+    lower: String,
+}
+
+/// The in-memory text cache for one store.
+#[derive(Debug, Default)]
+pub struct SearchIndex {
+    cache: HashMap<String, Cached>,
+}
+
+impl SearchIndex {
+    /// Chats whose name (`match_type: title`) or message text (`content`, with an excerpt) contains
+    /// `query`, ASCII case-insensitively, in the store's order.
+    pub fn search(&mut self, store: &ChatStore, query: &str) -> Vec<Value> {
+        let q = query.to_ascii_lowercase();
+        let finder = memchr::memmem::Finder::new(q.as_bytes());
+        let mut out = Vec::new();
+        let mut live = std::collections::HashSet::new();
+        for e in store.list() {
+            live.insert(e.id.clone());
+            if e.name.to_ascii_lowercase().contains(&q) {
+                out.push(json!({"id": e.id, "name": e.name, "created": e.created, "match_type": "title"}));
+                continue;
+            }
+            let Some(c) = self.cached(store, &e.id) else {
+                continue;
+            };
+            if let Some(pos) = finder.find(c.lower.as_bytes()) {
+                out.push(json!({
+                    "id": e.id, "name": e.name, "created": e.created,
+                    "match_type": "content", "excerpt": excerpt(&c.text, pos, q.len()),
+                }));
+            }
+        }
+        self.cache.retain(|id, _| live.contains(id));
+        out
+    }
+
+    fn cached(&mut self, store: &ChatStore, id: &str) -> Option<&Cached> {
+        let meta = store.chats.dir().metadata(format!("{id}/chat.json")).ok()?;
+        let stamp = (meta.modified().ok().map(|t| t.into_std()), meta.len());
+        let fresh = self.cache.get(id).is_some_and(|c| c.stamp == stamp);
+        if !fresh {
+            let bytes = store.chats.dir().read(format!("{id}/chat.json")).ok()?;
+            let (chat, _) = Chat::parse(&bytes).ok()?;
+            let mut text = String::new();
+            for m in &chat.messages {
+                let t = m.text_content();
+                if !t.is_empty() {
+                    text.push_str(&t);
+                    text.push('\n');
+                }
+            }
+            let lower = text.to_ascii_lowercase();
+            self.cache
+                .insert(id.to_string(), Cached { stamp, text, lower });
+        }
+        self.cache.get(id)
+    }
+}
+
+/// `...before MATCH after...` around byte `pos`, on character boundaries, newlines flattened.
+fn excerpt(text: &str, pos: usize, len: usize) -> String {
+    let mut start = pos;
+    for _ in 0..EXCERPT_CONTEXT {
+        if start == 0 {
+            break;
+        }
+        start -= 1;
+        while !text.is_char_boundary(start) {
+            start -= 1;
+        }
+    }
+    let mut end = (pos + len).min(text.len());
+    while !text.is_char_boundary(end) {
+        end += 1;
+    }
+    for _ in 0..EXCERPT_CONTEXT {
+        if end >= text.len() {
+            break;
+        }
+        end += 1;
+        while !text.is_char_boundary(end) {
+            end += 1;
+        }
+    }
+    let mut s = String::new();
+    if start > 0 {
+        s.push_str("...");
+    }
+    s.push_str(&text[start..end].replace(['\n', '\r'], " "));
+    if end < text.len() {
+        s.push_str("...");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn excerpts_respect_char_boundaries() {
+        let t = format!("{}needle{}", "é".repeat(50), "ü".repeat(50));
+        let pos = t.find("needle").unwrap();
+        let e = excerpt(&t, pos, 6);
+        assert!(e.starts_with("...") && e.ends_with("...") && e.contains("needle"));
+        assert_eq!(excerpt("a needle\nb", 2, 6), "a needle b");
+    }
+}

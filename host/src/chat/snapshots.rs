@@ -1,0 +1,124 @@
+//! The stored content of context entries: whole-file snapshots and sections, and output files.
+
+use std::io;
+
+use cap_std::fs::Dir;
+
+use super::model::ContextFile;
+use super::paths::{self, ClientPath};
+use crate::store::{remove_file_if_exists, write_atomic};
+
+/// Where `cf`'s snapshot lives in the chat directory.
+pub fn location(cf: &ContextFile) -> Result<String, String> {
+    match (cf.start_line, cf.end_line) {
+        (Some(s), Some(e)) => Ok(paths::section_rel(&cf.path, s, e)),
+        _ => Ok(paths::snapshot_rel(&paths::stored(&cf.path, cf.external)?)),
+    }
+}
+
+/// Reads `cf`'s snapshot.
+pub fn read(chat_dir: &Dir, cf: &ContextFile) -> io::Result<Vec<u8>> {
+    let rel = location(cf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    chat_dir.read(rel)
+}
+
+/// Writes `cf`'s snapshot atomically.
+pub fn write(chat_dir: &Dir, cf: &ContextFile, content: &[u8]) -> io::Result<()> {
+    let rel = location(cf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    write_atomic(chat_dir, rel, content)
+}
+
+/// Removes `cf`'s snapshot.
+pub fn remove(chat_dir: &Dir, cf: &ContextFile) -> io::Result<()> {
+    let rel = location(cf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    remove_file_if_exists(chat_dir, rel)
+}
+
+/// The model's version of internal file `path`, if any.
+pub fn read_output(chat_dir: &Dir, path: &str) -> Option<Vec<u8>> {
+    chat_dir.read(paths::output_rel(path)).ok()
+}
+
+/// Every output file of a chat (relative paths, sorted).
+pub fn output_files(chat_dir: &Dir) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(d) = chat_dir.open_dir("output") {
+        walk(&d, "", &mut out);
+    }
+    out.sort();
+    out
+}
+
+fn walk(dir: &Dir, prefix: &str, out: &mut Vec<String>) {
+    let Ok(entries) = dir.entries() else { return };
+    for e in entries.flatten() {
+        let Ok(name) = e.file_name().into_string() else {
+            continue;
+        };
+        let Ok(ft) = e.file_type() else { continue };
+        let rel = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}/{name}")
+        };
+        if ft.is_dir() {
+            if let Ok(sub) = dir.open_dir(&name) {
+                walk(&sub, &rel, out);
+            }
+        } else if ft.is_file() && !name.starts_with(".") {
+            out.push(rel);
+        }
+    }
+}
+
+/// Lines `start..=end` (1-based) of `content`, with their line endings.
+pub fn section_lines(content: &[u8], start: u64, end: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, line) in content.split_inclusive(|b| *b == b'\n').enumerate() {
+        let n = i as u64 + 1;
+        if n > end {
+            break;
+        }
+        if n >= start {
+            out.extend_from_slice(line);
+        }
+    }
+    out
+}
+
+/// Whether two texts are equal ignoring CRLF vs LF.
+pub fn same_text(a: &[u8], b: &[u8]) -> bool {
+    a == b || strip_cr(a) == strip_cr(b)
+}
+
+fn strip_cr(a: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(a.len());
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] == b'\r' && a.get(i + 1) == Some(&b'\n') {
+            i += 1;
+            continue;
+        }
+        v.push(a[i]);
+        i += 1;
+    }
+    v
+}
+
+/// The classified path of a context entry.
+pub fn client_path(cf: &ContextFile) -> Result<ClientPath, String> {
+    paths::stored(&cf.path, cf.external)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_and_line_endings() {
+        assert_eq!(section_lines(b"a\nb\nc\n", 2, 3), b"b\nc\n");
+        assert_eq!(section_lines(b"a\nb", 2, 9), b"b");
+        assert!(same_text(b"a\r\nb\r\n", b"a\nb\n"));
+        assert!(!same_text(b"a\n", b"b\n"));
+    }
+}

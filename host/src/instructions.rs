@@ -1,0 +1,875 @@
+//! The system message: BB-7's system prompt (embedded, or the user's override) followed by the user's global
+//! and project instruction files.
+//!
+//! Project instructions (`{project}/.bb7/instructions`) support two directives at column 0, outside fenced
+//! code blocks: `@@` comment lines, which are dropped, and `@include <path>`, which inserts a project file
+//! verbatim (one level: included text is not parsed). Included paths must stay inside the project root; that is
+//! checked lexically, by canonicalizing, and again by reading through a `cap_std` directory handle, which
+//! refuses any path (symlinks included) that leads outside it.
+
+use std::io::{self, Read, Write};
+use std::path::{Component, Path, PathBuf};
+
+use serde::Serialize;
+
+/// BB-7's built-in system prompt.
+///
+/// Lines `<!-- bb7:project -->` and `<!-- bb7:global -->` open a part sent only in project chats or only in
+/// global chats; `<!-- bb7:end -->` closes it. [`render_system_prompt`] removes the marker lines.
+pub const SYSTEM_PROMPT: &str = include_str!("../prompts/system.md");
+
+/// The global instructions file's name inside the config dir.
+pub const GLOBAL_INSTRUCTIONS_FILE: &str = "instructions.md";
+/// The system prompt override's name inside the config dir.
+pub const SYSTEM_PROMPT_FILE: &str = "system_prompt.md";
+/// The project instructions file, relative to the project root.
+pub const PROJECT_INSTRUCTIONS_PATH: &str = ".bb7/instructions";
+/// How the global instructions file is named to the model and the user.
+pub const GLOBAL_INSTRUCTIONS_DISPLAY: &str = "~/.config/bb7/instructions.md";
+
+/// Included files larger than this are rejected: instructions are sent with every request.
+pub const MAX_INCLUDE_BYTES: u64 = 1024 * 1024;
+
+const PROJECT_MARKER: &str = "<!-- bb7:project -->";
+const GLOBAL_MARKER: &str = "<!-- bb7:global -->";
+const END_MARKER: &str = "<!-- bb7:end -->";
+
+const PROJECT_TEMPLATE: &str = "\
+@@ BB-7 project instructions: sent to the model with every message in this project's chats.
+@@ Lines starting with @@ are comments and are not sent.
+@@ `@include <path>` at the start of a line inserts that file verbatim (path relative to the project root).
+@@ Directives inside fenced code blocks are left as they are.
+@@
+@@ @include docs/CONVENTIONS.md
+";
+
+/// The user's instruction files, loaded for one request or one `chat` reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instructions {
+    /// `~/.config/bb7/instructions.md`, when it exists and is not blank.
+    pub global: Option<String>,
+    /// `.bb7/instructions` after directives are processed: `Ok(None)` when absent or blank, `Err` with the parse
+    /// error(s) otherwise. An error blocks sends until fixed.
+    pub project: Result<Option<String>, String>,
+}
+
+/// Loads the global and project instructions. `home_config_dir` is `~/.config/bb7`; `project_root` is `None`
+/// in global-only mode.
+pub fn load(home_config_dir: Option<&Path>, project_root: Option<&Path>) -> Instructions {
+    Instructions {
+        global: home_config_dir.and_then(load_global),
+        project: match project_root {
+            Some(root) => load_project(root),
+            None => Ok(None),
+        },
+    }
+}
+
+/// Reads `{config_dir}/instructions.md` as is; `None` when missing, unreadable or blank.
+pub fn load_global(config_dir: &Path) -> Option<String> {
+    let path = config_dir.join(GLOBAL_INSTRUCTIONS_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            (!text.trim().is_empty()).then_some(text)
+        }
+        Err(e) => {
+            if e.kind() != io::ErrorKind::NotFound {
+                tracing::warn!("cannot read {}: {e}", path.display());
+            }
+            None
+        }
+    }
+}
+
+/// Reads and processes `{project_root}/.bb7/instructions`: `Ok(None)` when missing or blank after processing.
+pub fn load_project(project_root: &Path) -> Result<Option<String>, String> {
+    let bytes = match std::fs::read(project_root.join(PROJECT_INSTRUCTIONS_PATH)) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{PROJECT_INSTRUCTIONS_PATH}: cannot read: {e}")),
+    };
+    let text = String::from_utf8(bytes)
+        .map_err(|_| format!("{PROJECT_INSTRUCTIONS_PATH}: not valid UTF-8"))?;
+    let processed = process_project(&text, project_root)?;
+    Ok((!processed.trim().is_empty()).then_some(processed))
+}
+
+/// Applies the project directives to `source` (the text of `.bb7/instructions`), resolving includes against
+/// `project_root`. Returns every error, one per line, each naming its line.
+pub fn process_project(source: &str, project_root: &Path) -> Result<String, String> {
+    let mut out = String::with_capacity(source.len());
+    let mut errors = Vec::new();
+    let mut includer = Includer::new(project_root);
+    let mut in_fence = false;
+    for (index, raw) in source.split_inclusive('\n').enumerate() {
+        let line = raw.trim_end_matches(['\n', '\r']);
+        let fence = line.trim_start_matches([' ', '\t']);
+        if fence.starts_with("```") || fence.starts_with("~~~") {
+            in_fence = !in_fence;
+            out.push_str(raw);
+            continue;
+        }
+        if in_fence {
+            out.push_str(raw);
+            continue;
+        }
+        if line.starts_with("@@") {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("@include")
+            && (rest.is_empty() || rest.starts_with([' ', '\t']))
+        {
+            match includer.include(rest.trim()) {
+                Ok(text) => {
+                    out.push_str(&text);
+                    if !text.is_empty() && !text.ends_with('\n') {
+                        out.push('\n');
+                    }
+                }
+                Err(e) => errors.push(format!(
+                    "{PROJECT_INSTRUCTIONS_PATH} line {}: @include: {e}",
+                    index + 1
+                )),
+            }
+            continue;
+        }
+        out.push_str(raw);
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors.join("\n"))
+    }
+}
+
+/// Reads included files from inside the project root only.
+struct Includer<'a> {
+    root: &'a Path,
+    /// The project root opened as a capability (opened on first use).
+    dir: Option<io::Result<cap_std::fs::Dir>>,
+    /// The canonical project root (computed on first use).
+    canonical_root: Option<io::Result<PathBuf>>,
+}
+
+impl<'a> Includer<'a> {
+    fn new(root: &'a Path) -> Self {
+        Includer {
+            root,
+            dir: None,
+            canonical_root: None,
+        }
+    }
+
+    fn include(&mut self, path: &str) -> Result<String, String> {
+        if path.is_empty() {
+            return Err("missing path".to_string());
+        }
+        let rel = Path::new(path);
+        if rel.is_absolute() || rel.has_root() {
+            return Err(format!("absolute paths are not allowed: {path}"));
+        }
+        let outside = || format!("path resolves outside the project root: {path}");
+        if escapes_lexically(rel) {
+            return Err(outside());
+        }
+        let not_found = || format!("file not found: {path}");
+
+        let root = self.root;
+        let canonical_root = self
+            .canonical_root
+            .get_or_insert_with(|| root.canonicalize())
+            .as_ref()
+            .map_err(|e| format!("cannot open the project root: {e}"))?;
+        match canonical_root.join(rel).canonicalize() {
+            Ok(target) if !target.starts_with(canonical_root) => return Err(outside()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(not_found()),
+            Err(e) => return Err(format!("cannot read {path}: {e}")),
+        }
+
+        let dir = self
+            .dir
+            .get_or_insert_with(|| {
+                cap_std::fs::Dir::open_ambient_dir(root, cap_std::ambient_authority())
+            })
+            .as_ref()
+            .map_err(|e| format!("cannot open the project root: {e}"))?;
+        let read_error = |e: io::Error| {
+            if e.kind() == io::ErrorKind::NotFound {
+                not_found()
+            } else if e.kind() == io::ErrorKind::PermissionDenied
+                && e.to_string().contains("outside")
+            {
+                outside()
+            } else {
+                format!("cannot read {path}: {e}")
+            }
+        };
+        let file = dir.open(rel).map_err(read_error)?;
+        let meta = file.metadata().map_err(read_error)?;
+        if !meta.is_file() {
+            return Err(format!("not a regular file: {path}"));
+        }
+        if meta.len() > MAX_INCLUDE_BYTES {
+            return Err(format!(
+                "file too large: {path} ({} bytes, max {MAX_INCLUDE_BYTES})",
+                meta.len()
+            ));
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        file.take(MAX_INCLUDE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(read_error)?;
+        if bytes.len() as u64 > MAX_INCLUDE_BYTES {
+            return Err(format!(
+                "file too large: {path} (max {MAX_INCLUDE_BYTES} bytes)"
+            ));
+        }
+        String::from_utf8(bytes).map_err(|_| format!("file is not valid UTF-8: {path}"))
+    }
+}
+
+/// Whether `..` components take `path` above its starting directory, ignoring symlinks.
+fn escapes_lexically(path: &Path) -> bool {
+    let mut depth = 0usize;
+    for component in path.components() {
+        match component {
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if depth == 0 {
+                    return true;
+                }
+                depth -= 1;
+            }
+            Component::RootDir | Component::Prefix(_) => return true,
+        }
+    }
+    false
+}
+
+/// The system prompt: `{config_dir}/system_prompt.md` when it exists (then `true`), else [`SYSTEM_PROMPT`].
+pub fn system_prompt(config_dir: Option<&Path>) -> (String, bool) {
+    if let Some(dir) = config_dir {
+        let path = dir.join(SYSTEM_PROMPT_FILE);
+        match std::fs::read(&path) {
+            Ok(bytes) => return (String::from_utf8_lossy(&bytes).into_owned(), true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!("cannot read {}: {e}", path.display()),
+        }
+    }
+    (SYSTEM_PROMPT.to_string(), false)
+}
+
+/// The system prompt for one kind of chat: keeps the parts marked for it, drops the parts marked for the other
+/// kind, and removes the marker lines. Text outside markers is always kept.
+pub fn render_system_prompt(system: &str, global_chat: bool) -> String {
+    let mut out = String::with_capacity(system.len());
+    let mut keep = true;
+    for raw in system.split_inclusive('\n') {
+        match raw.trim() {
+            PROJECT_MARKER => keep = !global_chat,
+            GLOBAL_MARKER => keep = global_chat,
+            END_MARKER => keep = true,
+            _ if keep => out.push_str(raw),
+            _ => {}
+        }
+    }
+    out.truncate(out.trim_end().len());
+    out
+}
+
+/// The instruction blocks of the system message: the global instructions, then (project chats only) the
+/// project instructions, each in `<user-instructions source="…">` tags. Empty when there are none; a project
+/// parse error contributes nothing (the caller blocks the send).
+pub fn render_instructions(inst: &Instructions, global_chat: bool) -> String {
+    let mut blocks = Vec::new();
+    if let Some(global) = &inst.global {
+        blocks.push(wrap(GLOBAL_INSTRUCTIONS_DISPLAY, global));
+    }
+    if !global_chat && let Ok(Some(project)) = &inst.project {
+        blocks.push(wrap(PROJECT_INSTRUCTIONS_PATH, project));
+    }
+    blocks.join("\n\n")
+}
+
+fn wrap(source: &str, content: &str) -> String {
+    format!(
+        "<user-instructions source=\"{source}\">\n{}\n</user-instructions>",
+        content.trim_end()
+    )
+}
+
+/// The whole system message: [`render_system_prompt`] followed by [`render_instructions`].
+pub fn render_system_message(system: &str, inst: &Instructions, global_chat: bool) -> String {
+    let mut message = render_system_prompt(system, global_chat);
+    let instructions = render_instructions(inst, global_chat);
+    if !instructions.is_empty() {
+        if !message.is_empty() {
+            message.push_str("\n\n");
+        }
+        message.push_str(&instructions);
+    }
+    message
+}
+
+/// Creates the file for `level` (`project`, `global` or `system`) if it is missing and returns its absolute
+/// path. New files start as: project, a commented template; global, empty; system, the built-in prompt.
+pub fn prepare(
+    level: &str,
+    home_config_dir: Option<&Path>,
+    project_root: Option<&Path>,
+) -> Result<PathBuf, String> {
+    let no_config_dir = || "Cannot locate ~/.config/bb7: HOME is not set".to_string();
+    let (path, seed) = match level {
+        "project" => {
+            let root = project_root.ok_or_else(|| {
+                "No project: project instructions are not available in global-only mode".to_string()
+            })?;
+            let state_dir = root.join(".bb7");
+            if !state_dir.is_dir() {
+                return Err("Not initialized: no .bb7 directory in the project root".to_string());
+            }
+            (state_dir.join("instructions"), PROJECT_TEMPLATE)
+        }
+        "global" => {
+            let dir = home_config_dir.ok_or_else(no_config_dir)?;
+            create_dir(dir)?;
+            (dir.join(GLOBAL_INSTRUCTIONS_FILE), "")
+        }
+        "system" => {
+            let dir = home_config_dir.ok_or_else(no_config_dir)?;
+            create_dir(dir)?;
+            (dir.join(SYSTEM_PROMPT_FILE), SYSTEM_PROMPT)
+        }
+        other => {
+            return Err(format!(
+                "Invalid level: {other} (must be project, global or system)"
+            ));
+        }
+    };
+    let path = std::path::absolute(&path).unwrap_or(path);
+    create_if_missing(&path, seed).map_err(|e| format!("Cannot create {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+fn create_dir(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("Cannot create {}: {e}", dir.display()))
+}
+
+/// Creates `path` with `content` unless something already exists there. The content is written to a temporary
+/// file first and linked into place, so the file appears complete or not at all and an existing file is never
+/// replaced.
+fn create_if_missing(path: &Path, content: &str) -> io::Result<()> {
+    if std::fs::symlink_metadata(path).is_ok() {
+        return Ok(());
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        file.write_all(content.as_bytes())?;
+        file.sync_all()?;
+        match std::fs::hard_link(&tmp, path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+            Err(_) if std::fs::symlink_metadata(path).is_err() => std::fs::rename(&tmp, path),
+            Err(e) => Err(e),
+        }
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    if result.is_ok()
+        && let Ok(d) = std::fs::File::open(dir)
+    {
+        let _ = d.sync_all();
+    }
+    result
+}
+
+/// Which customization files exist, for `get_customization_info` and the `instructions_info` of `chat`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Info {
+    /// `~/.config/bb7/system_prompt.md` exists and replaces the built-in prompt.
+    pub system_override: bool,
+    /// The global instructions path as shown to the user.
+    pub global_path: String,
+    /// The global instructions file exists.
+    pub global_exists: bool,
+    /// The project instructions path, relative to the project root.
+    pub project_path: String,
+    /// The project instructions file exists.
+    pub project_exists: bool,
+    /// The project file's parse errors; empty when none.
+    pub project_error: String,
+}
+
+/// The `customization_info` reply's fields (PROTOCOL.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CustomizationInfo {
+    pub system_override: bool,
+    pub global_instructions: bool,
+    /// True only when the project file exists and parses.
+    pub project_instructions: bool,
+    pub project_instructions_error: String,
+}
+
+/// The `instructions_info` object of the `chat` reply (PROTOCOL.md); `project_error` is omitted when empty.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InstructionsInfo {
+    pub global_path: String,
+    pub global_exists: bool,
+    pub project_path: String,
+    pub project_exists: bool,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub project_error: String,
+}
+
+impl Info {
+    /// The `customization_info` view.
+    pub fn customization(&self) -> CustomizationInfo {
+        CustomizationInfo {
+            system_override: self.system_override,
+            global_instructions: self.global_exists,
+            project_instructions: self.project_exists && self.project_error.is_empty(),
+            project_instructions_error: self.project_error.clone(),
+        }
+    }
+
+    /// The `instructions_info` view.
+    pub fn instructions(&self) -> InstructionsInfo {
+        InstructionsInfo {
+            global_path: self.global_path.clone(),
+            global_exists: self.global_exists,
+            project_path: self.project_path.clone(),
+            project_exists: self.project_exists,
+            project_error: self.project_error.clone(),
+        }
+    }
+}
+
+/// Looks at the customization files (parsing the project file to report its errors). `project_root` is `None`
+/// in global-only mode.
+pub fn info(home_config_dir: Option<&Path>, project_root: Option<&Path>) -> Info {
+    let exists = |p: PathBuf| std::fs::metadata(p).is_ok();
+    let global_exists = home_config_dir.is_some_and(|d| exists(d.join(GLOBAL_INSTRUCTIONS_FILE)));
+    let system_override = home_config_dir.is_some_and(|d| exists(d.join(SYSTEM_PROMPT_FILE)));
+    let global_path = match home_config_dir {
+        Some(d) => crate::config::display_path(&d.join(GLOBAL_INSTRUCTIONS_FILE)),
+        None => GLOBAL_INSTRUCTIONS_DISPLAY.to_string(),
+    };
+    let (project_exists, project_error) = match project_root {
+        Some(root) => (
+            exists(root.join(PROJECT_INSTRUCTIONS_PATH)),
+            load_project(root).err().unwrap_or_default(),
+        ),
+        None => (false, String::new()),
+    };
+    Info {
+        system_override,
+        global_path,
+        global_exists,
+        project_path: PROJECT_INSTRUCTIONS_PATH.to_string(),
+        project_exists,
+        project_error,
+    }
+}
+
+/// The `customization_info` reply's fields as JSON (see [`info`] and [`Info::customization`]).
+pub fn customization_info(
+    home_config_dir: Option<&Path>,
+    project_root: Option<&Path>,
+) -> serde_json::Value {
+    to_json(&info(home_config_dir, project_root).customization())
+}
+
+/// The `instructions_info` object of a `chat` reply as JSON (see [`info`] and [`Info::instructions`]). Pass
+/// `None` as the project root for global chats.
+pub fn instructions_info(
+    home_config_dir: Option<&Path>,
+    project_root: Option<&Path>,
+) -> serde_json::Value {
+    to_json(&info(home_config_dir, project_root).instructions())
+}
+
+fn to_json<T: Serialize>(value: &T) -> serde_json::Value {
+    serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    struct Fixture {
+        _tmp: tempfile::TempDir,
+        config: PathBuf,
+        root: PathBuf,
+        outside: PathBuf,
+    }
+
+    fn fixture() -> Fixture {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = tmp.path().join("config/bb7");
+        let root = tmp.path().join("project");
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::create_dir_all(root.join(".bb7")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("secret.md"), "SECRET\n").unwrap();
+        Fixture {
+            _tmp: tmp,
+            config,
+            root,
+            outside,
+        }
+    }
+
+    impl Fixture {
+        fn project_file(&self, text: &str) {
+            std::fs::write(self.root.join(PROJECT_INSTRUCTIONS_PATH), text).unwrap();
+        }
+        fn file(&self, rel: &str, text: &str) {
+            let p = self.root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        fn project(&self) -> Result<Option<String>, String> {
+            load_project(&self.root)
+        }
+    }
+
+    #[test]
+    fn nothing_present() {
+        let f = fixture();
+        let inst = load(Some(&f.config), Some(&f.root));
+        assert_eq!(inst.global, None);
+        assert_eq!(inst.project, Ok(None));
+        let inst = load(None, None);
+        assert_eq!(inst.global, None);
+        assert_eq!(inst.project, Ok(None));
+        assert_eq!(render_instructions(&inst, false), "");
+    }
+
+    #[test]
+    fn global_is_included_as_is() {
+        let f = fixture();
+        let text = "Be terse.\n@@ not a comment here\n@include not/a/directive\n";
+        std::fs::write(f.config.join("instructions.md"), text).unwrap();
+        let inst = load(Some(&f.config), Some(&f.root));
+        assert_eq!(inst.global.as_deref(), Some(text));
+        std::fs::write(f.config.join("instructions.md"), " \n\n").unwrap();
+        assert_eq!(load_global(&f.config), None);
+    }
+
+    #[test]
+    fn comments_are_dropped_and_text_kept() {
+        let f = fixture();
+        f.project_file("@@ comment\nUse tabs.\n  @@ indented is text\n@@\nEnd.");
+        assert_eq!(
+            f.project().unwrap().as_deref(),
+            Some("Use tabs.\n  @@ indented is text\nEnd.")
+        );
+    }
+
+    #[test]
+    fn include_inserts_verbatim_without_reparsing() {
+        let f = fixture();
+        f.file("docs/style.md", "@@ kept\n@include other.md\nno newline");
+        f.project_file("Intro\n@include docs/style.md\nOutro\n@include   ./docs/style.md  \n");
+        assert_eq!(
+            f.project().unwrap().as_deref(),
+            Some(
+                "Intro\n@@ kept\n@include other.md\nno newline\nOutro\n@@ kept\n@include other.md\nno newline\n"
+            )
+        );
+    }
+
+    #[test]
+    fn directives_inside_fences_are_text() {
+        let f = fixture();
+        f.project_file(
+            "```sh\n@@ shown\n@include /etc/passwd\n```\n@@ hidden\n~~~\n@include x\n~~~\nafter\n",
+        );
+        assert_eq!(
+            f.project().unwrap().as_deref(),
+            Some("```sh\n@@ shown\n@include /etc/passwd\n```\n~~~\n@include x\n~~~\nafter\n")
+        );
+        f.project_file("```\n@@ unterminated fence\n");
+        assert_eq!(
+            f.project().unwrap().as_deref(),
+            Some("```\n@@ unterminated fence\n")
+        );
+    }
+
+    #[test]
+    fn only_column_zero_and_whole_word_directives() {
+        let f = fixture();
+        f.project_file(" @include /etc/passwd\n@includes x\n@include\tdocs/a.md\n");
+        f.file("docs/a.md", "A\n");
+        assert_eq!(
+            f.project().unwrap().as_deref(),
+            Some(" @include /etc/passwd\n@includes x\nA\n")
+        );
+    }
+
+    #[test]
+    fn crlf_lines() {
+        let f = fixture();
+        f.file("a.md", "A\r\n");
+        f.project_file("@@ c\r\nx\r\n@include a.md\r\n");
+        assert_eq!(f.project().unwrap().as_deref(), Some("x\r\nA\r\n"));
+    }
+
+    #[test]
+    fn include_errors_name_the_line() {
+        let f = fixture();
+        f.project_file("ok\n\n@include /etc/passwd\n");
+        assert_eq!(
+            f.project().unwrap_err(),
+            ".bb7/instructions line 3: @include: absolute paths are not allowed: /etc/passwd"
+        );
+        f.project_file("@include ../x");
+        assert_eq!(
+            f.project().unwrap_err(),
+            ".bb7/instructions line 1: @include: path resolves outside the project root: ../x"
+        );
+        f.project_file("@include docs/../../outside/secret.md");
+        assert_eq!(
+            f.project().unwrap_err(),
+            ".bb7/instructions line 1: @include: path resolves outside the project root: docs/../../outside/secret.md"
+        );
+        f.project_file("@include docs/x.md");
+        assert_eq!(
+            f.project().unwrap_err(),
+            ".bb7/instructions line 1: @include: file not found: docs/x.md"
+        );
+        f.project_file("@include\n@include   \n");
+        assert_eq!(
+            f.project().unwrap_err(),
+            ".bb7/instructions line 1: @include: missing path\n.bb7/instructions line 2: @include: missing path"
+        );
+    }
+
+    #[test]
+    fn includes_that_are_not_regular_utf8_files() {
+        let f = fixture();
+        std::fs::create_dir_all(f.root.join("docs")).unwrap();
+        f.project_file("@include docs");
+        assert_eq!(
+            f.project().unwrap_err(),
+            ".bb7/instructions line 1: @include: not a regular file: docs"
+        );
+        std::fs::write(f.root.join("bin"), b"\xff\xfe").unwrap();
+        f.project_file("@include bin");
+        assert_eq!(
+            f.project().unwrap_err(),
+            ".bb7/instructions line 1: @include: file is not valid UTF-8: bin"
+        );
+        let big = vec![b'a'; MAX_INCLUDE_BYTES as usize + 1];
+        std::fs::write(f.root.join("big"), big).unwrap();
+        f.project_file("@include big");
+        assert!(f.project().unwrap_err().contains("file too large: big"));
+    }
+
+    #[test]
+    fn symlink_escapes_are_rejected() {
+        let f = fixture();
+        symlink(f.outside.join("secret.md"), f.root.join("link.md")).unwrap();
+        symlink(&f.outside, f.root.join("outdir")).unwrap();
+        symlink("../outside/secret.md", f.root.join("rel-link.md")).unwrap();
+        f.project_file("@include link.md\n@include outdir/secret.md\n@include rel-link.md\n");
+        let err = f.project().unwrap_err();
+        assert_eq!(err.lines().count(), 3, "{err}");
+        for (path, line) in [("link.md", 1), ("outdir/secret.md", 2), ("rel-link.md", 3)] {
+            let expected = format!(
+                ".bb7/instructions line {line}: @include: path resolves outside the project root: {path}"
+            );
+            assert!(err.lines().any(|l| l == expected), "{err}");
+            assert!(!err.contains("SECRET"));
+        }
+    }
+
+    #[test]
+    fn symlinks_inside_the_root_are_fine() {
+        let f = fixture();
+        f.file("docs/real.md", "REAL\n");
+        symlink("docs/real.md", f.root.join("alias.md")).unwrap();
+        f.project_file("@include alias.md");
+        assert_eq!(f.project().unwrap().as_deref(), Some("REAL\n"));
+    }
+
+    #[test]
+    fn capability_read_refuses_escapes_even_when_canonical_check_passes() {
+        let f = fixture();
+        let dir =
+            cap_std::fs::Dir::open_ambient_dir(&f.root, cap_std::ambient_authority()).unwrap();
+        symlink(f.outside.join("secret.md"), f.root.join("link.md")).unwrap();
+        assert!(dir.open("link.md").is_err());
+        assert!(dir.open("../outside/secret.md").is_err());
+    }
+
+    #[test]
+    fn blank_project_file_is_none() {
+        let f = fixture();
+        f.project_file("@@ only comments\n@@\n\n");
+        assert_eq!(f.project(), Ok(None));
+    }
+
+    #[test]
+    fn system_prompt_override() {
+        let f = fixture();
+        assert_eq!(
+            system_prompt(Some(&f.config)),
+            (SYSTEM_PROMPT.to_string(), false)
+        );
+        assert_eq!(system_prompt(None), (SYSTEM_PROMPT.to_string(), false));
+        std::fs::write(f.config.join("system_prompt.md"), "Custom.").unwrap();
+        assert_eq!(
+            system_prompt(Some(&f.config)),
+            ("Custom.".to_string(), true)
+        );
+        assert!(info(Some(&f.config), None).system_override);
+    }
+
+    #[test]
+    fn embedded_prompt_sections_per_chat_kind() {
+        let project = render_system_prompt(SYSTEM_PROMPT, false);
+        let global = render_system_prompt(SYSTEM_PROMPT, true);
+        for p in [&project, &global] {
+            assert!(!p.contains("<!-- bb7:"), "{p}");
+            assert!(!p.contains("\n\n\n"), "{p}");
+            assert!(p.starts_with("You are BB-7"));
+        }
+        assert!(project.contains("edit_file") && project.contains("write_file"));
+        assert!(!project.contains("you have no tools"));
+        assert!(!global.contains("edit_file"));
+        assert!(global.contains("you have no tools"));
+        let lines = SYSTEM_PROMPT.lines().count();
+        assert!((30..=80).contains(&lines), "{lines}");
+    }
+
+    #[test]
+    fn render_system_message_layout() {
+        let inst = Instructions {
+            global: Some("G1\nG2\n\n".to_string()),
+            project: Ok(Some("P1\n".to_string())),
+        };
+        assert_eq!(
+            render_system_message("SYS\n", &inst, false),
+            "SYS\n\n<user-instructions source=\"~/.config/bb7/instructions.md\">\nG1\nG2\n</user-instructions>\n\n<user-instructions source=\".bb7/instructions\">\nP1\n</user-instructions>"
+        );
+        assert_eq!(
+            render_system_message("SYS", &inst, true),
+            "SYS\n\n<user-instructions source=\"~/.config/bb7/instructions.md\">\nG1\nG2\n</user-instructions>"
+        );
+        let broken = Instructions {
+            global: None,
+            project: Err("bad".to_string()),
+        };
+        assert_eq!(render_system_message("SYS", &broken, false), "SYS");
+        let custom = "A\n<!-- bb7:project -->\nP\n<!-- bb7:end -->\n<!-- bb7:global -->\nG\n<!-- bb7:end -->\nB\n";
+        assert_eq!(render_system_prompt(custom, false), "A\nP\nB");
+        assert_eq!(render_system_prompt(custom, true), "A\nG\nB");
+    }
+
+    #[test]
+    fn prepare_creates_each_level_once() {
+        let f = fixture();
+        let p = prepare("project", Some(&f.config), Some(&f.root)).unwrap();
+        assert!(p.is_absolute());
+        assert_eq!(p, f.root.join(".bb7/instructions"));
+        let template = std::fs::read_to_string(&p).unwrap();
+        assert!(template.lines().all(|l| l.starts_with("@@")), "{template}");
+        assert_eq!(load_project(&f.root), Ok(None));
+
+        let g = prepare("global", Some(&f.config), Some(&f.root)).unwrap();
+        assert_eq!(g, f.config.join("instructions.md"));
+        assert_eq!(std::fs::read_to_string(&g).unwrap(), "");
+
+        let s = prepare("system", Some(&f.config), None).unwrap();
+        assert_eq!(s, f.config.join("system_prompt.md"));
+        assert_eq!(std::fs::read_to_string(&s).unwrap(), SYSTEM_PROMPT);
+
+        std::fs::write(&p, "mine").unwrap();
+        std::fs::write(&s, "mine too").unwrap();
+        prepare("project", Some(&f.config), Some(&f.root)).unwrap();
+        prepare("system", Some(&f.config), None).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "mine");
+        assert_eq!(std::fs::read_to_string(&s).unwrap(), "mine too");
+        let leftovers: Vec<_> = std::fs::read_dir(&f.config)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+
+    #[test]
+    fn prepare_creates_the_config_dir() {
+        let f = fixture();
+        let dir = f.outside.join("fresh/bb7");
+        let g = prepare("global", Some(&dir), None).unwrap();
+        assert!(g.is_file());
+    }
+
+    #[test]
+    fn prepare_errors() {
+        let f = fixture();
+        assert_eq!(
+            prepare("user", Some(&f.config), Some(&f.root)).unwrap_err(),
+            "Invalid level: user (must be project, global or system)"
+        );
+        assert!(prepare("project", Some(&f.config), None).is_err());
+        assert!(prepare("project", Some(&f.config), Some(&f.outside)).is_err());
+        assert!(prepare("global", None, Some(&f.root)).is_err());
+    }
+
+    #[test]
+    fn info_reports_existence_and_errors() {
+        let f = fixture();
+        let i = info(Some(&f.config), Some(&f.root));
+        assert_eq!(
+            i.customization(),
+            CustomizationInfo {
+                system_override: false,
+                global_instructions: false,
+                project_instructions: false,
+                project_instructions_error: String::new(),
+            }
+        );
+        let json = serde_json::to_value(i.instructions()).unwrap();
+        assert_eq!(json["project_path"], ".bb7/instructions");
+        assert!(json.get("project_error").is_none());
+
+        std::fs::write(f.config.join("instructions.md"), "g").unwrap();
+        f.project_file("@include nope.md\n");
+        let i = info(Some(&f.config), Some(&f.root));
+        let c = i.customization();
+        assert!(c.global_instructions);
+        assert!(!c.project_instructions);
+        assert_eq!(
+            c.project_instructions_error,
+            ".bb7/instructions line 1: @include: file not found: nope.md"
+        );
+        let json = serde_json::to_value(i.instructions()).unwrap();
+        assert_eq!(json["global_exists"], true);
+        assert_eq!(json["project_exists"], true);
+        assert_eq!(json["project_error"], c.project_instructions_error);
+
+        f.project_file("fine\n");
+        assert!(
+            info(Some(&f.config), Some(&f.root))
+                .customization()
+                .project_instructions
+        );
+        let none = info(None, None);
+        assert_eq!(none.global_path, "~/.config/bb7/instructions.md");
+        assert!(!none.project_exists);
+    }
+}

@@ -1,0 +1,579 @@
+//! Chat actions: create, list, select, get, delete, rename, search, edit, fork, move, locks, drafts,
+//! settings.
+
+use serde_json::{Value, json};
+
+use super::Handled;
+use crate::chat::model::{Chat, ContextFile, Message, SnapshotEntry, event_part};
+use crate::chat::paths::{self, ClientPath};
+use crate::chat::snapshots;
+use crate::chat::store::valid_id;
+use crate::protocol::request::Request;
+use crate::protocol::session::Session;
+use crate::protocol::{ok, reply};
+use crate::store::lock::LockState;
+use bb7_tool_logic::file_id::file_id;
+
+/// The model a new chat starts with: an explicit `default_model` in config wins, then the request's
+/// `model`, then the last model used (`~/.bb7/state.json`), then the built-in default.
+fn initial_model(s: &Session, requested: Option<&str>) -> String {
+    if let Some(m) = s
+        .config
+        .config
+        .default_model
+        .as_deref()
+        .filter(|m| !m.is_empty())
+    {
+        return m.to_string();
+    }
+    if let Some(m) = requested.filter(|m| !m.is_empty()) {
+        return m.to_string();
+    }
+    last_model().unwrap_or_else(|| s.config.config.effective_default_model().to_string())
+}
+
+/// `last_model` from the client-owned `~/.bb7/state.json` (read, never written).
+fn last_model() -> Option<String> {
+    let path = crate::paths::state_dir()?.join("state.json");
+    let v: Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    v.get("last_model")?
+        .as_str()
+        .filter(|m| !m.is_empty())
+        .map(str::to_string)
+}
+
+pub fn new(s: &mut Session, req: &Request) -> Handled {
+    let global = req.global()?;
+    let model = initial_model(s, req.opt_str("model")?);
+    let name = req.opt_str("name")?.map(str::to_string);
+    let chat = s
+        .store(global)?
+        .create(name.as_deref(), &model)
+        .map_err(|e| format!("Failed to create chat: {e}"))?;
+    let id = chat.id.clone();
+    let is_global = s.is_global(global);
+    s.activate(is_global, chat)?;
+    Ok(reply("ok", json!({"id": id})))
+}
+
+pub fn list(s: &mut Session, req: &Request) -> Handled {
+    let global = req.global()?;
+    let store = s.store(global)?;
+    let chats: Vec<Value> = store
+        .list()
+        .iter()
+        .map(|e| {
+            let mut v = json!({"id": e.id, "name": e.name, "created": e.created});
+            if matches!(store.lock_state(&e.id), LockState::Other(_)) {
+                v["locked"] = json!(true);
+            }
+            v
+        })
+        .collect();
+    Ok(reply("chat_list", json!({"chats": chats})))
+}
+
+pub fn select(s: &mut Session, req: &Request) -> Handled {
+    let id = req.nonempty("id")?;
+    let global = req.global()?;
+    let is_global = s.is_global(global);
+    let store = s.store(global)?;
+    if !store.exists(id) {
+        return Err("Chat not found".into());
+    }
+    if let LockState::Other(_) = store.lock_state(id) {
+        return Err("chat is locked by another process".into());
+    }
+    let chat = store.load(id)?;
+    s.activate(is_global, chat)?;
+    details(s)
+}
+
+pub fn get(s: &mut Session) -> Handled {
+    details(s)
+}
+
+/// The `chat` reply for the active chat.
+fn details(s: &mut Session) -> Handled {
+    let a = s.active()?;
+    let messages: Vec<Value> = a
+        .chat
+        .messages
+        .iter()
+        .map(|m| {
+            let mut v = serde_json::to_value(m).unwrap_or_else(|_| json!({}));
+            v["content"] = json!(m.text_content());
+            v
+        })
+        .collect();
+    let mut fields = json!({
+        "id": a.chat.id,
+        "name": a.chat.name,
+        "created": a.chat.created,
+        "model": a.chat.current_model(),
+        "draft": a.chat.draft,
+        "reasoning_effort": a.chat.reasoning_effort,
+        "messages": messages,
+        "instructions_info": super::misc::instructions_info(s, a.global),
+    });
+    if a.global {
+        fields["global"] = json!(true);
+    }
+    Ok(reply("chat", fields))
+}
+
+pub fn delete(s: &mut Session, req: &Request) -> Handled {
+    let id = req.nonempty("id")?;
+    let global = req.global()?;
+    let is_global = s.is_global(global);
+    let store = s.store(global)?;
+    if !store.exists(id) {
+        return Err("Chat not found".into());
+    }
+    if let LockState::Other(_) = store.lock_state(id) {
+        return Err("chat is locked by another process".into());
+    }
+    if s.active
+        .as_ref()
+        .is_some_and(|a| a.id == id && a.global == is_global)
+    {
+        s.release_active();
+    }
+    s.store(global)?.delete(id)?;
+    Ok(ok())
+}
+
+pub fn rename(s: &mut Session, req: &Request) -> Handled {
+    let id = req.nonempty("id")?;
+    let name = req.str("name")?.trim().to_string();
+    if name.is_empty() {
+        return Err("Missing required field: name".into());
+    }
+    let global = req.global()?;
+    let is_global = s.is_global(global);
+    s.store(global)?.rename(id, &name)?;
+    if let Some(a) = s
+        .active
+        .as_mut()
+        .filter(|a| a.id == id && a.global == is_global)
+    {
+        a.chat.name = name;
+    }
+    Ok(ok())
+}
+
+pub fn active(s: &mut Session) -> Handled {
+    let mut fields = json!({});
+    if let Some(a) = &s.active {
+        fields["id"] = json!(a.id);
+        if a.global {
+            fields["global"] = json!(true);
+        }
+    }
+    Ok(reply("chat_active", fields))
+}
+
+pub fn search(s: &mut Session, req: &Request) -> Handled {
+    let query = req.str("query")?.trim().to_string();
+    let global = req.global()?;
+    if query.is_empty() {
+        return Ok(reply("search_results", json!({"results": []})));
+    }
+    let is_global = s.is_global(global);
+    s.store(global)?;
+    // Split borrows: the store and its search index live in different fields.
+    let mut index = std::mem::take(s.search_index(is_global));
+    let results = index.search(s.store(global)?, &query);
+    *s.search_index(is_global) = index;
+    Ok(reply("search_results", json!({"results": results})))
+}
+
+/// Context warnings for the files of `snapshot` that changed or vanished since it was taken.
+fn context_warnings(s: &Session, snapshot: &[SnapshotEntry]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for e in snapshot {
+        let external = std::path::Path::new(&e.path).is_absolute();
+        let Ok(cp) = paths::stored(&e.path, external) else {
+            continue;
+        };
+        match s.read_local(&cp) {
+            Err(_) => {
+                out.push(json!({"path": e.path, "issue": "deleted", "original_version": e.file_id}))
+            }
+            Ok(local) => {
+                let content = match (e.start_line, e.end_line) {
+                    (Some(a), Some(b)) => snapshots::section_lines(&local, a, b),
+                    _ => local,
+                };
+                if file_id(&e.path, &content) != e.file_id {
+                    out.push(
+                        json!({"path": e.path, "issue": "modified", "original_version": e.file_id}),
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The chat `chat_id` in the store, as the active chat's copy when it is the active one.
+fn load_for_change(s: &mut Session, id: &str, global: bool) -> Result<Chat, String> {
+    let is_global = s.is_global(global);
+    if let Some(a) = s
+        .active
+        .as_ref()
+        .filter(|a| a.id == id && a.global == is_global)
+    {
+        return Ok(a.chat.clone());
+    }
+    let store = s.store(global)?;
+    if !store.exists(id) {
+        return Err("Chat not found".into());
+    }
+    if let LockState::Other(_) = store.lock_state(id) {
+        return Err("chat is locked by another process".into());
+    }
+    store.load(id)
+}
+
+pub fn edit(s: &mut Session, req: &Request) -> Handled {
+    let id = req.nonempty("chat_id")?.to_string();
+    let index = req.uint("message_index")? as usize;
+    let content = req.str("content")?.to_string();
+    let global = req.global()?;
+    let is_global = s.is_global(global);
+    let mut chat = load_for_change(s, &id, global)?;
+    let Some(target) = chat.messages.get(index) else {
+        return Err(format!(
+            "Invalid message_index: {index} (the chat has {} messages)",
+            chat.messages.len()
+        ));
+    };
+    if target.role != "user" {
+        return Err(format!("Message {index} is not a user message"));
+    }
+    let warnings = context_warnings(s, target.context_snapshot.as_deref().unwrap_or(&[]));
+    chat.messages.truncate(index);
+    chat.draft = content;
+    s.store(global)?
+        .save(&chat)
+        .map_err(|e| format!("Failed to save chat: {e}"))?;
+    if let Some(a) = s
+        .active
+        .as_mut()
+        .filter(|a| a.id == id && a.global == is_global)
+    {
+        a.chat = chat;
+    }
+    Ok(reply("ok", json!({"context_warnings": warnings})))
+}
+
+pub fn fork(s: &mut Session, req: &Request) -> Handled {
+    let id = req.nonempty("chat_id")?.to_string();
+    let index = req.uint("fork_message_index")? as usize;
+    let global = req.global()?;
+    let is_global = s.is_global(global);
+    let source = load_for_change_readonly(s, &id, global)?;
+    let Some(target) = source.messages.get(index) else {
+        return Err(format!(
+            "Invalid fork_message_index: {index} (the chat has {} messages)",
+            source.messages.len()
+        ));
+    };
+    if target.role != "user" {
+        return Err(format!("Message {index} is not a user message"));
+    }
+    let fork_content = target.text_content();
+    let snapshot = target.context_snapshot.clone().unwrap_or_default();
+    let warnings = context_warnings(s, &snapshot);
+    let source_dir = s
+        .store(global)?
+        .chat_dir(&id)
+        .map_err(|e| format!("Cannot open chat: {e}"))?;
+
+    let mut chat = s
+        .store(global)?
+        .create(Some(&format!("{} (fork)", source.name)), &source.model)
+        .map_err(|e| format!("Failed to create chat: {e}"))?;
+    let dir = s
+        .store(global)?
+        .chat_dir(&chat.id)
+        .map_err(|e| format!("Cannot open chat: {e}"))?;
+    chat.reasoning_effort = source.reasoning_effort.clone();
+    chat.messages = source.messages[..index].to_vec();
+    chat.draft = fork_content.clone();
+    for e in &snapshot {
+        let external = std::path::Path::new(&e.path).is_absolute();
+        let current = source
+            .context_files
+            .iter()
+            .find(|c| c.path == e.path && c.start_line == e.start_line && c.end_line == e.end_line);
+        let mut cf = ContextFile {
+            path: e.path.clone(),
+            readonly: current
+                .map(|c| c.readonly)
+                .unwrap_or(external || e.start_line.is_some()),
+            external,
+            version: e.file_id.clone(),
+            start_line: e.start_line,
+            end_line: e.end_line,
+            ..Default::default()
+        };
+        // The exact snapshot when the source still holds that version; else the file as it is now.
+        let content = match current
+            .filter(|c| c.version == e.file_id)
+            .and_then(|c| snapshots::read(source_dir.dir(), c).ok())
+        {
+            Some(c) => c,
+            None => {
+                let Ok(cp) = paths::stored(&e.path, external) else {
+                    continue;
+                };
+                let Ok(local) = s.read_local(&cp) else {
+                    continue;
+                };
+                match (e.start_line, e.end_line) {
+                    (Some(a), Some(b)) => snapshots::section_lines(&local, a, b),
+                    _ => local,
+                }
+            }
+        };
+        cf.version = file_id(&cf.path, &content);
+        snapshots::write(dir.dir(), &cf, &content)
+            .map_err(|e| format!("Failed to fork chat: {e}"))?;
+        chat.context_files.push(cf);
+    }
+    s.store(global)?
+        .save(&chat)
+        .map_err(|e| format!("Failed to fork chat: {e}"))?;
+    let new_id = chat.id.clone();
+    s.activate(is_global, chat)?;
+    Ok(reply(
+        "fork_result",
+        json!({"new_chat_id": new_id, "fork_message_content": fork_content, "context_warnings": warnings}),
+    ))
+}
+
+/// The chat `id` for reading (any lock state: forking reads, never writes, the source).
+fn load_for_change_readonly(s: &mut Session, id: &str, global: bool) -> Result<Chat, String> {
+    let is_global = s.is_global(global);
+    if let Some(a) = s
+        .active
+        .as_ref()
+        .filter(|a| a.id == id && a.global == is_global)
+    {
+        return Ok(a.chat.clone());
+    }
+    let store = s.store(global)?;
+    if !valid_id(id) || !store.exists(id) {
+        return Err("Chat not found".into());
+    }
+    store.load(id)
+}
+
+pub fn new_with_context(s: &mut Session, req: &Request) -> Handled {
+    let source_id = req.nonempty("source_chat_id")?.to_string();
+    let global = req.global()?;
+    let is_global = s.is_global(global);
+    let source = load_for_change_readonly(s, &source_id, global)?;
+    let source_dir = s
+        .store(global)?
+        .chat_dir(&source_id)
+        .map_err(|e| format!("Cannot open chat: {e}"))?;
+    let mut chat = s
+        .store(global)?
+        .create(None, &source.model)
+        .map_err(|e| format!("Failed to create chat: {e}"))?;
+    let dir = s
+        .store(global)?
+        .chat_dir(&chat.id)
+        .map_err(|e| format!("Cannot open chat: {e}"))?;
+    chat.reasoning_effort = source.reasoning_effort.clone();
+    for c in &source.context_files {
+        // Sections are copied; full files are re-read from disk (the snapshot if the file is gone).
+        let content = if c.is_section() {
+            snapshots::read(source_dir.dir(), c).ok()
+        } else {
+            snapshots::client_path(c)
+                .ok()
+                .and_then(|cp| s.read_local(&cp).ok())
+                .or_else(|| snapshots::read(source_dir.dir(), c).ok())
+        };
+        let Some(content) = content else { continue };
+        let mut cf = c.clone();
+        cf.version = file_id(&cf.path, &content);
+        snapshots::write(dir.dir(), &cf, &content)
+            .map_err(|e| format!("Failed to create chat: {e}"))?;
+        chat.record_event(event_part(
+            if cf.is_section() {
+                "UserAddSection"
+            } else {
+                "UserAddFile"
+            },
+            &cf.path,
+            &cf.version,
+            None,
+            cf.readonly,
+            cf.external,
+        ));
+        chat.context_files.push(cf);
+    }
+    s.store(global)?
+        .save(&chat)
+        .map_err(|e| format!("Failed to create chat: {e}"))?;
+    let id = chat.id.clone();
+    s.activate(is_global, chat)?;
+    Ok(reply("ok", json!({"id": id})))
+}
+
+pub fn move_chat(s: &mut Session, req: &Request) -> Handled {
+    let id = req.nonempty("id")?.to_string();
+    let to_global = match req.opt_str("to")? {
+        Some("global") => true,
+        Some("project") => false,
+        _ => return Err("Missing or invalid field: to (must be 'global' or 'project')".into()),
+    };
+    let Some(root) = s.project.as_ref().map(|p| p.root.clone()) else {
+        return Err("Moving chats needs a project (started without a project root)".into());
+    };
+    let from_global = !to_global;
+    let store = s.store(from_global)?;
+    if !store.exists(&id) {
+        return Err("Chat not found".into());
+    }
+    if let LockState::Other(_) = store.lock_state(&id) {
+        return Err("chat is locked by another process".into());
+    }
+    let src_dir = store
+        .chat_dir(&id)
+        .map_err(|e| format!("Cannot open chat: {e}"))?;
+    if !snapshots::output_files(src_dir.dir()).is_empty() {
+        return Err(
+            "chat has pending file modifications — apply or reject changes before moving".into(),
+        );
+    }
+    let mut chat = store.load(&id)?;
+    // Re-home every context file: to global, everything becomes external and read-only (absolute
+    // paths); to a project, files inside it become relative and writable again.
+    let mut moved: Vec<(ContextFile, Vec<u8>)> = Vec::new();
+    for c in &chat.context_files {
+        let content = snapshots::read(src_dir.dir(), c)
+            .map_err(|e| format!("Cannot read snapshot of {}: {e}", c.path))?;
+        let mut cf = c.clone();
+        let current = snapshots::client_path(c)?;
+        let next = match (&current, to_global) {
+            (ClientPath::Internal(rel), true) => {
+                ClientPath::External(root.join(rel).to_string_lossy().into_owned())
+            }
+            (ClientPath::External(abs), false) => paths::classify(abs, Some(&root))?,
+            (other, _) => other.clone(),
+        };
+        cf.path = next.as_str().to_string();
+        cf.external = next.is_external();
+        cf.readonly = if to_global {
+            true
+        } else if cf.is_section() {
+            true
+        } else if c.external && !cf.external {
+            false
+        } else {
+            c.readonly
+        };
+        cf.version = file_id(&cf.path, &content);
+        moved.push((cf, content));
+    }
+    s.release_active_if(&id, from_global);
+    let dst_store = s.store(to_global)?;
+    if dst_store.exists(&id) {
+        return Err("A chat with this id already exists there".into());
+    }
+    dst_store
+        .chats
+        .dir()
+        .create_dir_all(format!("{id}/context"))
+        .map_err(|e| format!("Failed to move chat: {e}"))?;
+    dst_store
+        .chats
+        .dir()
+        .create_dir_all(format!("{id}/output"))
+        .map_err(|e| format!("Failed to move chat: {e}"))?;
+    let dst_dir = dst_store
+        .chat_dir(&id)
+        .map_err(|e| format!("Failed to move chat: {e}"))?;
+    chat.context_files.clear();
+    for (cf, content) in moved {
+        snapshots::write(dst_dir.dir(), &cf, &content)
+            .map_err(|e| format!("Failed to move chat: {e}"))?;
+        chat.context_files.push(cf);
+    }
+    dst_store
+        .save(&chat)
+        .map_err(|e| format!("Failed to move chat: {e}"))?;
+    dst_store
+        .adopt(&chat)
+        .map_err(|e| format!("Failed to move chat: {e}"))?;
+    // The copy is complete and indexed; only now does the source go.
+    s.store(from_global)?.delete(&id)?;
+    s.activate(to_global, chat)?;
+    Ok(ok())
+}
+
+pub fn force_unlock(s: &mut Session, req: &Request) -> Handled {
+    let id = req.nonempty("id")?;
+    let global = req.global()?;
+    let store = s.store(global)?;
+    if !store.exists(id) {
+        return Err("Chat not found".into());
+    }
+    crate::store::lock::force_remove(store.chats.dir(), id)
+        .map_err(|e| format!("Failed to unlock chat: {e}"))?;
+    Ok(ok())
+}
+
+pub fn save_draft(s: &mut Session, req: &Request) -> Handled {
+    let draft = req.str("draft")?.to_string();
+    s.active_mut()?.chat.draft = draft;
+    s.save_active()?;
+    Ok(ok())
+}
+
+pub fn save_settings(s: &mut Session, req: &Request) -> Handled {
+    let model = req.opt_str("model")?.map(str::to_string);
+    let effort = req.opt_str("reasoning_effort")?.map(str::to_string);
+    let a = s.active_mut()?;
+    if let Some(m) = model.filter(|m| !m.is_empty()) {
+        a.chat.model = m;
+    }
+    if let Some(e) = effort {
+        a.chat.reasoning_effort = e;
+    }
+    s.save_active()?;
+    Ok(ok())
+}
+
+pub fn add_system_message(s: &mut Session, req: &Request) -> Handled {
+    let message = req.str("message")?.to_string();
+    if message.trim().is_empty() {
+        s.active()?;
+        return Ok(ok());
+    }
+    s.active_mut()?
+        .chat
+        .messages
+        .push(Message::text("system", &message));
+    s.save_active()?;
+    Ok(ok())
+}
+
+impl Session {
+    /// Releases the active chat if it is `id` in the given store.
+    fn release_active_if(&mut self, id: &str, global: bool) {
+        if self
+            .active
+            .as_ref()
+            .is_some_and(|a| a.id == id && a.global == global)
+        {
+            self.release_active();
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! Context actions: add files and sections, update, remove, list, read-only, sync with the local file.
+
+use serde_json::json;
+
+use super::Handled;
+use crate::chat::model::{ContextFile, event_part};
+use crate::chat::paths::{self, ClientPath};
+use crate::chat::snapshots;
+use crate::protocol::request::Request;
+use crate::protocol::session::Session;
+use crate::protocol::{ok, reply};
+use bb7_tool_logic::file_id::file_id;
+
+/// Classifies a path from the client for the active chat.
+fn classify(s: &Session, path: &str) -> Result<ClientPath, String> {
+    let global = s.active()?.global;
+    paths::classify(path, s.classify_root(global))
+}
+
+/// The index of the whole-file entry for `path` in the active chat.
+fn find_file(s: &Session, path: &ClientPath) -> Result<Option<usize>, String> {
+    let a = s.active()?;
+    Ok(a.chat
+        .context_files
+        .iter()
+        .position(|c| !c.is_section() && c.path == path.as_str()))
+}
+
+pub fn add(s: &mut Session, req: &Request) -> Handled {
+    let path = req.nonempty("path")?;
+    let content = req.str("content")?;
+    let readonly = req.flag("readonly")?;
+    let cp = classify(s, path)?;
+    if find_file(s, &cp)?.is_some() {
+        return Err("Context file already exists".into());
+    }
+    let cf = ContextFile {
+        path: cp.as_str().to_string(),
+        readonly: readonly || cp.is_external(),
+        external: cp.is_external(),
+        version: file_id(cp.as_str(), content.as_bytes()),
+        ..Default::default()
+    };
+    let a = s.active_mut()?;
+    snapshots::write(a.dir.dir(), &cf, content.as_bytes())
+        .map_err(|e| format!("Failed to add file: {e}"))?;
+    a.chat.record_event(event_part(
+        "UserAddFile",
+        &cf.path,
+        &cf.version,
+        None,
+        cf.readonly,
+        cf.external,
+    ));
+    a.chat.context_files.push(cf);
+    s.save_active()?;
+    Ok(ok())
+}
+
+fn lines(req: &Request) -> Result<(u64, u64), String> {
+    let start = req.uint("start_line")?;
+    let end = req.uint("end_line")?;
+    if start == 0 || end < start {
+        return Err(format!(
+            "Invalid line range {start}-{end} (lines are 1-based and start_line <= end_line)"
+        ));
+    }
+    Ok((start, end))
+}
+
+pub fn add_section(s: &mut Session, req: &Request) -> Handled {
+    let path = req.nonempty("path")?;
+    let content = req.str("content")?;
+    let (start, end) = lines(req)?;
+    let cp = classify(s, path)?;
+    let a = s.active_mut()?;
+    if a.chat
+        .context_files
+        .iter()
+        .any(|c| c.path == cp.as_str() && c.start_line == Some(start) && c.end_line == Some(end))
+    {
+        return Err("Context file already exists (this section is already in context)".into());
+    }
+    let cf = ContextFile {
+        path: cp.as_str().to_string(),
+        readonly: true,
+        external: cp.is_external(),
+        version: file_id(cp.as_str(), content.as_bytes()),
+        start_line: Some(start),
+        end_line: Some(end),
+        ..Default::default()
+    };
+    snapshots::write(a.dir.dir(), &cf, content.as_bytes())
+        .map_err(|e| format!("Failed to add section: {e}"))?;
+    let mut ev = event_part(
+        "UserAddSection",
+        &cf.path,
+        &cf.version,
+        None,
+        true,
+        cf.external,
+    );
+    ev.insert("start_line".into(), json!(start));
+    ev.insert("end_line".into(), json!(end));
+    a.chat.record_event(ev);
+    a.chat.context_files.push(cf);
+    s.save_active()?;
+    Ok(ok())
+}
+
+/// Replaces the snapshot of whole-file entry `i` with `content`, recording `action`.
+fn resnapshot(s: &mut Session, i: usize, content: &[u8], action: &str) -> Result<(), String> {
+    let a = s.active_mut()?;
+    let cf = &mut a.chat.context_files[i];
+    let prev = cf.version.clone();
+    cf.version = file_id(&cf.path, content);
+    snapshots::write(a.dir.dir(), cf, content)
+        .map_err(|e| format!("Failed to update {}: {e}", cf.path))?;
+    let ev = event_part(
+        action,
+        &cf.path,
+        &cf.version,
+        Some(&prev),
+        cf.readonly,
+        cf.external,
+    );
+    a.chat.record_event(ev);
+    s.save_active()
+}
+
+pub fn update(s: &mut Session, req: &Request) -> Handled {
+    let path = req.nonempty("path")?;
+    let content = req.str("content")?.to_string();
+    let cp = classify(s, path)?;
+    let i = find_file(s, &cp)?.ok_or("File not in context")?;
+    resnapshot(s, i, content.as_bytes(), "UserWriteFile")?;
+    Ok(ok())
+}
+
+pub fn remove(s: &mut Session, req: &Request) -> Handled {
+    let path = req.nonempty("path")?;
+    let cp = classify(s, path)?;
+    let i = find_file(s, &cp)?.ok_or("File not in context")?;
+    let a = s.active_mut()?;
+    let cf = a.chat.context_files.remove(i);
+    snapshots::remove(a.dir.dir(), &cf).map_err(|e| format!("Failed to remove file: {e}"))?;
+    a.chat.record_event(event_part(
+        "UserRemoveFile",
+        &cf.path,
+        "",
+        Some(&cf.version),
+        cf.readonly,
+        cf.external,
+    ));
+    s.save_active()?;
+    Ok(ok())
+}
+
+pub fn remove_section(s: &mut Session, req: &Request) -> Handled {
+    let path = req.nonempty("path")?;
+    let (start, end) = lines(req)?;
+    let cp = classify(s, path)?;
+    let a = s.active_mut()?;
+    let i = a
+        .chat
+        .context_files
+        .iter()
+        .position(|c| {
+            c.path == cp.as_str() && c.start_line == Some(start) && c.end_line == Some(end)
+        })
+        .ok_or("Section not found in context")?;
+    let cf = a.chat.context_files.remove(i);
+    snapshots::remove(a.dir.dir(), &cf).map_err(|e| format!("Failed to remove section: {e}"))?;
+    let mut ev = event_part(
+        "UserRemoveSection",
+        &cf.path,
+        "",
+        Some(&cf.version),
+        true,
+        cf.external,
+    );
+    ev.insert("start_line".into(), json!(start));
+    ev.insert("end_line".into(), json!(end));
+    a.chat.record_event(ev);
+    s.save_active()?;
+    Ok(ok())
+}
+
+pub fn list(s: &mut Session) -> Handled {
+    let files = &s.active()?.chat.context_files;
+    Ok(reply("context_list", json!({"files": files})))
+}
+
+pub fn set_readonly(s: &mut Session, req: &Request) -> Handled {
+    let path = req.nonempty("path")?;
+    let readonly = req.bool("readonly")?;
+    let cp = classify(s, path)?;
+    let i = find_file(s, &cp)?.ok_or("File not in context")?;
+    if cp.is_external() && !readonly {
+        return Err("External files are always read-only".into());
+    }
+    let a = s.active_mut()?;
+    if readonly && snapshots::read_output(a.dir.dir(), cp.as_str()).is_some() {
+        return Err("Cannot set read-only on a file with pending output".into());
+    }
+    let cf = &mut a.chat.context_files[i];
+    if cf.readonly == readonly {
+        return Ok(ok());
+    }
+    cf.readonly = readonly;
+    let ev = event_part(
+        "UserSetReadOnly",
+        &cf.path,
+        &cf.version,
+        None,
+        readonly,
+        cf.external,
+    );
+    a.chat.record_event(ev);
+    s.save_active()?;
+    Ok(ok())
+}
+
+pub fn sync(s: &mut Session, req: &Request) -> Handled {
+    let path = req.nonempty("path")?;
+    let cp = classify(s, path)?;
+    let i = find_file(s, &cp)?.ok_or("File not in context")?;
+    let local = s
+        .read_local(&cp)
+        .map_err(|_| format!("File not found: {}", cp.as_str()))?;
+    let a = s.active()?;
+    let snapshot = snapshots::read(a.dir.dir(), &a.chat.context_files[i]).unwrap_or_default();
+    if !snapshots::same_text(&snapshot, &local) {
+        resnapshot(s, i, &local, "UserWriteFile")?;
+    }
+    Ok(ok())
+}

@@ -1,0 +1,398 @@
+//! File actions: snapshots and outputs, statuses, applying the model's changes to the project, and
+//! token estimates.
+
+use serde_json::{Value, json};
+
+use super::Handled;
+use crate::chat::model::{ContextFile, event_part};
+use crate::chat::paths::{self, ClientPath};
+use crate::chat::snapshots;
+use crate::protocol::request::Request;
+use crate::protocol::session::Session;
+use crate::protocol::{ok, reply};
+use bb7_tool_logic::file_id::file_id;
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// An internal path of the active chat (outputs exist only for files inside the project).
+fn internal_path(s: &Session, path: &str) -> Result<String, String> {
+    let global = s.active()?.global;
+    match paths::classify(path, s.classify_root(global))? {
+        ClientPath::Internal(p) => Ok(p),
+        ClientPath::External(p) => Err(format!(
+            "File not found: {p} has no output (external files are read-only)"
+        )),
+    }
+}
+
+pub fn context_file(s: &mut Session, req: &Request) -> Handled {
+    let path = req.nonempty("path")?;
+    let a = s.active()?;
+    let cp = paths::classify(path, s.classify_root(a.global))?;
+    let range = match (req.fields.get("start_line"), req.fields.get("end_line")) {
+        (Some(_), Some(_)) => Some((req.uint("start_line")?, req.uint("end_line")?)),
+        _ => None,
+    };
+    let cf = a
+        .chat
+        .context_files
+        .iter()
+        .find(|c| {
+            c.path == cp.as_str()
+                && range.map_or(!c.is_section(), |(st, en)| {
+                    c.start_line == Some(st) && c.end_line == Some(en)
+                })
+        })
+        .ok_or("File not found in context")?;
+    let content = snapshots::read(a.dir.dir(), cf).map_err(|_| "File not found".to_string())?;
+    Ok(reply(
+        "file_content",
+        json!({"path": cf.path, "content": text(&content)}),
+    ))
+}
+
+pub fn output_file(s: &mut Session, req: &Request) -> Handled {
+    let path = internal_path(s, req.nonempty("path")?)?;
+    let content = snapshots::read_output(s.active()?.dir.dir(), &path).ok_or("File not found")?;
+    Ok(reply(
+        "file_content",
+        json!({"path": path, "content": text(&content)}),
+    ))
+}
+
+pub fn diff_paths(s: &mut Session, req: &Request) -> Handled {
+    let path = internal_path(s, req.nonempty("path")?)?;
+    let a = s.active()?;
+    if snapshots::read_output(a.dir.dir(), &path).is_none() {
+        return Err("File not found: no output for this file".into());
+    }
+    let root = &s.project.as_ref().ok_or("No project")?.root;
+    Ok(reply(
+        "diff_paths",
+        json!({
+            "path": path,
+            "output_path": a.dir.path().join(paths::output_rel(&path)),
+            "local_path": root.join(&path),
+        }),
+    ))
+}
+
+pub fn statuses(s: &mut Session) -> Handled {
+    let a = s.active()?;
+    let mut files = Vec::new();
+    let mut in_context = std::collections::HashSet::new();
+    for cf in &a.chat.context_files {
+        let ctx = snapshots::read(a.dir.dir(), cf).unwrap_or_default();
+        let ctx_tokens = s.tokens.count_file(&cf.version, &text(&ctx));
+        let mut v = json!({
+            "path": cf.path, "in_context": true, "readonly": cf.readonly, "external": cf.external,
+            "context_content": text(&ctx),
+        });
+        if cf.is_section() {
+            v["status"] = json!("S");
+            v["has_output"] = json!(false);
+            v["readonly"] = json!(true);
+            v["tokens"] = json!(ctx_tokens);
+            v["start_line"] = json!(cf.start_line);
+            v["end_line"] = json!(cf.end_line);
+        } else {
+            in_context.insert(cf.path.clone());
+            let out = if cf.external {
+                None
+            } else {
+                snapshots::read_output(a.dir.dir(), &cf.path)
+            };
+            match out {
+                Some(out) if out != ctx => {
+                    let out_tokens = s.tokens.count_file(&file_id(&cf.path, &out), &text(&out));
+                    v["status"] = json!("M");
+                    v["has_output"] = json!(true);
+                    v["tokens"] = json!(ctx_tokens + out_tokens);
+                    v["original_tokens"] = json!(ctx_tokens);
+                    v["output_tokens"] = json!(out_tokens);
+                    v["output_content"] = json!(text(&out));
+                }
+                Some(out) => {
+                    v["status"] = json!("");
+                    v["has_output"] = json!(true);
+                    v["tokens"] = json!(ctx_tokens);
+                    v["output_content"] = json!(text(&out));
+                }
+                None => {
+                    v["status"] = json!("");
+                    v["has_output"] = json!(false);
+                    v["tokens"] = json!(ctx_tokens);
+                }
+            }
+        }
+        files.push(v);
+    }
+    for path in snapshots::output_files(a.dir.dir()) {
+        if in_context.contains(&path) {
+            continue;
+        }
+        let Some(out) = snapshots::read_output(a.dir.dir(), &path) else {
+            continue;
+        };
+        let exists_locally = s.project.as_ref().is_some_and(|p| p.dir.exists(&path));
+        let tokens = s.tokens.count_file(&file_id(&path, &out), &text(&out));
+        files.push(json!({
+            "path": path, "status": if exists_locally { "!A" } else { "A" }, "in_context": false,
+            "has_output": true, "readonly": false, "external": false, "tokens": tokens,
+            "output_tokens": tokens, "output_content": text(&out),
+        }));
+    }
+    Ok(reply("file_statuses", json!({"files": files})))
+}
+
+/// Writes `content` to `rel` in the project through the project handle (atomic; keeps the file's
+/// permissions when it existed).
+fn write_project(s: &Session, rel: &str, content: &[u8]) -> Result<(), String> {
+    let p = s
+        .project
+        .as_ref()
+        .ok_or("No project: global chats cannot apply files")?;
+    let perms = p.dir.metadata(rel).ok().map(|m| m.permissions());
+    crate::store::write_atomic(&p.dir, rel, content)
+        .map_err(|e| format!("Cannot write file {rel}: {e}"))?;
+    if let Some(perms) = perms {
+        let _ = p.dir.set_permissions(rel, perms);
+    }
+    Ok(())
+}
+
+/// After the project file `path` became `content`: the snapshot follows (adding the file to context
+/// when the model created it), the output goes, and the event is recorded.
+fn settle_applied(s: &mut Session, path: &str, content: &[u8], action: &str) -> Result<(), String> {
+    let a = s.active_mut()?;
+    let version = file_id(path, content);
+    let i = a
+        .chat
+        .context_files
+        .iter()
+        .position(|c| !c.is_section() && c.path == path);
+    let prev = match i {
+        Some(i) => {
+            let cf = &mut a.chat.context_files[i];
+            let prev = std::mem::replace(&mut cf.version, version.clone());
+            snapshots::write(a.dir.dir(), cf, content)
+                .map_err(|e| format!("Failed to update snapshot: {e}"))?;
+            Some(prev)
+        }
+        None => {
+            let cf = ContextFile {
+                path: path.to_string(),
+                version: version.clone(),
+                ..Default::default()
+            };
+            snapshots::write(a.dir.dir(), &cf, content)
+                .map_err(|e| format!("Failed to update snapshot: {e}"))?;
+            a.chat.context_files.push(cf);
+            None
+        }
+    };
+    crate::store::remove_file_if_exists(a.dir.dir(), paths::output_rel(path))
+        .map_err(|e| format!("Failed to remove output: {e}"))?;
+    a.chat.record_event(event_part(
+        action,
+        path,
+        &version,
+        prev.as_deref(),
+        false,
+        false,
+    ));
+    s.save_active()
+}
+
+pub fn apply(s: &mut Session, req: &Request) -> Handled {
+    let path = internal_path(s, req.nonempty("path")?)?;
+    let out = snapshots::read_output(s.active()?.dir.dir(), &path)
+        .ok_or_else(|| format!("No output to apply: {path} not found in output"))?;
+    write_project(s, &path, &out)?;
+    settle_applied(s, &path, &out, "UserApplyFile")?;
+    Ok(reply("ok", json!({"content": text(&out)})))
+}
+
+pub fn apply_as(s: &mut Session, req: &Request) -> Handled {
+    let path = internal_path(s, req.nonempty("path")?)?;
+    let destination = req.nonempty("destination")?;
+    let root = s
+        .project
+        .as_ref()
+        .map(|p| p.root.clone())
+        .ok_or("No project: global chats cannot apply files")?;
+    let dest = match paths::classify(destination, Some(&root))? {
+        ClientPath::Internal(d) => d,
+        ClientPath::External(d) => {
+            return Err(format!("Invalid destination: {d} is outside the project"));
+        }
+    };
+    let a = s.active()?;
+    let out = snapshots::read_output(a.dir.dir(), &path)
+        .ok_or_else(|| format!("No output to apply: {path} not found in output"))?;
+    write_project(s, &dest, &out)?;
+    let a = s.active_mut()?;
+    crate::store::remove_file_if_exists(a.dir.dir(), paths::output_rel(&path))
+        .map_err(|e| format!("Failed to remove output: {e}"))?;
+    let mut ev = event_part(
+        "UserSaveAs",
+        &dest,
+        &file_id(&dest, &out),
+        None,
+        false,
+        false,
+    );
+    ev.insert("source".into(), json!(path));
+    a.chat.record_event(ev);
+    s.save_active()?;
+    Ok(reply("ok", json!({"content": text(&out)})))
+}
+
+pub fn output_delete(s: &mut Session, req: &Request) -> Handled {
+    let path = internal_path(s, req.nonempty("path")?)?;
+    let a = s.active_mut()?;
+    let Some(out) = snapshots::read_output(a.dir.dir(), &path) else {
+        return Err(format!("No output: {path} not found in output"));
+    };
+    crate::store::remove_file_if_exists(a.dir.dir(), paths::output_rel(&path))
+        .map_err(|e| format!("Failed to remove output: {e}"))?;
+    a.chat.record_event(event_part(
+        "UserRejectOutput",
+        &path,
+        "",
+        Some(&file_id(&path, &out)),
+        false,
+        false,
+    ));
+    s.save_active()?;
+    Ok(ok())
+}
+
+pub fn diff_local_done(s: &mut Session, req: &Request) -> Handled {
+    let path = internal_path(s, req.nonempty("path")?)?;
+    let a = s.active()?;
+    let cf = a
+        .chat
+        .context_files
+        .iter()
+        .find(|c| !c.is_section() && c.path == path)
+        .ok_or("File not in context")?;
+    let ctx = snapshots::read(a.dir.dir(), cf).unwrap_or_default();
+    let out = snapshots::read_output(a.dir.dir(), &path);
+    let local = s
+        .read_local(&ClientPath::Internal(path.clone()))
+        .map_err(|_| format!("File not found: {path}"))?;
+    let outcome = if local == ctx {
+        "none"
+    } else if out.as_deref() == Some(&local[..]) {
+        settle_applied(s, &path, &local, "UserApplyFile")?;
+        "full"
+    } else {
+        let a = s.active_mut()?;
+        let i = a
+            .chat
+            .context_files
+            .iter()
+            .position(|c| !c.is_section() && c.path == path)
+            .ok_or("File not in context")?;
+        let cf = &mut a.chat.context_files[i];
+        let prev = std::mem::replace(&mut cf.version, file_id(&path, &local));
+        snapshots::write(a.dir.dir(), cf, &local)
+            .map_err(|e| format!("Failed to update snapshot: {e}"))?;
+        let ev = event_part(
+            "UserPartialApplyFile",
+            &path,
+            &cf.version,
+            Some(&prev),
+            cf.readonly,
+            false,
+        );
+        a.chat.record_event(ev);
+        s.save_active()?;
+        "partial"
+    };
+    Ok(reply("ok", json!({"outcome": outcome})))
+}
+
+pub fn estimate_tokens(s: &mut Session, req: &Request) -> Handled {
+    let input = req.opt_str("input_text")?.unwrap_or("").to_string();
+    let a = s.active()?;
+    let global = a.global;
+    let (system_prompt, instructions) = super::misc::prompt_texts(s, global);
+    let system_tokens = s.tokens.count(&system_prompt);
+    let instruction_tokens = s.tokens.count(&instructions);
+    let mut history_text = String::new();
+    for m in &a.chat.messages {
+        for p in &m.parts {
+            if let Some(c) = p.get("content").and_then(Value::as_str) {
+                history_text.push_str(c);
+                history_text.push('\n');
+            }
+        }
+    }
+    let history = s.tokens.count(&history_text);
+    // Count every file's text once, in parallel where the counter can.
+    let mut items: Vec<(String, String)> = Vec::new();
+    let mut meta = Vec::new();
+    for cf in &a.chat.context_files {
+        let ctx = text(&snapshots::read(a.dir.dir(), cf).unwrap_or_default());
+        let out = if cf.external || cf.is_section() {
+            None
+        } else {
+            snapshots::read_output(a.dir.dir(), &cf.path)
+        };
+        let ctx_idx = items.len();
+        items.push((cf.version.clone(), ctx));
+        let out_idx = match out {
+            Some(o) if o != items[ctx_idx].1.as_bytes() => {
+                items.push((file_id(&cf.path, &o), text(&o)));
+                Some(items.len() - 1)
+            }
+            _ => None,
+        };
+        meta.push((cf.path.clone(), ctx_idx, out_idx));
+    }
+    let refs: Vec<(&str, &str)> = items
+        .iter()
+        .map(|(id, t)| (id.as_str(), t.as_str()))
+        .collect();
+    let counts = s.tokens.count_files(&refs);
+    let mut files = Vec::new();
+    let mut context_total = 0;
+    let mut savings = 0;
+    for (path, ci, oi) in meta {
+        let orig = counts[ci];
+        match oi {
+            Some(oi) => {
+                let out = counts[oi];
+                context_total += orig + out;
+                savings += orig;
+                files.push(json!({"path": path, "tokens": orig + out, "has_output": true, "original_tokens": orig, "output_tokens": out}));
+            }
+            None => {
+                context_total += orig;
+                files.push(json!({"path": path, "tokens": orig, "has_output": false}));
+            }
+        }
+    }
+    let input_tokens = if input.is_empty() {
+        0
+    } else {
+        s.tokens.count(&input)
+    };
+    Ok(reply(
+        "token_estimate",
+        json!({
+            "total": system_tokens + instruction_tokens + history + context_total + input_tokens,
+            "context_files": context_total,
+            "history": history,
+            "instructions": instruction_tokens,
+            "system_prompt": system_tokens,
+            "input_text": input_tokens,
+            "files": files,
+            "potential_savings": savings,
+        }),
+    ))
+}

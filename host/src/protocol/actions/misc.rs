@@ -1,0 +1,123 @@
+//! Session-level actions: start-up (`bb7_init`, `init`), liveness, instructions and customization,
+//! text token counts, and the model-backed actions this build answers with an error.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::Handled;
+use crate::protocol::request::Request;
+use crate::protocol::session::Session;
+use crate::protocol::{ok, reply};
+
+pub fn ping() -> Handled {
+    Ok(reply("pong", json!({})))
+}
+
+pub fn version() -> Handled {
+    Ok(reply("version", json!({"version": crate::VERSION})))
+}
+
+/// The project root of a request: absolute, or `None` for global-only mode.
+fn project_root(req: &Request) -> Result<Option<&Path>, String> {
+    match req.opt_str("project_root")? {
+        None | Some("") => Ok(None),
+        Some(p) if Path::new(p).is_absolute() => Ok(Some(Path::new(p))),
+        Some(p) => Err(format!(
+            "Invalid field: project_root must be an absolute path, got {p}"
+        )),
+    }
+}
+
+pub fn bb7_init(req: &Request) -> Handled {
+    let root = project_root(req)?.ok_or("Missing required field: project_root")?;
+    if !root.is_dir() {
+        return Err(format!("Project root not found: {}", root.display()));
+    }
+    let state = root.join(".bb7");
+    if state.exists() {
+        return Err("Already initialized".into());
+    }
+    std::fs::create_dir_all(state.join("chats"))
+        .map_err(|e| format!("Failed to initialize {}: {e}", state.display()))?;
+    Ok(ok())
+}
+
+pub fn init(s: &mut Session, req: &Request) -> Handled {
+    let root = project_root(req)?;
+    s.init(root)?;
+    let mut fields = json!({});
+    if s.global_only() {
+        fields["global_only"] = json!(true);
+    }
+    if let Some(m) = &s.config.config.default_model {
+        fields["default_model"] = json!(m);
+    }
+    Ok(reply("ok", fields))
+}
+
+fn project_path(s: &Session) -> Option<&Path> {
+    s.project.as_ref().map(|p| p.root.as_path())
+}
+
+/// The system prompt and the instruction text of a chat, for token estimates.
+pub fn prompt_texts(s: &Session, global_chat: bool) -> (String, String) {
+    let config_dir = crate::config::config_dir();
+    let (system, _) = crate::instructions::system_prompt(config_dir.as_deref());
+    let inst = crate::instructions::load(
+        config_dir.as_deref(),
+        if global_chat { None } else { project_path(s) },
+    );
+    let mut text = inst.global.clone().unwrap_or_default();
+    if !global_chat {
+        if let Ok(Some(p)) = &inst.project {
+            text.push_str(p);
+        }
+    }
+    (system, text)
+}
+
+/// The `instructions_info` object of a `chat` reply.
+pub fn instructions_info(s: &Session, global_chat: bool) -> Value {
+    let config_dir = crate::config::config_dir();
+    let project = if global_chat { None } else { project_path(s) };
+    crate::instructions::instructions_info(config_dir.as_deref(), project)
+}
+
+pub fn prepare_instructions(s: &mut Session, req: &Request) -> Handled {
+    let level = req.nonempty("level")?;
+    let config_dir = crate::config::config_dir();
+    let path = crate::instructions::prepare(level, config_dir.as_deref(), project_path(s))?;
+    Ok(reply("instructions_path", json!({"path": path})))
+}
+
+pub fn customization_info(s: &mut Session) -> Handled {
+    let config_dir = crate::config::config_dir();
+    Ok(reply(
+        "customization_info",
+        crate::instructions::customization_info(config_dir.as_deref(), project_path(s)),
+    ))
+}
+
+pub fn estimate_text_tokens(s: &mut Session, req: &Request) -> Handled {
+    let texts = match req.fields.get("texts") {
+        Some(Value::Array(a)) if !a.is_empty() => a,
+        _ => return Err("Missing or empty 'texts' array".into()),
+    };
+    let mut tokens = Vec::with_capacity(texts.len());
+    for t in texts {
+        let t = t
+            .as_str()
+            .ok_or("Invalid field: texts (expected an array of strings)")?;
+        tokens.push(s.tokens.count(t));
+    }
+    Ok(reply("text_token_estimate", json!({"tokens": tokens})))
+}
+
+/// `send`, `generate_title`, `get_models`, `get_balance`: the model client is not part of this build.
+pub fn needs_model(req: &Request) -> Handled {
+    Err(format!(
+        "{} needs the model client, which this build of bb7 does not include yet",
+        req.action
+    ))
+}

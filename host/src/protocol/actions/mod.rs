@@ -1,0 +1,67 @@
+//! Dispatch of actions to handlers, one module per concern.
+
+mod chats;
+mod context;
+mod files;
+mod misc;
+
+use super::Outcome;
+use super::request::Request;
+use super::session::Session;
+
+/// The result of one action: a reply, or an error message for the client.
+pub type Handled = Result<Outcome, String>;
+
+/// Runs `req` against `session`.
+pub fn dispatch(s: &mut Session, req: &Request) -> Handled {
+    match req.action.as_str() {
+        "ping" => misc::ping(),
+        "version" => misc::version(),
+        "shutdown" => Ok(Outcome::Shutdown),
+        "bb7_init" => misc::bb7_init(req),
+        "init" => misc::init(s, req),
+        "prepare_instructions" => misc::prepare_instructions(s, req),
+        "get_customization_info" => misc::customization_info(s),
+        "estimate_text_tokens" => misc::estimate_text_tokens(s, req),
+        "estimate_tokens" => files::estimate_tokens(s, req),
+        "send" | "generate_title" | "get_models" | "get_balance" => misc::needs_model(req),
+        "cancel" => Err("No active request to cancel".into()),
+
+        "chat_new" => chats::new(s, req),
+        "chat_list" => chats::list(s, req),
+        "chat_select" => chats::select(s, req),
+        "chat_get" => chats::get(s),
+        "chat_delete" => chats::delete(s, req),
+        "chat_rename" => chats::rename(s, req),
+        "chat_active" => chats::active(s),
+        "search_chats" => chats::search(s, req),
+        "chat_edit" => chats::edit(s, req),
+        "fork_chat" => chats::fork(s, req),
+        "chat_new_with_context" => chats::new_with_context(s, req),
+        "chat_move" => chats::move_chat(s, req),
+        "chat_force_unlock" => chats::force_unlock(s, req),
+        "save_draft" => chats::save_draft(s, req),
+        "save_chat_settings" => chats::save_settings(s, req),
+        "add_system_message" => chats::add_system_message(s, req),
+
+        "context_add" => context::add(s, req),
+        "context_add_section" => context::add_section(s, req),
+        "context_update" => context::update(s, req),
+        "context_remove" => context::remove(s, req),
+        "context_remove_section" => context::remove_section(s, req),
+        "context_list" => context::list(s),
+        "context_set_readonly" => context::set_readonly(s, req),
+        "sync_context" => context::sync(s, req),
+
+        "get_context_file" => files::context_file(s, req),
+        "get_output_file" => files::output_file(s, req),
+        "get_diff_paths" => files::diff_paths(s, req),
+        "get_file_statuses" => files::statuses(s),
+        "apply_file" => files::apply(s, req),
+        "apply_file_as" => files::apply_as(s, req),
+        "output_delete" => files::output_delete(s, req),
+        "diff_local_done" => files::diff_local_done(s, req),
+
+        other => Err(format!("Unknown action: {other}")),
+    }
+}

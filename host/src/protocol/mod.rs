@@ -1,0 +1,94 @@
+//! The stdio protocol (PROTOCOL.md and its addendum): line codec, request parsing, dispatch of
+//! actions to handlers, error mapping. Nothing below this module knows about JSON lines.
+
+pub mod actions;
+pub mod codec;
+pub mod request;
+pub mod session;
+
+use std::io::{self, BufReader};
+use std::process::ExitCode;
+
+use serde_json::{Map, Value, json};
+
+use codec::{Line, Output, read_line};
+use request::Request;
+use session::Session;
+
+/// What a handler produced.
+pub enum Outcome {
+    /// Send this reply (`type` and fields; the request id is added).
+    Reply(Map<String, Value>),
+    /// Stop serving: release the chat lock, flush, exit 0 (no reply).
+    Shutdown,
+}
+
+/// A reply object of `type` with `fields`.
+pub fn reply(kind: &str, fields: Value) -> Outcome {
+    let mut m = match fields {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    m.insert("type".into(), json!(kind));
+    Outcome::Reply(m)
+}
+
+/// `{"type":"ok"}`.
+pub fn ok() -> Outcome {
+    reply("ok", json!({}))
+}
+
+fn error_reply(id: Option<&str>, message: &str) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("type".into(), json!("error"));
+    if let Some(id) = id {
+        m.insert("request_id".into(), json!(id));
+    }
+    m.insert("message".into(), json!(message));
+    m
+}
+
+/// Serves the protocol on stdin/stdout until `shutdown` or end of input.
+pub fn serve() -> ExitCode {
+    let out = Output::new(io::stdout());
+    let stdin = io::stdin();
+    let mut input = BufReader::with_capacity(1 << 16, stdin.lock());
+    let mut session = Session::new();
+    let mut buf = Vec::new();
+    loop {
+        let line = match read_line(&mut input, &mut buf) {
+            Ok(Some(l)) => l,
+            Ok(None) | Err(_) => break,
+        };
+        let reply = match line {
+            Line::TooLong(n) => Some(error_reply(
+                None,
+                &format!(
+                    "Request too large: {n} bytes (the limit is {} MiB per line)",
+                    codec::MAX_LINE >> 20
+                ),
+            )),
+            Line::Data(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => None,
+            Line::Data(bytes) => match Request::parse(&bytes) {
+                Err(bad) => Some(error_reply(bad.id.as_deref(), &bad.message)),
+                Ok(req) => match actions::dispatch(&mut session, &req) {
+                    Ok(Outcome::Shutdown) => break,
+                    Ok(Outcome::Reply(mut m)) => {
+                        if let Some(id) = &req.id {
+                            m.insert("request_id".into(), json!(id));
+                        }
+                        Some(m)
+                    }
+                    Err(message) => Some(error_reply(req.id.as_deref(), &message)),
+                },
+            },
+        };
+        if let Some(r) = reply {
+            if out.send(&r).is_err() {
+                break;
+            }
+        }
+    }
+    session.release_active();
+    ExitCode::SUCCESS
+}

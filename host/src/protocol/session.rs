@@ -1,0 +1,216 @@
+//! The state one `bb7` process serves: the project (if any), its chat store and the global one, the
+//! active chat, and caches. Handlers in [`super::actions`] operate on it.
+
+use std::path::{Path, PathBuf};
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+
+use crate::chat::model::Chat;
+use crate::chat::paths::ClientPath;
+use crate::chat::search::SearchIndex;
+use crate::chat::store::ChatStore;
+use crate::store::StateDir;
+
+/// The opened project.
+pub struct Project {
+    /// Canonical project root.
+    pub root: PathBuf,
+    /// The project root as a capability: the host's own writes into the project (apply, apply-as)
+    /// go through it, so they cannot leave the project whatever the path says.
+    pub dir: Dir,
+}
+
+/// The chat in use.
+pub struct Active {
+    pub id: String,
+    pub global: bool,
+    pub chat: Chat,
+    /// `chats/<id>/` as a handle.
+    pub dir: StateDir,
+}
+
+/// Everything a protocol session holds.
+pub struct Session {
+    pub initialized: bool,
+    pub project: Option<Project>,
+    project_store: Option<ChatStore>,
+    global_store: Option<ChatStore>,
+    pub active: Option<Active>,
+    pub project_search: SearchIndex,
+    pub global_search: SearchIndex,
+    pub tokens: crate::tokens::TokenCounter,
+    pub config: crate::config::ConfigState,
+}
+
+impl Session {
+    pub fn new() -> Self {
+        Session {
+            initialized: false,
+            project: None,
+            project_store: None,
+            global_store: None,
+            active: None,
+            project_search: SearchIndex::default(),
+            global_search: SearchIndex::default(),
+            tokens: crate::tokens::TokenCounter::new(),
+            config: crate::config::load(),
+        }
+    }
+
+    /// Opens `root` as the project (its `.bb7/` must exist), or global-only mode for `None`.
+    pub fn init(&mut self, root: Option<&Path>) -> Result<(), String> {
+        self.release_active();
+        self.project = None;
+        self.project_store = None;
+        self.project_search = SearchIndex::default();
+        self.config = crate::config::load();
+        if let Some(root) = root {
+            let root = root
+                .canonicalize()
+                .map_err(|e| format!("Cannot open project {}: {e}", root.display()))?;
+            let state = root.join(".bb7");
+            if !state.is_dir() {
+                return Err(format!(
+                    "Not initialized: {} has no .bb7/. Run :BB7Init",
+                    root.display()
+                ));
+            }
+            let dir = Dir::open_ambient_dir(&root, ambient_authority())
+                .map_err(|e| format!("Cannot open project {}: {e}", root.display()))?;
+            let store = ChatStore::open(&state, false)
+                .map_err(|e| format!("Cannot open {}: {e}", state.display()))?;
+            self.project = Some(Project { root, dir });
+            self.project_store = Some(store);
+        }
+        self.initialized = true;
+        Ok(())
+    }
+
+    pub fn global_only(&self) -> bool {
+        self.project.is_none()
+    }
+
+    /// The store a request addresses: the global one when `global` (or in global-only mode), else
+    /// the project's.
+    pub fn store(&mut self, global: bool) -> Result<&mut ChatStore, String> {
+        if !self.initialized {
+            return Err("Not initialized: send init first".into());
+        }
+        if global || self.project_store.is_none() {
+            if self.global_store.is_none() {
+                let dir = crate::paths::state_dir()
+                    .ok_or("Cannot find the home directory for global chats")?;
+                let store = ChatStore::open(&dir, true)
+                    .map_err(|e| format!("Cannot open {}: {e}", dir.display()))?;
+                self.global_store = Some(store);
+            }
+            return self
+                .global_store
+                .as_mut()
+                .ok_or_else(|| "Global chats are unavailable".to_string());
+        }
+        self.project_store
+            .as_mut()
+            .ok_or_else(|| "Not initialized".to_string())
+    }
+
+    /// Whether a request's `global` flag resolves to the global store.
+    pub fn is_global(&self, global: bool) -> bool {
+        global || self.project_store.is_none()
+    }
+
+    /// The search index for a store.
+    pub fn search_index(&mut self, global: bool) -> &mut SearchIndex {
+        if self.is_global(global) {
+            &mut self.global_search
+        } else {
+            &mut self.project_search
+        }
+    }
+
+    pub fn active(&self) -> Result<&Active, String> {
+        self.active
+            .as_ref()
+            .ok_or_else(|| "No active chat".to_string())
+    }
+
+    pub fn active_mut(&mut self) -> Result<&mut Active, String> {
+        self.active
+            .as_mut()
+            .ok_or_else(|| "No active chat".to_string())
+    }
+
+    /// Saves the active chat.
+    pub fn save_active(&mut self) -> Result<(), String> {
+        let global = self.active()?.global;
+        let chat = self.active()?.chat.clone();
+        self.store(global)?
+            .save(&chat)
+            .map_err(|e| format!("Failed to save chat: {e}"))
+    }
+
+    /// Makes `chat` (in the `global` store) the active chat, taking its lock and releasing the
+    /// previous one.
+    pub fn activate(&mut self, global: bool, chat: Chat) -> Result<(), String> {
+        let same = self
+            .active
+            .as_ref()
+            .is_some_and(|a| a.id == chat.id && a.global == global);
+        let store = self.store(global)?;
+        store.acquire(&chat.id)?;
+        let dir = store
+            .chat_dir(&chat.id)
+            .map_err(|e| format!("Cannot open chat: {e}"))?;
+        if !same {
+            self.release_active();
+        }
+        self.active = Some(Active {
+            id: chat.id.clone(),
+            global,
+            chat,
+            dir,
+        });
+        Ok(())
+    }
+
+    /// Releases the active chat's lock (switching chats, shutdown, EOF).
+    pub fn release_active(&mut self) {
+        if let Some(a) = self.active.take() {
+            if let Ok(store) = self.store(a.global) {
+                store.release(&a.id);
+            }
+        }
+    }
+
+    /// The project root, for path classification of the active chat (none for global chats).
+    pub fn classify_root(&self, global_chat: bool) -> Option<&Path> {
+        if global_chat {
+            None
+        } else {
+            self.project.as_ref().map(|p| p.root.as_path())
+        }
+    }
+
+    /// Reads the user's current version of a context file: inside the project through the project
+    /// handle; an external file by its absolute path (only ever a path already in the chat's context,
+    /// and only read).
+    pub fn read_local(&self, path: &ClientPath) -> std::io::Result<Vec<u8>> {
+        match path {
+            ClientPath::Internal(rel) => match &self.project {
+                Some(p) => p.dir.read(rel),
+                None => Err(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no project",
+                )),
+            },
+            ClientPath::External(abs) => std::fs::read(abs),
+        }
+    }
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Self::new()
+    }
+}

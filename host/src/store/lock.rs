@@ -1,0 +1,101 @@
+//! Per-chat PID locks: `<chat dir>/lock` holds the PID of the process using the chat. A lock whose
+//! process is gone (or whose content is garbage) is stale and removed.
+
+use std::io;
+
+use cap_std::fs::Dir;
+
+/// Who holds a chat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockState {
+    Free,
+    /// This process.
+    Ours,
+    /// Another live process.
+    Other(u32),
+}
+
+/// The lock state of the chat directory `chat` (relative to `chats`), removing a stale lock.
+pub fn state(chats: &Dir, chat: &str) -> LockState {
+    let path = format!("{chat}/lock");
+    let Ok(bytes) = chats.read(&path) else {
+        return LockState::Free;
+    };
+    let pid = std::str::from_utf8(&bytes)
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok());
+    match pid {
+        Some(p) if p == std::process::id() => LockState::Ours,
+        Some(p) if alive(p) => LockState::Other(p),
+        _ => {
+            let _ = chats.remove_file(&path);
+            LockState::Free
+        }
+    }
+}
+
+/// Takes the lock for this process; fails with `chat is locked by another process` when a live
+/// process holds it.
+pub fn acquire(chats: &Dir, chat: &str) -> io::Result<()> {
+    match state(chats, chat) {
+        LockState::Other(_) => Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            "chat is locked by another process",
+        )),
+        LockState::Ours => Ok(()),
+        LockState::Free => super::write_atomic(
+            chats,
+            format!("{chat}/lock"),
+            std::process::id().to_string().as_bytes(),
+        ),
+    }
+}
+
+/// Releases the lock if this process holds it.
+pub fn release(chats: &Dir, chat: &str) {
+    if state(chats, chat) == LockState::Ours {
+        let _ = chats.remove_file(format!("{chat}/lock"));
+    }
+}
+
+/// Removes the lock whoever holds it.
+pub fn force_remove(chats: &Dir, chat: &str) -> io::Result<()> {
+    super::remove_file_if_exists(chats, format!("{chat}/lock"))
+}
+
+/// Whether process `pid` exists.
+fn alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 sends nothing; it only checks that the process exists.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cap_std::ambient_authority;
+
+    #[test]
+    fn stale_and_garbage_locks_are_free() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("c1")).unwrap();
+        let d = Dir::open_ambient_dir(t.path(), ambient_authority()).unwrap();
+        assert_eq!(state(&d, "c1"), LockState::Free);
+        acquire(&d, "c1").unwrap();
+        assert_eq!(state(&d, "c1"), LockState::Ours);
+        std::fs::write(t.path().join("c1/lock"), "garbage").unwrap();
+        assert_eq!(state(&d, "c1"), LockState::Free);
+        assert!(!t.path().join("c1/lock").exists());
+        std::fs::write(t.path().join("c1/lock"), "999999999").unwrap();
+        assert_eq!(state(&d, "c1"), LockState::Free);
+        std::fs::write(t.path().join("c1/lock"), "1").unwrap(); // init: alive, not us
+        assert_eq!(state(&d, "c1"), LockState::Other(1));
+        assert!(acquire(&d, "c1").is_err());
+    }
+}
