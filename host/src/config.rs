@@ -48,6 +48,17 @@ pub fn display_path(path: &Path) -> String {
     path.display().to_string()
 }
 
+/// Reads a whole file, refusing anything but a regular file (so a FIFO at the path cannot block the host).
+pub(crate) fn read_regular_file(path: &Path) -> io::Result<Vec<u8>> {
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    std::fs::read(path)
+}
+
 /// Which `edit_file` schema the model is offered (EDITS.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum DiffMode {
@@ -341,7 +352,7 @@ pub fn load_from(path: &Path) -> ConfigState {
         status: ConfigStatus::Invalid(message),
         display_path: display_path.clone(),
     };
-    let bytes = match std::fs::read(path) {
+    let bytes = match read_regular_file(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return ConfigState {

@@ -12,6 +12,8 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::config::read_regular_file;
+
 /// BB-7's built-in system prompt.
 ///
 /// Lines `<!-- bb7:project -->` and `<!-- bb7:global -->` open a part sent only in project chats or only in
@@ -68,7 +70,7 @@ pub fn load(home_config_dir: Option<&Path>, project_root: Option<&Path>) -> Inst
 /// Reads `{config_dir}/instructions.md` as is; `None` when missing, unreadable or blank.
 pub fn load_global(config_dir: &Path) -> Option<String> {
     let path = config_dir.join(GLOBAL_INSTRUCTIONS_FILE);
-    match std::fs::read(&path) {
+    match read_regular_file(&path) {
         Ok(bytes) => {
             let text = String::from_utf8_lossy(&bytes).into_owned();
             (!text.trim().is_empty()).then_some(text)
@@ -84,7 +86,7 @@ pub fn load_global(config_dir: &Path) -> Option<String> {
 
 /// Reads and processes `{project_root}/.bb7/instructions`: `Ok(None)` when missing or blank after processing.
 pub fn load_project(project_root: &Path) -> Result<Option<String>, String> {
-    let bytes = match std::fs::read(project_root.join(PROJECT_INSTRUCTIONS_PATH)) {
+    let bytes = match read_regular_file(&project_root.join(PROJECT_INSTRUCTIONS_PATH)) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("{PROJECT_INSTRUCTIONS_PATH}: cannot read: {e}")),
@@ -206,6 +208,9 @@ impl<'a> Includer<'a> {
                 format!("cannot read {path}: {e}")
             }
         };
+        if !dir.metadata(rel).map_err(read_error)?.is_file() {
+            return Err(format!("not a regular file: {path}"));
+        }
         let file = dir.open(rel).map_err(read_error)?;
         let meta = file.metadata().map_err(read_error)?;
         if !meta.is_file() {
@@ -253,7 +258,7 @@ fn escapes_lexically(path: &Path) -> bool {
 pub fn system_prompt(config_dir: Option<&Path>) -> (String, bool) {
     if let Some(dir) = config_dir {
         let path = dir.join(SYSTEM_PROMPT_FILE);
-        match std::fs::read(&path) {
+        match read_regular_file(&path) {
             Ok(bytes) => return (String::from_utf8_lossy(&bytes).into_owned(), true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => tracing::warn!("cannot read {}: {e}", path.display()),
@@ -675,6 +680,29 @@ mod tests {
         std::fs::write(f.root.join("big"), big).unwrap();
         f.project_file("@include big");
         assert!(f.project().unwrap_err().contains("file too large: big"));
+    }
+
+    #[test]
+    fn fifos_are_refused_without_blocking() {
+        let f = fixture();
+        let made = std::process::Command::new("mkfifo")
+            .arg(f.root.join("pipe"))
+            .status()
+            .is_ok_and(|s| s.success());
+        if !made {
+            return;
+        }
+        f.project_file("@include pipe");
+        assert_eq!(
+            f.project().unwrap_err(),
+            ".bb7/instructions line 1: @include: not a regular file: pipe"
+        );
+        std::fs::remove_file(f.root.join(PROJECT_INSTRUCTIONS_PATH)).unwrap();
+        std::process::Command::new("mkfifo")
+            .arg(f.root.join(PROJECT_INSTRUCTIONS_PATH))
+            .status()
+            .unwrap();
+        assert!(f.project().unwrap_err().contains("not a regular file"));
     }
 
     #[test]

@@ -56,8 +56,13 @@ impl SearchIndex {
     }
 
     fn cached(&mut self, store: &ChatStore, id: &str) -> Option<&Cached> {
-        let meta = store.chats.dir().metadata(format!("{id}/chat.json")).ok()?;
-        let stamp = (meta.modified().ok().map(|t| t.into_std()), meta.len());
+        // Staleness is checked with one plain `statx` on our own validated path (a capability
+        // `metadata` costs an open and a close per chat); the content is read through the handle.
+        if !super::store::valid_id(id) {
+            return None;
+        }
+        let meta = std::fs::symlink_metadata(store.chats.path().join(id).join("chat.json")).ok()?;
+        let stamp = (meta.modified().ok(), meta.len());
         let fresh = self.cache.get(id).is_some_and(|c| c.stamp == stamp);
         if !fresh {
             let bytes = store.chats.dir().read(format!("{id}/chat.json")).ok()?;

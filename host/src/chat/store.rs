@@ -186,7 +186,10 @@ impl ChatStore {
     }
 
     pub fn lock_state(&self, id: &str) -> lock::LockState {
-        lock::state(self.chats.dir(), id)
+        if !valid_id(id) {
+            return lock::LockState::Free;
+        }
+        lock::state_at(self.chats.dir(), self.chats.path(), id)
     }
 
     pub fn acquire(&self, id: &str) -> Result<(), String> {

@@ -88,6 +88,8 @@ pub fn serve() -> ExitCode {
                 break;
             }
         }
+        // Only now, with the first reply out, start building the tokenizer in the background.
+        crate::tokens::warm_up();
     }
     session.release_active();
     ExitCode::SUCCESS

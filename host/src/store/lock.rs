@@ -16,6 +16,17 @@ pub enum LockState {
 }
 
 /// The lock state of the chat directory `chat` (relative to `chats`), removing a stale lock.
+/// `chats_path` is the directory's absolute path: listing thousands of chats first asks the kernel
+/// whether a lock file exists at all (one `statx`, which follows nothing), and only reads it through
+/// the capability when it does.
+pub fn state_at(chats: &Dir, chats_path: &std::path::Path, chat: &str) -> LockState {
+    if std::fs::symlink_metadata(chats_path.join(chat).join("lock")).is_err() {
+        return LockState::Free;
+    }
+    state(chats, chat)
+}
+
+/// The lock state of the chat directory `chat` (relative to `chats`), removing a stale lock.
 pub fn state(chats: &Dir, chat: &str) -> LockState {
     let path = format!("{chat}/lock");
     let Ok(bytes) = chats.read(&path) else {

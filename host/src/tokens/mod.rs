@@ -89,20 +89,26 @@ impl std::fmt::Debug for TokenCounter {
     }
 }
 
+/// Starts building the tokenizer on a background thread (once per process), so that later counts do not
+/// wait for it.
+pub fn warm_up() {
+    WARM_UP.call_once(|| {
+        let spawned = std::thread::Builder::new()
+            .name("bb7-tokenizer".to_string())
+            .spawn(|| {
+                LazyLock::force(&BPE);
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("cannot start the tokenizer thread, it will load on first use: {e}");
+        }
+    });
+}
+
 impl TokenCounter {
-    /// A counter with an empty cache. Returns immediately; the first one made in the process starts building
-    /// the tokenizer on a background thread.
+    /// A counter with an empty cache. Returns immediately and builds nothing: call [`warm_up`] once the
+    /// process has answered its first request (building the tokenizer alongside start-up doubled the time
+    /// to the first reply), or let the first count build it.
     pub fn new() -> Self {
-        WARM_UP.call_once(|| {
-            let spawned = std::thread::Builder::new()
-                .name("bb7-tokenizer".to_string())
-                .spawn(|| {
-                    LazyLock::force(&BPE);
-                });
-            if let Err(e) = spawned {
-                tracing::warn!("cannot start the tokenizer thread, it will load on first use: {e}");
-            }
-        });
         TokenCounter {
             cache: Mutex::new(FileCache::default()),
         }
@@ -405,7 +411,7 @@ mod tests {
         for _ in 0..lines {
             let r = xorshift(&mut state);
             out.push_str(PARTS[(r >> 33) as usize % PARTS.len()]);
-            out.push_str(if r % 7 == 0 { "\r\n" } else { "\n" });
+            out.push_str(if r.is_multiple_of(7) { "\r\n" } else { "\n" });
         }
         out
     }

@@ -60,21 +60,16 @@ fn project_path(s: &Session) -> Option<&Path> {
     s.project.as_ref().map(|p| p.root.as_path())
 }
 
-/// The system prompt and the instruction text of a chat, for token estimates.
+/// The system prompt and the instruction blocks of a chat exactly as they are sent, for token estimates.
 pub fn prompt_texts(s: &Session, global_chat: bool) -> (String, String) {
     let config_dir = crate::config::config_dir();
     let (system, _) = crate::instructions::system_prompt(config_dir.as_deref());
-    let inst = crate::instructions::load(
-        config_dir.as_deref(),
-        if global_chat { None } else { project_path(s) },
-    );
-    let mut text = inst.global.clone().unwrap_or_default();
-    if !global_chat {
-        if let Ok(Some(p)) = &inst.project {
-            text.push_str(p);
-        }
-    }
-    (system, text)
+    let project = if global_chat { None } else { project_path(s) };
+    let inst = crate::instructions::load(config_dir.as_deref(), project);
+    (
+        crate::instructions::render_system_prompt(&system, global_chat),
+        crate::instructions::render_instructions(&inst, global_chat),
+    )
 }
 
 /// The `instructions_info` object of a `chat` reply.
