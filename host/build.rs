@@ -101,7 +101,9 @@ fn link_for_fast_start() {
 
 /// Whether the system linker accepts `-z pack-relative-relocs` (asks `cc` to link an empty program).
 fn linker_supports_relr() -> bool {
-    let Ok(dir) = env::var("OUT_DIR") else { return false };
+    let Ok(dir) = env::var("OUT_DIR") else {
+        return false;
+    };
     let src = PathBuf::from(&dir).join("relr_probe.c");
     if fs::write(&src, "int main(void) { return 0; }\n").is_err() {
         return false;

@@ -30,7 +30,12 @@ impl Host {
             .expect("bb7");
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
-        Host { child, stdin, stdout, seq: 0 }
+        Host {
+            child,
+            stdin,
+            stdout,
+            seq: 0,
+        }
     }
 
     fn call(&mut self, mut req: Value) -> Value {
@@ -85,7 +90,10 @@ fn main() {
                 d
             })
             .collect();
-        println!("process start to the reply to ping: {}", ms(median(samples)));
+        println!(
+            "process start to the reply to ping: {}",
+            ms(median(samples))
+        );
     }
 
     let project = tempfile::tempdir().unwrap();
@@ -93,7 +101,11 @@ fn main() {
     if want("chats") || want("init") {
         let t = Instant::now();
         let bytes = generate_chats(&root, 5000);
-        println!("(generated 5,000 chats, {:.1} MB of chat.json, in {:.1} s)", bytes as f64 / 1e6, t.elapsed().as_secs_f64());
+        println!(
+            "(generated 5,000 chats, {:.1} MB of chat.json, in {:.1} s)",
+            bytes as f64 / 1e6,
+            t.elapsed().as_secs_f64()
+        );
         let init = json!({"action": "init", "project_root": root});
         let samples = (0..10)
             .map(|_| {
@@ -105,24 +117,57 @@ fn main() {
                 d
             })
             .collect();
-        println!("process start to the reply to init, 5,000 chats: {}", ms(median(samples)));
+        println!(
+            "process start to the reply to init, 5,000 chats: {}",
+            ms(median(samples))
+        );
 
         let mut h = Host::start(home.path());
         h.call(init.clone());
-        let list = median((0..20).map(|_| time(|| drop(h.call(json!({"action": "chat_list"}))))).collect());
-        let title = median((0..20).map(|_| time(|| drop(h.call(json!({"action": "search_chats", "query": "topic 4242"}))))).collect());
+        let list = median(
+            (0..20)
+                .map(|_| time(|| drop(h.call(json!({"action": "chat_list"})))))
+                .collect(),
+        );
+        let title = median(
+            (0..20)
+                .map(|_| {
+                    time(|| drop(h.call(json!({"action": "search_chats", "query": "topic 4242"}))))
+                })
+                .collect(),
+        );
         let first = time(|| {
             let r = h.call(json!({"action": "search_chats", "query": "needle-in-chat-4999"}));
             assert_eq!(r["results"].as_array().unwrap().len(), 1, "{r}");
         });
         let again = median(
             (0..10)
-                .map(|_| time(|| drop(h.call(json!({"action": "search_chats", "query": "needle-in-chat-4999"})))))
+                .map(|_| {
+                    time(|| {
+                        drop(h.call(
+                            json!({"action": "search_chats", "query": "needle-in-chat-4999"}),
+                        ))
+                    })
+                })
                 .collect(),
         );
-        let miss = median((0..10).map(|_| time(|| drop(h.call(json!({"action": "search_chats", "query": "absent phrase"}))))).collect());
+        let miss = median(
+            (0..10)
+                .map(|_| {
+                    time(|| {
+                        drop(h.call(json!({"action": "search_chats", "query": "absent phrase"})))
+                    })
+                })
+                .collect(),
+        );
         println!("chat_list, 5,000 chats: {}", ms(list));
-        println!("search_chats, 5,000 chats: title match {}, content search first {}, after the first {} (no match: {})", ms(title), ms(first), ms(again), ms(miss));
+        println!(
+            "search_chats, 5,000 chats: title match {}, content search first {}, after the first {} (no match: {})",
+            ms(title),
+            ms(first),
+            ms(again),
+            ms(miss)
+        );
         h.stop();
     }
 
@@ -143,9 +188,18 @@ fn main() {
             h.call(json!({"action": "context_add", "path": format!("src/file{i}.rs"), "content": text}));
         }
         let first = time(|| drop(h.call(json!({"action": "estimate_tokens"}))));
-        let repeat = median((0..20).map(|_| time(|| drop(h.call(json!({"action": "estimate_tokens"}))))).collect());
+        let repeat = median(
+            (0..20)
+                .map(|_| time(|| drop(h.call(json!({"action": "estimate_tokens"})))))
+                .collect(),
+        );
         let r = h.call(json!({"action": "estimate_tokens"}));
-        println!("estimate_tokens, 2 MiB in 8 files ({} tokens): first {}, repeat {}", r["context_files"], ms(first), ms(repeat));
+        println!(
+            "estimate_tokens, 2 MiB in 8 files ({} tokens): first {}, repeat {}",
+            r["context_files"],
+            ms(first),
+            ms(repeat)
+        );
         h.stop();
     }
 }
@@ -184,6 +238,10 @@ fn generate_chats(root: &Path, n: usize) -> usize {
         std::fs::write(chats.join(&id).join("chat.json"), bytes).unwrap();
         index.push(json!({"id": id, "name": format!("Chat about topic {i}"), "created": "2025-01-01T00:00:00Z"}));
     }
-    std::fs::write(chats.join("index.json"), serde_json::to_vec(&json!({"chats": index})).unwrap()).unwrap();
+    std::fs::write(
+        chats.join("index.json"),
+        serde_json::to_vec(&json!({"chats": index})).unwrap(),
+    )
+    .unwrap();
     total
 }

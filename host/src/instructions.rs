@@ -23,7 +23,7 @@ pub const SYSTEM_PROMPT: &str = include_str!("../prompts/system.md");
 /// The global instructions file's name inside the config dir.
 pub const GLOBAL_INSTRUCTIONS_FILE: &str = "instructions.md";
 /// The system prompt override's name inside the config dir.
-pub const SYSTEM_PROMPT_FILE: &str = "system_prompt.md";
+pub const SYSTEM_PROMPT_FILE: &str = "system_prompt.txt";
 /// The project instructions file, relative to the project root.
 pub const PROJECT_INSTRUCTIONS_PATH: &str = ".bb7/instructions";
 /// How the global instructions file is named to the model and the user.
@@ -122,7 +122,13 @@ pub fn process_project(source: &str, project_root: &Path) -> Result<String, Stri
         if let Some(rest) = line.strip_prefix("@include")
             && (rest.is_empty() || rest.starts_with([' ', '\t']))
         {
-            match includer.include(rest.trim()) {
+            // A path with spaces may be quoted: `@include "docs/my notes.md"`.
+            let path = rest.trim();
+            let path = match path.strip_prefix('"').and_then(|p| p.strip_suffix('"')) {
+                Some(inner) if !inner.is_empty() => inner,
+                _ => path,
+            };
+            match includer.include(path) {
                 Ok(text) => {
                     out.push_str(&text);
                     if !text.is_empty() && !text.ends_with('\n') {
@@ -254,7 +260,7 @@ fn escapes_lexically(path: &Path) -> bool {
     false
 }
 
-/// The system prompt: `{config_dir}/system_prompt.md` when it exists (then `true`), else [`SYSTEM_PROMPT`].
+/// The system prompt: `{config_dir}/system_prompt.txt` when it exists (then `true`), else [`SYSTEM_PROMPT`].
 pub fn system_prompt(config_dir: Option<&Path>) -> (String, bool) {
     if let Some(dir) = config_dir {
         let path = dir.join(SYSTEM_PROMPT_FILE);
@@ -400,7 +406,7 @@ fn create_if_missing(path: &Path, content: &str) -> io::Result<()> {
 /// Which customization files exist, for `get_customization_info` and the `instructions_info` of `chat`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Info {
-    /// `~/.config/bb7/system_prompt.md` exists and replaces the built-in prompt.
+    /// `~/.config/bb7/system_prompt.txt` exists and replaces the built-in prompt.
     pub system_override: bool,
     /// The global instructions path as shown to the user.
     pub global_path: String,
@@ -757,7 +763,7 @@ mod tests {
             (SYSTEM_PROMPT.to_string(), false)
         );
         assert_eq!(system_prompt(None), (SYSTEM_PROMPT.to_string(), false));
-        std::fs::write(f.config.join("system_prompt.md"), "Custom.").unwrap();
+        std::fs::write(f.config.join("system_prompt.txt"), "Custom.").unwrap();
         assert_eq!(
             system_prompt(Some(&f.config)),
             ("Custom.".to_string(), true)
@@ -821,7 +827,7 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&g).unwrap(), "");
 
         let s = prepare("system", Some(&f.config), None).unwrap();
-        assert_eq!(s, f.config.join("system_prompt.md"));
+        assert_eq!(s, f.config.join("system_prompt.txt"));
         assert_eq!(std::fs::read_to_string(&s).unwrap(), SYSTEM_PROMPT);
 
         std::fs::write(&p, "mine").unwrap();

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
+pub mod proto;
+
 /// The `bb7` binary cargo built for these tests.
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_bb7")

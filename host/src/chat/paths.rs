@@ -82,35 +82,32 @@ pub fn lexical_normalize(p: &Path) -> PathBuf {
     out
 }
 
-fn short_hash(parts: &[&[u8]]) -> String {
-    let mut h = Sha256::new();
-    for (i, p) in parts.iter().enumerate() {
-        if i > 0 {
-            h.update([0u8]);
-        }
-        h.update(p);
-    }
-    hex::encode(&h.finalize()[..8])
+/// The first 16 hex digits of sha256(`text`), followed by the path's extension (`.rs`), as the Go
+/// backend names snapshot files, so chats written by either load in the other.
+fn hashed_name(text: &str, path: &str) -> String {
+    let h = hex::encode(Sha256::digest(text.as_bytes()));
+    let ext = Path::new(path)
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(|e| format!(".{e}"))
+        .unwrap_or_default();
+    format!("{}{ext}", &h[..16])
 }
 
 /// Where a whole-file snapshot lives, relative to the chat directory: `context/<path>` for internal
-/// files, `context/_external/<hash of the path>` for external ones.
+/// files, `context/_external/<hash of the path><ext>` for external ones.
 pub fn snapshot_rel(path: &ClientPath) -> String {
     match path {
         ClientPath::Internal(p) => format!("context/{p}"),
-        ClientPath::External(p) => format!("context/_external/{}", short_hash(&[p.as_bytes()])),
+        ClientPath::External(p) => format!("context/_external/{}", hashed_name(p, p)),
     }
 }
 
-/// Where a section snapshot lives: `context/_sections/<hash of path and lines>`.
+/// Where a section snapshot lives: `context/_sections/<hash of "path:start:end"><ext>`.
 pub fn section_rel(path: &str, start: u64, end: u64) -> String {
     format!(
         "context/_sections/{}",
-        short_hash(&[
-            path.as_bytes(),
-            start.to_string().as_bytes(),
-            end.to_string().as_bytes()
-        ])
+        hashed_name(&format!("{path}:{start}:{end}"), path)
     )
 }
 

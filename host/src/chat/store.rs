@@ -37,7 +37,40 @@ impl ChatStore {
     pub fn open(state_root: &Path, global: bool) -> io::Result<Self> {
         let state = StateDir::open(state_root, global)?;
         let chats = state.sub("chats", true)?;
-        let entries = index::reconcile(chats.dir(), |id| {
+        let mut store = ChatStore {
+            state,
+            chats,
+            global,
+            entries: Vec::new(),
+        };
+        store.remove_leftovers();
+        store.refresh()?;
+        Ok(store)
+    }
+
+    /// Removes what an interrupted move left behind: a staged copy that was never published
+    /// (`.move-<id>`), or a retired source that was not deleted yet (`.trash-<id>`).
+    fn remove_leftovers(&self) {
+        let Ok(entries) = self.chats.dir().entries() else {
+            return;
+        };
+        for e in entries.flatten() {
+            let Ok(name) = e.file_name().into_string() else {
+                continue;
+            };
+            if (name.starts_with(".move-") || name.starts_with(".trash-"))
+                && e.file_type().is_ok_and(|t| t.is_dir())
+            {
+                let _ = self.chats.dir().remove_dir_all(&name);
+            }
+        }
+    }
+
+    /// Re-reads the index and brings it in step with the chat directories, so chats created, renamed
+    /// or deleted by another process show up.
+    pub fn refresh(&mut self) -> io::Result<()> {
+        let chats = &self.chats;
+        self.entries = index::reconcile(chats.dir(), |id| {
             if !valid_id(id) {
                 return None;
             }
@@ -49,12 +82,7 @@ impl ChatStore {
                 created: chat.created,
             })
         })?;
-        Ok(ChatStore {
-            state,
-            chats,
-            global,
-            entries,
-        })
+        Ok(())
     }
 
     /// The chats, in creation order.
@@ -62,8 +90,17 @@ impl ChatStore {
         &self.entries
     }
 
-    pub fn exists(&self, id: &str) -> bool {
-        valid_id(id) && self.entries.iter().any(|e| e.id == id)
+    /// Whether chat `id` exists (re-reading the index when another process may have created it).
+    pub fn exists(&mut self, id: &str) -> bool {
+        if !valid_id(id) {
+            return false;
+        }
+        if self.entries.iter().any(|e| e.id == id) {
+            return true;
+        }
+        self.chats.dir().exists(format!("{id}/chat.json"))
+            && self.refresh().is_ok()
+            && self.entries.iter().any(|e| e.id == id)
     }
 
     /// Creates a chat (directory, chat.json, index entry).
@@ -85,7 +122,9 @@ impl ChatStore {
             ..Default::default()
         };
         self.chats.dir().create_dir_all(format!("{id}/context"))?;
-        self.chats.dir().create_dir_all(format!("{id}/output"))?;
+        if !self.global {
+            self.chats.dir().create_dir_all(format!("{id}/output"))?;
+        }
         self.save(&chat)?;
         self.entries.push(IndexEntry { id, name, created });
         index::save(self.chats.dir(), &self.entries)?;
@@ -155,23 +194,6 @@ impl ChatStore {
             .dir()
             .remove_dir_all(id)
             .map_err(|e| format!("Failed to delete chat: {e}"))
-    }
-
-    /// Adds an existing chat directory (moved in from another store) to the index.
-    pub fn adopt(&mut self, chat: &Chat) -> io::Result<()> {
-        self.entries.retain(|e| e.id != chat.id);
-        self.entries.push(IndexEntry {
-            id: chat.id.clone(),
-            name: chat.name.clone(),
-            created: chat.created.clone(),
-        });
-        index::save(self.chats.dir(), &self.entries)
-    }
-
-    /// Drops a chat from the index without touching its directory (it was moved away).
-    pub fn forget(&mut self, id: &str) -> io::Result<()> {
-        self.entries.retain(|e| e.id != id);
-        index::save(self.chats.dir(), &self.entries)
     }
 
     /// The chat's directory as a handle.

@@ -183,12 +183,16 @@ impl Session {
         }
     }
 
-    /// The project root, for path classification of the active chat (none for global chats).
-    pub fn classify_root(&self, global_chat: bool) -> Option<&Path> {
-        if global_chat {
-            None
-        } else {
-            self.project.as_ref().map(|p| p.root.as_path())
+    /// Classifies a client path for a chat: inside the project for project chats; for global chats
+    /// every file is external (a relative path is taken relative to the open project, if any).
+    pub fn classify(&self, path: &str, global_chat: bool) -> Result<ClientPath, String> {
+        let root = self.project.as_ref().map(|p| p.root.as_path());
+        let cp = crate::chat::paths::classify(path, root)?;
+        match (cp, global_chat, root) {
+            (ClientPath::Internal(rel), true, Some(root)) => Ok(ClientPath::External(
+                root.join(rel).to_string_lossy().into_owned(),
+            )),
+            (cp, _, _) => Ok(cp),
         }
     }
 

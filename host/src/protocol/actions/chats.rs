@@ -59,6 +59,9 @@ pub fn new(s: &mut Session, req: &Request) -> Handled {
 pub fn list(s: &mut Session, req: &Request) -> Handled {
     let global = req.global()?;
     let store = s.store(global)?;
+    store
+        .refresh()
+        .map_err(|e| format!("Cannot list chats: {e}"))?;
     let chats: Vec<Value> = store
         .list()
         .iter()
@@ -180,7 +183,9 @@ pub fn search(s: &mut Session, req: &Request) -> Handled {
         return Ok(reply("search_results", json!({"results": []})));
     }
     let is_global = s.is_global(global);
-    s.store(global)?;
+    s.store(global)?
+        .refresh()
+        .map_err(|e| format!("Cannot search chats: {e}"))?;
     // Split borrows: the store and its search index live in different fields.
     let mut index = std::mem::take(s.search_index(is_global));
     let results = index.search(s.store(global)?, &query);
@@ -216,6 +221,86 @@ fn context_warnings(s: &Session, snapshot: &[SnapshotEntry]) -> Vec<Value> {
     out
 }
 
+/// The context as `snapshot` recorded it, written into `dest`: each entry's exact snapshot when
+/// `current` (read from `source`) still holds that version, else the file as it is now (the caller
+/// warns about those); files that no longer exist are left out.
+fn restore_context(
+    s: &Session,
+    current: &[ContextFile],
+    source: &cap_std::fs::Dir,
+    snapshot: &[SnapshotEntry],
+    dest: &cap_std::fs::Dir,
+) -> std::io::Result<Vec<ContextFile>> {
+    let mut out = Vec::new();
+    for e in snapshot {
+        let external = std::path::Path::new(&e.path).is_absolute();
+        let now = current
+            .iter()
+            .find(|c| c.path == e.path && c.start_line == e.start_line && c.end_line == e.end_line);
+        let mut cf = ContextFile {
+            path: e.path.clone(),
+            readonly: now
+                .map(|c| c.readonly)
+                .unwrap_or(external || e.start_line.is_some()),
+            external,
+            version: e.file_id.clone(),
+            start_line: e.start_line,
+            end_line: e.end_line,
+            ..Default::default()
+        };
+        let kept = now
+            .filter(|c| c.version == e.file_id)
+            .and_then(|c| snapshots::read(source, c).ok());
+        let content = match kept {
+            Some(c) => c,
+            None => {
+                let Ok(cp) = paths::stored(&e.path, external) else {
+                    continue;
+                };
+                let Ok(local) = s.read_local(&cp) else {
+                    continue;
+                };
+                match (e.start_line, e.end_line) {
+                    (Some(a), Some(b)) => snapshots::section_lines(&local, a, b),
+                    _ => local,
+                }
+            }
+        };
+        cf.version = file_id(&cf.path, &content);
+        snapshots::write(dest, &cf, &content)?;
+        out.push(cf);
+    }
+    Ok(out)
+}
+
+/// Records each warning as a `ForkWarningModified` / `ForkWarningDeleted` event, so the model learns
+/// that the files changed since the message it is continuing from.
+fn record_warnings(chat: &mut Chat, warnings: &[Value]) {
+    for w in warnings {
+        let action = if w["issue"] == "deleted" {
+            "ForkWarningDeleted"
+        } else {
+            "ForkWarningModified"
+        };
+        let path = w["path"].as_str().unwrap_or_default();
+        let external = std::path::Path::new(path).is_absolute();
+        let current = chat
+            .context_files
+            .iter()
+            .find(|c| c.path == path && !c.is_section())
+            .map(|c| c.version.clone());
+        let original = w["original_version"].as_str();
+        chat.record_event(event_part(
+            action,
+            path,
+            current.as_deref().unwrap_or(""),
+            original,
+            external,
+            external,
+        ));
+    }
+}
+
 /// The chat `chat_id` in the store, as the active chat's copy when it is the active one.
 fn load_for_change(s: &mut Session, id: &str, global: bool) -> Result<Chat, String> {
     let is_global = s.is_global(global);
@@ -237,7 +322,10 @@ fn load_for_change(s: &mut Session, id: &str, global: bool) -> Result<Chat, Stri
 }
 
 pub fn edit(s: &mut Session, req: &Request) -> Handled {
-    let id = req.nonempty("chat_id")?.to_string();
+    let id = match req.opt_str("chat_id")?.filter(|i| !i.is_empty()) {
+        Some(id) => id.to_string(),
+        None => s.active()?.id.clone(),
+    };
     let index = req.uint("message_index")? as usize;
     let content = req.str("content")?.to_string();
     let global = req.global()?;
@@ -253,8 +341,28 @@ pub fn edit(s: &mut Session, req: &Request) -> Handled {
         return Err(format!("Message {index} is not a user message"));
     }
     let warnings = context_warnings(s, target.context_snapshot.as_deref().unwrap_or(&[]));
+    // Back to the context the edited message was sent with: snapshots of files added since go, the
+    // snapshot's files come back (as they are now, when their recorded version is gone).
+    let snapshot = target.context_snapshot.clone().unwrap_or_default();
+    let dir = s
+        .store(global)?
+        .chat_dir(&id)
+        .map_err(|e| format!("Cannot open chat: {e}"))?;
+    let restored = restore_context(s, &chat.context_files, dir.dir(), &snapshot, dir.dir())
+        .map_err(|e| format!("Failed to edit chat: {e}"))?;
+    for old in &chat.context_files {
+        let key = (&old.path, old.start_line, old.end_line);
+        if !restored
+            .iter()
+            .any(|n| (&n.path, n.start_line, n.end_line) == key)
+        {
+            let _ = snapshots::remove(dir.dir(), old);
+        }
+    }
+    chat.context_files = restored;
     chat.messages.truncate(index);
     chat.draft = content;
+    record_warnings(&mut chat, &warnings);
     s.store(global)?
         .save(&chat)
         .map_err(|e| format!("Failed to save chat: {e}"))?;
@@ -302,47 +410,15 @@ pub fn fork(s: &mut Session, req: &Request) -> Handled {
     chat.reasoning_effort = source.reasoning_effort.clone();
     chat.messages = source.messages[..index].to_vec();
     chat.draft = fork_content.clone();
-    for e in &snapshot {
-        let external = std::path::Path::new(&e.path).is_absolute();
-        let current = source
-            .context_files
-            .iter()
-            .find(|c| c.path == e.path && c.start_line == e.start_line && c.end_line == e.end_line);
-        let mut cf = ContextFile {
-            path: e.path.clone(),
-            readonly: current
-                .map(|c| c.readonly)
-                .unwrap_or(external || e.start_line.is_some()),
-            external,
-            version: e.file_id.clone(),
-            start_line: e.start_line,
-            end_line: e.end_line,
-            ..Default::default()
-        };
-        // The exact snapshot when the source still holds that version; else the file as it is now.
-        let content = match current
-            .filter(|c| c.version == e.file_id)
-            .and_then(|c| snapshots::read(source_dir.dir(), c).ok())
-        {
-            Some(c) => c,
-            None => {
-                let Ok(cp) = paths::stored(&e.path, external) else {
-                    continue;
-                };
-                let Ok(local) = s.read_local(&cp) else {
-                    continue;
-                };
-                match (e.start_line, e.end_line) {
-                    (Some(a), Some(b)) => snapshots::section_lines(&local, a, b),
-                    _ => local,
-                }
-            }
-        };
-        cf.version = file_id(&cf.path, &content);
-        snapshots::write(dir.dir(), &cf, &content)
-            .map_err(|e| format!("Failed to fork chat: {e}"))?;
-        chat.context_files.push(cf);
-    }
+    chat.context_files = restore_context(
+        s,
+        &source.context_files,
+        source_dir.dir(),
+        &snapshot,
+        dir.dir(),
+    )
+    .map_err(|e| format!("Failed to fork chat: {e}"))?;
+    record_warnings(&mut chat, &warnings);
     s.store(global)?
         .save(&chat)
         .map_err(|e| format!("Failed to fork chat: {e}"))?;
@@ -460,60 +536,55 @@ pub fn move_chat(s: &mut Session, req: &Request) -> Handled {
         let content = snapshots::read(src_dir.dir(), c)
             .map_err(|e| format!("Cannot read snapshot of {}: {e}", c.path))?;
         let mut cf = c.clone();
-        let current = snapshots::client_path(c)?;
-        let next = match (&current, to_global) {
+        let next = match (snapshots::client_path(c)?, to_global) {
             (ClientPath::Internal(rel), true) => {
                 ClientPath::External(root.join(rel).to_string_lossy().into_owned())
             }
-            (ClientPath::External(abs), false) => paths::classify(abs, Some(&root))?,
-            (other, _) => other.clone(),
+            (ClientPath::External(abs), false) => paths::classify(&abs, Some(&root))?,
+            (other, _) => other,
         };
         cf.path = next.as_str().to_string();
         cf.external = next.is_external();
-        cf.readonly = if to_global {
-            true
-        } else if cf.is_section() {
-            true
-        } else if c.external && !cf.external {
-            false
-        } else {
-            c.readonly
-        };
+        cf.readonly = to_global || cf.is_section() || (c.readonly && !(c.external && !cf.external));
         cf.version = file_id(&cf.path, &content);
         moved.push((cf, content));
     }
+    chat.context_files = moved.iter().map(|(cf, _)| cf.clone()).collect();
     s.release_active_if(&id, from_global);
+
+    // Stage the complete copy under a hidden name in the destination, then flip with two renames
+    // (publish the copy, retire the source): a crash leaves the chat in one store, never in none,
+    // and in both only for the instant between the renames. Leftovers are cleaned up on open.
+    let staged = format!(".move-{id}");
     let dst_store = s.store(to_global)?;
     if dst_store.exists(&id) {
         return Err("A chat with this id already exists there".into());
     }
-    dst_store
-        .chats
-        .dir()
-        .create_dir_all(format!("{id}/context"))
-        .map_err(|e| format!("Failed to move chat: {e}"))?;
-    dst_store
-        .chats
-        .dir()
-        .create_dir_all(format!("{id}/output"))
-        .map_err(|e| format!("Failed to move chat: {e}"))?;
-    let dst_dir = dst_store
-        .chat_dir(&id)
-        .map_err(|e| format!("Failed to move chat: {e}"))?;
-    chat.context_files.clear();
-    for (cf, content) in moved {
-        snapshots::write(dst_dir.dir(), &cf, &content)
-            .map_err(|e| format!("Failed to move chat: {e}"))?;
-        chat.context_files.push(cf);
+    let fail = |e: std::io::Error| format!("Failed to move chat: {e}");
+    let d = dst_store.chats.dir();
+    let _ = d.remove_dir_all(&staged);
+    d.create_dir_all(format!("{staged}/context"))
+        .map_err(fail)?;
+    if !to_global {
+        d.create_dir_all(format!("{staged}/output")).map_err(fail)?;
     }
-    dst_store
-        .save(&chat)
-        .map_err(|e| format!("Failed to move chat: {e}"))?;
-    dst_store
-        .adopt(&chat)
-        .map_err(|e| format!("Failed to move chat: {e}"))?;
-    // The copy is complete and indexed; only now does the source go.
-    s.store(from_global)?.delete(&id)?;
+    let staged_dir = dst_store.chats.sub(&staged, false).map_err(fail)?;
+    for (cf, content) in &moved {
+        snapshots::write(staged_dir.dir(), cf, content).map_err(fail)?;
+    }
+    crate::store::write_atomic(staged_dir.dir(), "chat.json", &chat.to_json()).map_err(fail)?;
+    d.rename(&staged, d, &id).map_err(fail)?;
+    let retired = format!(".trash-{id}");
+    let src = s.store(from_global)?;
+    if let Err(e) = src.chats.dir().rename(&id, src.chats.dir(), &retired) {
+        // Undo the publish so the chat stays where it was.
+        let dst = s.store(to_global)?;
+        let _ = dst.chats.dir().rename(&id, dst.chats.dir(), &staged);
+        return Err(fail(e));
+    }
+    let _ = src.chats.dir().remove_dir_all(&retired);
+    src.refresh().map_err(fail)?;
+    s.store(to_global)?.refresh().map_err(fail)?;
     s.activate(to_global, chat)?;
     Ok(ok())
 }

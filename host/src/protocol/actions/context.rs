@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::Handled;
 use crate::chat::model::{ContextFile, event_part};
-use crate::chat::paths::{self, ClientPath};
+use crate::chat::paths::ClientPath;
 use crate::chat::snapshots;
 use crate::protocol::request::Request;
 use crate::protocol::session::Session;
@@ -14,7 +14,7 @@ use bb7_tool_logic::file_id::file_id;
 /// Classifies a path from the client for the active chat.
 fn classify(s: &Session, path: &str) -> Result<ClientPath, String> {
     let global = s.active()?.global;
-    paths::classify(path, s.classify_root(global))
+    s.classify(path, global)
 }
 
 /// The index of the whole-file entry for `path` in the active chat.
@@ -132,7 +132,7 @@ pub fn update(s: &mut Session, req: &Request) -> Handled {
     let path = req.nonempty("path")?;
     let content = req.str("content")?.to_string();
     let cp = classify(s, path)?;
-    let i = find_file(s, &cp)?.ok_or("File not in context")?;
+    let i = find_file(s, &cp)?.ok_or("File not found in context")?;
     resnapshot(s, i, content.as_bytes(), "UserWriteFile")?;
     Ok(ok())
 }
@@ -140,7 +140,7 @@ pub fn update(s: &mut Session, req: &Request) -> Handled {
 pub fn remove(s: &mut Session, req: &Request) -> Handled {
     let path = req.nonempty("path")?;
     let cp = classify(s, path)?;
-    let i = find_file(s, &cp)?.ok_or("File not in context")?;
+    let i = find_file(s, &cp)?.ok_or("File not found in context")?;
     let a = s.active_mut()?;
     let cf = a.chat.context_files.remove(i);
     snapshots::remove(a.dir.dir(), &cf).map_err(|e| format!("Failed to remove file: {e}"))?;
@@ -195,7 +195,7 @@ pub fn set_readonly(s: &mut Session, req: &Request) -> Handled {
     let path = req.nonempty("path")?;
     let readonly = req.bool("readonly")?;
     let cp = classify(s, path)?;
-    let i = find_file(s, &cp)?.ok_or("File not in context")?;
+    let i = find_file(s, &cp)?.ok_or("File not found in context")?;
     if cp.is_external() && !readonly {
         return Err("External files are always read-only".into());
     }
@@ -224,7 +224,7 @@ pub fn set_readonly(s: &mut Session, req: &Request) -> Handled {
 pub fn sync(s: &mut Session, req: &Request) -> Handled {
     let path = req.nonempty("path")?;
     let cp = classify(s, path)?;
-    let i = find_file(s, &cp)?.ok_or("File not in context")?;
+    let i = find_file(s, &cp)?.ok_or("File not found in context")?;
     let local = s
         .read_local(&cp)
         .map_err(|_| format!("File not found: {}", cp.as_str()))?;

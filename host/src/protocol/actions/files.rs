@@ -19,7 +19,7 @@ fn text(bytes: &[u8]) -> String {
 /// An internal path of the active chat (outputs exist only for files inside the project).
 fn internal_path(s: &Session, path: &str) -> Result<String, String> {
     let global = s.active()?.global;
-    match paths::classify(path, s.classify_root(global))? {
+    match s.classify(path, global)? {
         ClientPath::Internal(p) => Ok(p),
         ClientPath::External(p) => Err(format!(
             "File not found: {p} has no output (external files are read-only)"
@@ -30,7 +30,7 @@ fn internal_path(s: &Session, path: &str) -> Result<String, String> {
 pub fn context_file(s: &mut Session, req: &Request) -> Handled {
     let path = req.nonempty("path")?;
     let a = s.active()?;
-    let cp = paths::classify(path, s.classify_root(a.global))?;
+    let cp = s.classify(path, a.global)?;
     let range = match (req.fields.get("start_line"), req.fields.get("end_line")) {
         (Some(_), Some(_)) => Some((req.uint("start_line")?, req.uint("end_line")?)),
         _ => None,
@@ -236,17 +236,8 @@ pub fn apply_as(s: &mut Session, req: &Request) -> Handled {
     let a = s.active_mut()?;
     crate::store::remove_file_if_exists(a.dir.dir(), paths::output_rel(&path))
         .map_err(|e| format!("Failed to remove output: {e}"))?;
-    let mut ev = event_part(
-        "UserSaveAs",
-        &dest,
-        &file_id(&dest, &out),
-        None,
-        false,
-        false,
-    );
-    ev.insert("source".into(), json!(path));
-    a.chat.record_event(ev);
-    s.save_active()?;
+    // The saved file joins the context (it is now the user's file); the source's output is used up.
+    settle_applied(s, &dest, &out, "UserSaveAs")?;
     Ok(reply("ok", json!({"content": text(&out)})))
 }
 
@@ -278,7 +269,7 @@ pub fn diff_local_done(s: &mut Session, req: &Request) -> Handled {
         .context_files
         .iter()
         .find(|c| !c.is_section() && c.path == path)
-        .ok_or("File not in context")?;
+        .ok_or("File not found in context")?;
     let ctx = snapshots::read(a.dir.dir(), cf).unwrap_or_default();
     let out = snapshots::read_output(a.dir.dir(), &path);
     let local = s
@@ -296,7 +287,7 @@ pub fn diff_local_done(s: &mut Session, req: &Request) -> Handled {
             .context_files
             .iter()
             .position(|c| !c.is_section() && c.path == path)
-            .ok_or("File not in context")?;
+            .ok_or("File not found in context")?;
         let cf = &mut a.chat.context_files[i];
         let prev = std::mem::replace(&mut cf.version, file_id(&path, &local));
         snapshots::write(a.dir.dir(), cf, &local)
