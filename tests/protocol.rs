@@ -196,6 +196,24 @@ fn refused(s: &mut Bb7, v: Value) {
     );
 }
 
+/// Sends `v`, which the reference backend answers without an error when there is nothing to do
+/// (`sync_context` of a file not in context, `diff_local_done` with no output to merge): it must be
+/// refused or be a no-op (`ok`, outcome `none` where there is one), and leak nothing of SECRET.
+fn refused_or_noop(s: &mut Bb7, v: Value) {
+    let r = s.req(v.clone());
+    let noop = r["type"] == "ok" && r.get("outcome").is_none_or(|o| o == "none");
+    assert!(
+        r["type"] == "error" || noop,
+        "{} must be refused or a no-op, got {r}",
+        brief(&v)
+    );
+    assert!(
+        !r.to_string().contains("TOPSECRET"),
+        "the reply to {} leaks a file from outside: {r}",
+        brief(&v)
+    );
+}
+
 fn no_leak(r: &Value, what: &str) {
     assert!(
         !r.to_string().contains("TOPSECRET"),
@@ -503,9 +521,11 @@ fn state_nothing_works_before_init_and_init_needs_bb7_init() {
     s.err(json!({"action": "chat_new", "name": "x"}));
     s.err(json!({"action": "chat_list"}));
     s.err(json!({"action": "context_add", "path": "a.txt", "content": "x"}));
-    s.err(json!({"action": "init", "project_root": env.proj_str()}));
+    // As the reference backend (the client always sends its working directory): a directory
+    // without .bb7/ serves global chats only, and init creates nothing there.
+    let r = s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    assert_eq!(r["global_only"], true, "{r}");
     assert!(!env.bb7().exists(), "init must not create .bb7/");
-    s.err(json!({"action": "chat_list"}));
 
     s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
     assert!(env.bb7().is_dir(), "bb7_init creates .bb7/");
@@ -1132,7 +1152,9 @@ fn sync_context_rereads_the_local_file_ignoring_crlf() {
         full(&ctx_list(&mut s), "a.txt").unwrap()["version"],
         fid("a.txt", "two\n")
     );
-    s.err(json!({"action": "sync_context", "path": "not-in-context.txt"}));
+    // As the reference backend: syncing a file that is not in context is a silent no-op.
+    s.ok(json!({"action": "sync_context", "path": "not-in-context.txt"}));
+    assert!(full(&ctx_list(&mut s), "not-in-context.txt").is_none());
     s.shutdown();
 }
 
@@ -2241,7 +2263,7 @@ fn traversal_in_context_paths_is_refused() {
             &mut s,
             json!({"action": "context_set_readonly", "path": path, "readonly": true}),
         );
-        refused(&mut s, json!({"action": "sync_context", "path": path}));
+        refused_or_noop(&mut s, json!({"action": "sync_context", "path": path}));
         refused(&mut s, json!({"action": "get_context_file", "path": path}));
     }
     assert_same_tree(&before, &env.outside_state());
@@ -2272,7 +2294,7 @@ fn traversal_in_output_paths_is_refused_and_leaks_nothing() {
         refused(&mut s, json!({"action": "get_diff_paths", "path": path}));
         refused(&mut s, json!({"action": "apply_file", "path": path}));
         refused(&mut s, json!({"action": "output_delete", "path": path}));
-        refused(&mut s, json!({"action": "diff_local_done", "path": path}));
+        refused_or_noop(&mut s, json!({"action": "diff_local_done", "path": path}));
         refused(
             &mut s,
             json!({"action": "apply_file_as", "path": path, "destination": "stolen.txt"}),
@@ -2442,7 +2464,7 @@ fn symlinked_output_dir_is_not_followed() {
         &mut s,
         json!({"action": "output_delete", "path": "secret.txt"}),
     );
-    refused(
+    refused_or_noop(
         &mut s,
         json!({"action": "diff_local_done", "path": "secret.txt"}),
     );
@@ -2474,10 +2496,13 @@ fn symlink_inside_output_is_not_followed() {
         json!({"action": "get_diff_paths", "path": "sub/secret.txt"}),
         json!({"action": "apply_file", "path": "sub/secret.txt"}),
         json!({"action": "output_delete", "path": "sub/secret.txt"}),
-        json!({"action": "diff_local_done", "path": "sub/secret.txt"}),
     ] {
         refused(&mut s, req);
     }
+    refused_or_noop(
+        &mut s,
+        json!({"action": "diff_local_done", "path": "sub/secret.txt"}),
+    );
     let r = s.req(json!({"action": "get_file_statuses"}));
     no_leak(&r, "get_file_statuses");
     assert_same_tree(&before, &env.outside_state());
@@ -2584,4 +2609,150 @@ fn symlinked_lock_and_chat_json_targets_are_untouched() {
     s.ok(json!({"action": "ping"}));
     s.shutdown_noisy();
     assert_same_tree(&before, &env.outside_state());
+}
+
+// ---- Behaviours the existing client relies on, matched to the reference backend ----
+
+#[test]
+fn reference_ping_is_ok_and_lists_are_newest_first() {
+    let (_env, mut s) = start();
+    assert_eq!(s.ok(json!({"action": "ping"}))["type"], "ok");
+    let a = new_chat(&mut s, "alpha");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let b = new_chat(&mut s, "beta");
+    let ids: Vec<String> = chat_list(&mut s, false)
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids, [b.clone(), a.clone()], "newest first");
+    // An empty query lists every chat (the picker's initial list), newest first, as title matches.
+    let r = s.ok(json!({"action": "search_chats", "query": ""}));
+    let found: Vec<&str> = r["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(found, [b.as_str(), a.as_str()]);
+    assert!(
+        r["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["match_type"] == "title")
+    );
+    s.shutdown();
+}
+
+#[test]
+fn reference_context_events_are_assistant_messages() {
+    let (env, mut s, id) = start_chat();
+    add(&mut s, "a.txt", "A\n");
+    let chat = env.chat_json(&id);
+    let m = chat["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(m["role"], "assistant", "{m}");
+    assert_eq!(m["parts"][0]["type"], "context_event");
+    assert_eq!(m["parts"][0]["action"], "UserAddFile");
+    s.shutdown();
+}
+
+#[test]
+fn reference_get_context_file_without_range_finds_a_section() {
+    let (_env, mut s, _id) = start_chat();
+    add_section(&mut s, "only/section.rs", "fn x() {}\n", 3, 3);
+    let r = s.ok(json!({"action": "get_context_file", "path": "only/section.rs"}));
+    assert_eq!(r["content"], "fn x() {}\n");
+    s.shutdown();
+}
+
+#[test]
+fn reference_diff_local_done_on_an_added_file_adds_it_partially() {
+    let (env, mut s, id) = start_chat();
+    env.write_output(&id, "new.txt", "one\ntwo\n");
+    env.write_local("new.txt", "one\n");
+    let r = s.ok(json!({"action": "diff_local_done", "path": "new.txt"}));
+    assert_eq!(r["outcome"], "partial");
+    let f = full(&ctx_list(&mut s), "new.txt").expect("added to context");
+    assert_eq!(f["version"], fid("new.txt", "one\n"));
+    // The model's version is still there for the rest.
+    assert!(env.chat_dir(&id).join("output/new.txt").exists());
+    // No local file: nothing was merged.
+    env.write_output(&id, "gone.txt", "x\n");
+    assert_eq!(
+        s.ok(json!({"action": "diff_local_done", "path": "gone.txt"}))["outcome"],
+        "none"
+    );
+    s.shutdown();
+}
+
+#[test]
+fn reference_last_active_chat_is_restored_and_index_keys_survive() {
+    let (env, mut s, id) = start_chat();
+    s.shutdown();
+    let index_path = env.bb7().join("chats/index.json");
+    let mut index: Value = serde_json::from_slice(&fs::read(&index_path).unwrap()).unwrap();
+    assert_eq!(index["active_chat_id"], id.as_str());
+    index["version"] = json!(1);
+    index["x_future"] = json!("kept");
+    fs::write(&index_path, serde_json::to_vec(&index).unwrap()).unwrap();
+
+    let mut s = env.spawn();
+    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    let r = s.ok(json!({"action": "chat_active"}));
+    assert_eq!(
+        r["id"],
+        id.as_str(),
+        "the last active chat is active again after init"
+    );
+    new_chat(&mut s, "another");
+    let index: Value = serde_json::from_slice(&fs::read(&index_path).unwrap()).unwrap();
+    assert_eq!(index["version"], 1);
+    assert_eq!(index["x_future"], "kept");
+    assert_ne!(index["active_chat_id"], id.as_str());
+    s.shutdown();
+}
+
+#[test]
+fn reference_fork_warnings_share_one_system_message() {
+    let (env, mut s, id) = start_chat();
+    env.write_local("m.txt", "one\n");
+    env.write_local("d.txt", "dd\n");
+    add(&mut s, "m.txt", "one\n");
+    add(&mut s, "d.txt", "dd\n");
+    let snapshot = json!([{"path": "m.txt", "file_id": fid("m.txt", "one\n")}, {"path": "d.txt", "file_id": fid("d.txt", "dd\n")}]);
+    s.shutdown();
+    let mut chat = env.chat_json(&id);
+    chat["messages"].as_array_mut().unwrap().push(json!({"role": "user", "parts": [{"type": "text", "content": "q"}], "context_snapshot": snapshot}));
+    env.put_chat_json(&id, &chat);
+    env.write_local("m.txt", "changed\n");
+    fs::remove_file(env.proj().join("d.txt")).unwrap();
+    let mut s = env.spawn();
+    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    let idx = env.chat_json(&id)["messages"].as_array().unwrap().len() - 1;
+    let r = s.ok(json!({"action": "fork_chat", "chat_id": id, "fork_message_index": idx}));
+    assert_eq!(r["context_warnings"].as_array().unwrap().len(), 2, "{r}");
+    let fork = env.chat_json(r["new_chat_id"].as_str().unwrap());
+    assert_eq!(
+        fork["name"],
+        format!("Fork of {}", chat["name"].as_str().unwrap())
+    );
+    let warnings: Vec<&Value> = fork["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "system")
+        .collect();
+    assert_eq!(
+        warnings.len(),
+        1,
+        "one system message holds every warning: {fork}"
+    );
+    let actions: Vec<&str> = warnings[0]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["ForkWarningModified", "ForkWarningDeleted"]);
+    s.shutdown();
 }

@@ -72,7 +72,7 @@ pub fn load_global(config_dir: &Path) -> Option<String> {
     let path = config_dir.join(GLOBAL_INSTRUCTIONS_FILE);
     match read_regular_file(&path) {
         Ok(bytes) => {
-            let text = String::from_utf8_lossy(&bytes).into_owned();
+            let text = strip_comments(&String::from_utf8_lossy(&bytes));
             (!text.trim().is_empty()).then_some(text)
         }
         Err(e) => {
@@ -265,7 +265,13 @@ pub fn system_prompt(config_dir: Option<&Path>) -> (String, bool) {
     if let Some(dir) = config_dir {
         let path = dir.join(SYSTEM_PROMPT_FILE);
         match read_regular_file(&path) {
-            Ok(bytes) => return (String::from_utf8_lossy(&bytes).into_owned(), true),
+            // `@@` lines are comments; an override with nothing else falls back to the built-in.
+            Ok(bytes) => {
+                let text = strip_comments(&String::from_utf8_lossy(&bytes));
+                if !text.trim().is_empty() {
+                    return (text, true);
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => tracing::warn!("cannot read {}: {e}", path.display()),
         }
@@ -297,19 +303,36 @@ pub fn render_system_prompt(system: &str, global_chat: bool) -> String {
 pub fn render_instructions(inst: &Instructions, global_chat: bool) -> String {
     let mut blocks = Vec::new();
     if let Some(global) = &inst.global {
-        blocks.push(wrap(GLOBAL_INSTRUCTIONS_DISPLAY, global));
+        blocks.push(wrap(
+            "user-instructions",
+            GLOBAL_INSTRUCTIONS_DISPLAY,
+            global,
+        ));
     }
     if !global_chat && let Ok(Some(project)) = &inst.project {
-        blocks.push(wrap(PROJECT_INSTRUCTIONS_PATH, project));
+        blocks.push(wrap(
+            "project-instructions",
+            PROJECT_INSTRUCTIONS_PATH,
+            project,
+        ));
     }
     blocks.join("\n\n")
 }
 
-fn wrap(source: &str, content: &str) -> String {
+/// `<tag source="…">content</tag>`: `user-instructions` for the global file, `project-instructions`
+/// for the project's (the reference backend's tags).
+fn wrap(tag: &str, source: &str, content: &str) -> String {
     format!(
-        "<user-instructions source=\"{source}\">\n{}\n</user-instructions>",
+        "<{tag} source=\"{source}\">\n{}\n</{tag}>",
         content.trim_end()
     )
+}
+
+/// Drops `@@` comment lines (column 0), as in every instruction file and the prompt override.
+fn strip_comments(text: &str) -> String {
+    text.split_inclusive('\n')
+        .filter(|l| !l.starts_with("@@"))
+        .collect()
 }
 
 /// The whole system message: [`render_system_prompt`] followed by [`render_instructions`].
@@ -568,14 +591,36 @@ mod tests {
     }
 
     #[test]
-    fn global_is_included_as_is() {
+    fn global_drops_comments_but_has_no_includes() {
         let f = fixture();
-        let text = "Be terse.\n@@ not a comment here\n@include not/a/directive\n";
+        let text = "Be terse.\n@@ a comment\n@include not/a/directive\n";
         std::fs::write(f.config.join("instructions.md"), text).unwrap();
         let inst = load(Some(&f.config), Some(&f.root));
-        assert_eq!(inst.global.as_deref(), Some(text));
-        std::fs::write(f.config.join("instructions.md"), " \n\n").unwrap();
+        assert_eq!(
+            inst.global.as_deref(),
+            Some("Be terse.\n@include not/a/directive\n")
+        );
+        std::fs::write(f.config.join("instructions.md"), " \n\n@@ only a comment\n").unwrap();
         assert_eq!(load_global(&f.config), None);
+    }
+
+    #[test]
+    fn an_override_of_only_comments_falls_back_to_the_built_in_prompt() {
+        let f = fixture();
+        std::fs::write(f.config.join(SYSTEM_PROMPT_FILE), "@@ edit below\n").unwrap();
+        assert_eq!(
+            system_prompt(Some(&f.config)),
+            (SYSTEM_PROMPT.to_string(), false)
+        );
+        std::fs::write(
+            f.config.join(SYSTEM_PROMPT_FILE),
+            "@@ mine\nYou are terse.\n",
+        )
+        .unwrap();
+        assert_eq!(
+            system_prompt(Some(&f.config)),
+            ("You are terse.\n".to_string(), true)
+        );
     }
 
     #[test]
@@ -796,7 +841,7 @@ mod tests {
         };
         assert_eq!(
             render_system_message("SYS\n", &inst, false),
-            "SYS\n\n<user-instructions source=\"~/.config/bb7/instructions.md\">\nG1\nG2\n</user-instructions>\n\n<user-instructions source=\".bb7/instructions\">\nP1\n</user-instructions>"
+            "SYS\n\n<user-instructions source=\"~/.config/bb7/instructions.md\">\nG1\nG2\n</user-instructions>\n\n<project-instructions source=\".bb7/instructions\">\nP1\n</project-instructions>"
         );
         assert_eq!(
             render_system_message("SYS", &inst, true),

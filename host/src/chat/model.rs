@@ -204,10 +204,12 @@ impl Chat {
             .unwrap_or(&self.model)
     }
 
-    /// Appends a `system` message holding one context event (how the model learns what the user did).
+    /// Appends a message holding one context event (how the model learns what the user did). Stored
+    /// as an `assistant` message with a single `context_event` part, as the reference backend does
+    /// and the existing client renders.
     pub fn record_event(&mut self, part: Part) {
         self.messages.push(Message {
-            role: "system".into(),
+            role: "assistant".into(),
             parts: vec![part],
             timestamp: Some(now()),
             ..Default::default()

@@ -86,11 +86,9 @@ pub fn lexical_normalize(p: &Path) -> PathBuf {
 /// backend names snapshot files, so chats written by either load in the other.
 fn hashed_name(text: &str, path: &str) -> String {
     let h = hex::encode(Sha256::digest(text.as_bytes()));
-    let ext = Path::new(path)
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(|e| format!(".{e}"))
-        .unwrap_or_default();
+    // Go's filepath.Ext: from the last `.` of the last path element (`.env` for `.env`).
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let ext = name.rfind('.').map(|i| &name[i..]).unwrap_or("");
     format!("{}{ext}", &h[..16])
 }
 
@@ -170,7 +168,11 @@ mod tests {
     }
 
     #[test]
-    fn layout() {
+    fn layout_matches_the_reference_backend() {
+        // Go: filepath.Ext(".env") == ".env", filepath.Ext("Makefile") == "".
+        assert!(snapshot_rel(&ClientPath::External("/x/.env".into())).ends_with(".env"));
+        assert!(!snapshot_rel(&ClientPath::External("/x/Makefile".into())).contains('.'));
+        assert!(section_rel("src/a.rs", 1, 2).ends_with(".rs"));
         assert_eq!(
             snapshot_rel(&ClientPath::Internal("a/b.rs".into())),
             "context/a/b.rs"

@@ -29,13 +29,14 @@ pub struct SearchIndex {
 
 impl SearchIndex {
     /// Chats whose name (`match_type: title`) or message text (`content`, with an excerpt) contains
-    /// `query`, ASCII case-insensitively, in the store's order.
+    /// `query`, ASCII case-insensitively, newest first. An empty query lists every chat as a title
+    /// match (the client's picker opens with that list).
     pub fn search(&mut self, store: &ChatStore, query: &str) -> Vec<Value> {
         let q = query.to_ascii_lowercase();
         let finder = memchr::memmem::Finder::new(q.as_bytes());
         let mut out = Vec::new();
         let mut live = std::collections::HashSet::new();
-        for e in store.list() {
+        for e in store.newest_first() {
             live.insert(e.id.clone());
             if e.name.to_ascii_lowercase().contains(&q) {
                 out.push(json!({"id": e.id, "name": e.name, "created": e.created, "match_type": "title"}));

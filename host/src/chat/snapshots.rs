@@ -65,10 +65,15 @@ fn walk(dir: &Dir, prefix: &str, out: &mut Vec<String>) {
             if let Ok(sub) = dir.open_dir(&name) {
                 walk(&sub, &rel, out);
             }
-        } else if ft.is_file() && !name.starts_with(".") {
+        } else if ft.is_file() && !is_temp_file(&name) {
             out.push(rel);
         }
     }
+}
+
+/// A temporary file of an interrupted atomic write (`.<name>.tmp-<pid>-<n>`), not a model output.
+fn is_temp_file(name: &str) -> bool {
+    name.starts_with('.') && name.contains(".tmp-")
 }
 
 /// Lines `start..=end` (1-based) of `content`, with their line endings.
@@ -103,6 +108,15 @@ fn strip_cr(a: &[u8]) -> Vec<u8> {
         i += 1;
     }
     v
+}
+
+/// The id of `content` as the version of a context entry: `file_id(path, content)` for whole files,
+/// `file_id("path:start:end", content)` for sections (as the reference backend computes it).
+pub fn version(path: &str, start: Option<u64>, end: Option<u64>, content: &[u8]) -> String {
+    match (start, end) {
+        (Some(a), Some(b)) => bb7_tool_logic::file_id::file_id(&format!("{path}:{a}:{b}"), content),
+        _ => bb7_tool_logic::file_id::file_id(path, content),
+    }
 }
 
 /// The classified path of a context entry.

@@ -6,7 +6,7 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use super::model::{CHAT_VERSION, Chat, now};
-use crate::store::index::{self, IndexEntry};
+use crate::store::index::{self, Index, IndexEntry};
 use crate::store::{StateDir, lock, write_atomic};
 
 /// The chats of one store.
@@ -18,7 +18,7 @@ pub struct ChatStore {
     pub chats: StateDir,
     /// Whether these are global chats.
     pub global: bool,
-    entries: Vec<IndexEntry>,
+    index: Index,
 }
 
 /// Chat ids are generated here (`YYYYMMDD-HHMMSS-xxxxxx`); ids read from disk or sent by clients must
@@ -41,7 +41,7 @@ impl ChatStore {
             state,
             chats,
             global,
-            entries: Vec::new(),
+            index: Index::default(),
         };
         store.remove_leftovers();
         store.refresh()?;
@@ -70,7 +70,7 @@ impl ChatStore {
     /// or deleted by another process show up.
     pub fn refresh(&mut self) -> io::Result<()> {
         let chats = &self.chats;
-        self.entries = index::reconcile(chats.dir(), |id| {
+        self.index = index::reconcile(chats.dir(), |id| {
             if !valid_id(id) {
                 return None;
             }
@@ -85,9 +85,16 @@ impl ChatStore {
         Ok(())
     }
 
-    /// The chats, in creation order.
+    /// The chats, in index order.
     pub fn list(&self) -> &[IndexEntry] {
-        &self.entries
+        &self.index.entries
+    }
+
+    /// The chats newest first (by creation time, then id), as the client lists them.
+    pub fn newest_first(&self) -> Vec<&IndexEntry> {
+        let mut v: Vec<&IndexEntry> = self.index.entries.iter().collect();
+        v.sort_by(|a, b| b.created.cmp(&a.created).then_with(|| b.id.cmp(&a.id)));
+        v
     }
 
     /// Whether chat `id` exists (re-reading the index when another process may have created it).
@@ -95,12 +102,12 @@ impl ChatStore {
         if !valid_id(id) {
             return false;
         }
-        if self.entries.iter().any(|e| e.id == id) {
+        if self.index.entries.iter().any(|e| e.id == id) {
             return true;
         }
         self.chats.dir().exists(format!("{id}/chat.json"))
             && self.refresh().is_ok()
-            && self.entries.iter().any(|e| e.id == id)
+            && self.index.entries.iter().any(|e| e.id == id)
     }
 
     /// Creates a chat (directory, chat.json, index entry).
@@ -126,8 +133,8 @@ impl ChatStore {
             self.chats.dir().create_dir_all(format!("{id}/output"))?;
         }
         self.save(&chat)?;
-        self.entries.push(IndexEntry { id, name, created });
-        index::save(self.chats.dir(), &self.entries)?;
+        self.index.entries.push(IndexEntry { id, name, created });
+        index::save(self.chats.dir(), &self.index)?;
         Ok(chat)
     }
 
@@ -173,10 +180,10 @@ impl ChatStore {
         chat.name = name.to_string();
         self.save(&chat)
             .map_err(|e| format!("Failed to rename chat: {e}"))?;
-        if let Some(e) = self.entries.iter_mut().find(|e| e.id == id) {
+        if let Some(e) = self.index.entries.iter_mut().find(|e| e.id == id) {
             e.name = name.to_string();
         }
-        index::save(self.chats.dir(), &self.entries)
+        index::save(self.chats.dir(), &self.index)
             .map_err(|e| format!("Failed to rename chat: {e}"))
     }
 
@@ -187,13 +194,27 @@ impl ChatStore {
         }
         // Drop the index entry first: a crash in between leaves a directory the next start re-indexes
         // or removes, never an entry without a directory.
-        self.entries.retain(|e| e.id != id);
-        index::save(self.chats.dir(), &self.entries)
+        self.index.entries.retain(|e| e.id != id);
+        index::save(self.chats.dir(), &self.index)
             .map_err(|e| format!("Failed to delete chat: {e}"))?;
         self.chats
             .dir()
             .remove_dir_all(id)
             .map_err(|e| format!("Failed to delete chat: {e}"))
+    }
+
+    /// The chat last active in this store (recorded in index.json, as the reference backend does).
+    pub fn active_chat_id(&self) -> Option<&str> {
+        self.index.active_chat_id()
+    }
+
+    /// Records the chat last active in this store.
+    pub fn set_active_chat_id(&mut self, id: Option<&str>) -> io::Result<()> {
+        if self.index.active_chat_id() == id {
+            return Ok(());
+        }
+        self.index.set_active_chat_id(id);
+        index::save(self.chats.dir(), &self.index)
     }
 
     /// The chat's directory as a handle.

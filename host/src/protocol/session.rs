@@ -69,12 +69,18 @@ impl Session {
             let root = root
                 .canonicalize()
                 .map_err(|e| format!("Cannot open project {}: {e}", root.display()))?;
-            let state = root.join(".bb7");
-            if !state.is_dir() {
+            if !root.is_dir() {
                 return Err(format!(
-                    "Not initialized: {} has no .bb7/. Run :BB7Init",
+                    "Cannot open project {}: not a directory",
                     root.display()
                 ));
+            }
+            let state = root.join(".bb7");
+            if !state.is_dir() {
+                // Like the reference backend: a directory without .bb7/ serves global chats only
+                // (the client always sends its working directory and branches on `global_only`).
+                self.initialized = true;
+                return Ok(());
             }
             let dir = Dir::open_ambient_dir(&root, ambient_authority())
                 .map_err(|e| format!("Cannot open project {}: {e}", root.display()))?;
@@ -84,7 +90,30 @@ impl Session {
             self.project_store = Some(store);
         }
         self.initialized = true;
+        self.restore_last_active();
         Ok(())
+    }
+
+    /// Re-opens the chat that was active when the project was last used (recorded in index.json), if
+    /// it still exists and no other live process holds it.
+    fn restore_last_active(&mut self) {
+        let Some(store) = self.project_store.as_mut() else {
+            return;
+        };
+        let Some(id) = store.active_chat_id().map(str::to_string) else {
+            return;
+        };
+        if !store.exists(&id)
+            || matches!(
+                store.lock_state(&id),
+                crate::store::lock::LockState::Other(_)
+            )
+        {
+            return;
+        }
+        if let Ok(chat) = store.load(&id) {
+            let _ = self.activate(false, chat);
+        }
     }
 
     pub fn global_only(&self) -> bool {
@@ -164,6 +193,10 @@ impl Session {
             .map_err(|e| format!("Cannot open chat: {e}"))?;
         if !same {
             self.release_active();
+        }
+        // Remember it for the next start (best effort: the chat is usable either way).
+        if let Ok(store) = self.store(global) {
+            let _ = store.set_active_chat_id(Some(&chat.id));
         }
         self.active = Some(Active {
             id: chat.id.clone(),

@@ -1,12 +1,14 @@
 //! `chats/index.json`: a lightweight list of chats (id, name, created) so that listing thousands of
-//! chats does not read every chat.json. The chat directories are the truth; [`reconcile`] brings the
-//! index back in step with them (new or foreign chats added, vanished ones dropped).
+//! chats does not read every chat.json, plus the id of the chat last active in this store. The chat
+//! directories are the truth; [`reconcile`] brings the index back in step with them (new or foreign
+//! chats added, vanished ones dropped). Keys this host does not know are kept.
 
 use std::collections::HashSet;
 use std::io;
 
 use cap_std::fs::Dir;
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 /// One chat in the index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -16,42 +18,71 @@ pub struct IndexEntry {
     pub created: String,
 }
 
-#[derive(Serialize, Deserialize)]
-#[serde(untagged)]
-enum IndexFile {
-    Wrapped { chats: Vec<IndexEntry> },
-    Bare(Vec<IndexEntry>),
+/// The whole index file.
+#[derive(Debug, Clone, Default)]
+pub struct Index {
+    pub entries: Vec<IndexEntry>,
+    /// Every other key of the file (`version`, `active_chat_id`, …), written back unchanged.
+    pub extra: Map<String, Value>,
 }
 
-/// Reads the index of the `chats` directory; a missing or unreadable index is empty.
-pub fn load(chats: &Dir) -> Vec<IndexEntry> {
+impl Index {
+    /// The chat last active in this store, if recorded.
+    pub fn active_chat_id(&self) -> Option<&str> {
+        self.extra
+            .get("active_chat_id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    }
+
+    pub fn set_active_chat_id(&mut self, id: Option<&str>) {
+        match id {
+            Some(id) => self
+                .extra
+                .insert("active_chat_id".into(), Value::String(id.into())),
+            None => self.extra.remove("active_chat_id"),
+        };
+    }
+}
+
+/// Reads the index of the `chats` directory; a missing or unreadable index is empty. Accepts
+/// `{"chats":[…], …}` and a bare array.
+pub fn load(chats: &Dir) -> Index {
     let Ok(bytes) = chats.read("index.json") else {
-        return Vec::new();
+        return Index::default();
     };
-    match serde_json::from_slice::<IndexFile>(&bytes) {
-        Ok(IndexFile::Wrapped { chats }) | Ok(IndexFile::Bare(chats)) => chats,
-        Err(_) => Vec::new(),
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(mut m)) => {
+            let entries = m
+                .remove("chats")
+                .and_then(|c| serde_json::from_value::<Vec<IndexEntry>>(c).ok())
+                .unwrap_or_default();
+            Index { entries, extra: m }
+        }
+        Ok(v @ Value::Array(_)) => Index {
+            entries: serde_json::from_value(v).unwrap_or_default(),
+            extra: Map::new(),
+        },
+        _ => Index::default(),
     }
 }
 
 /// Writes the index atomically.
-pub fn save(chats: &Dir, entries: &[IndexEntry]) -> io::Result<()> {
-    #[derive(Serialize)]
-    struct Out<'a> {
-        chats: &'a [IndexEntry],
-    }
-    let bytes = serde_json::to_vec_pretty(&Out { chats: entries }).map_err(io::Error::other)?;
+pub fn save(chats: &Dir, index: &Index) -> io::Result<()> {
+    let mut m = index.extra.clone();
+    m.insert(
+        "chats".into(),
+        serde_json::to_value(&index.entries).map_err(io::Error::other)?,
+    );
+    let bytes = serde_json::to_vec_pretty(&Value::Object(m)).map_err(io::Error::other)?;
     super::write_atomic(chats, "index.json", &bytes)
 }
 
 /// Brings the index in step with the chat directories: entries whose directory is gone are dropped;
 /// directories with a chat.json but no entry are added (name and created read from chat.json by
-/// `describe`). Rewrites index.json only when something changed. Returns the entries.
-pub fn reconcile(
-    chats: &Dir,
-    describe: impl Fn(&str) -> Option<IndexEntry>,
-) -> io::Result<Vec<IndexEntry>> {
-    let mut entries = load(chats);
+/// `describe`). Rewrites index.json only when something changed. Returns the index.
+pub fn reconcile(chats: &Dir, describe: impl Fn(&str) -> Option<IndexEntry>) -> io::Result<Index> {
+    let mut index = load(chats);
     let mut dirs = HashSet::new();
     for e in chats.entries()? {
         let e = e?;
@@ -63,20 +94,22 @@ pub fn reconcile(
             }
         }
     }
-    let before = entries.len();
+    let before = index.entries.len();
     let mut seen = HashSet::new();
-    entries.retain(|e| dirs.contains(&e.id) && seen.insert(e.id.clone()));
-    let mut changed = entries.len() != before;
+    index
+        .entries
+        .retain(|e| dirs.contains(&e.id) && seen.insert(e.id.clone()));
+    let mut changed = index.entries.len() != before;
     let mut missing: Vec<&String> = dirs.iter().filter(|d| !seen.contains(*d)).collect();
     missing.sort();
     for id in missing {
         if let Some(entry) = describe(id) {
-            entries.push(entry);
+            index.entries.push(entry);
             changed = true;
         }
     }
     if changed {
-        save(chats, &entries)?;
+        save(chats, &index)?;
     }
-    Ok(entries)
+    Ok(index)
 }

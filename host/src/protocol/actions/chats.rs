@@ -12,7 +12,6 @@ use crate::protocol::request::Request;
 use crate::protocol::session::Session;
 use crate::protocol::{ok, reply};
 use crate::store::lock::LockState;
-use bb7_tool_logic::file_id::file_id;
 
 /// The model a new chat starts with: an explicit `default_model` in config wins, then the request's
 /// `model`, then the last model used (`~/.bb7/state.json`), then the built-in default.
@@ -63,8 +62,8 @@ pub fn list(s: &mut Session, req: &Request) -> Handled {
         .refresh()
         .map_err(|e| format!("Cannot list chats: {e}"))?;
     let chats: Vec<Value> = store
-        .list()
-        .iter()
+        .newest_first()
+        .into_iter()
         .map(|e| {
             let mut v = json!({"id": e.id, "name": e.name, "created": e.created});
             if matches!(store.lock_state(&e.id), LockState::Other(_)) {
@@ -179,9 +178,6 @@ pub fn active(s: &mut Session) -> Handled {
 pub fn search(s: &mut Session, req: &Request) -> Handled {
     let query = req.str("query")?.trim().to_string();
     let global = req.global()?;
-    if query.is_empty() {
-        return Ok(reply("search_results", json!({"results": []})));
-    }
     let is_global = s.is_global(global);
     s.store(global)?
         .refresh()
@@ -210,7 +206,7 @@ fn context_warnings(s: &Session, snapshot: &[SnapshotEntry]) -> Vec<Value> {
                     (Some(a), Some(b)) => snapshots::section_lines(&local, a, b),
                     _ => local,
                 };
-                if file_id(&e.path, &content) != e.file_id {
+                if snapshots::version(&e.path, e.start_line, e.end_line, &content) != e.file_id {
                     out.push(
                         json!({"path": e.path, "issue": "modified", "original_version": e.file_id}),
                     );
@@ -266,16 +262,36 @@ fn restore_context(
                 }
             }
         };
-        cf.version = file_id(&cf.path, &content);
+        cf.version = snapshots::version(&cf.path, cf.start_line, cf.end_line, &content);
         snapshots::write(dest, &cf, &content)?;
         out.push(cf);
     }
     Ok(out)
 }
 
+/// A message's context snapshot; messages written without one (older chats) fall back to the
+/// chat's current context, as the reference backend does.
+fn snapshot_or_current(m: &Message, current: &[ContextFile]) -> Vec<SnapshotEntry> {
+    match &m.context_snapshot {
+        Some(snap) => snap.clone(),
+        None => current
+            .iter()
+            .map(|c| SnapshotEntry {
+                path: c.path.clone(),
+                file_id: c.version.clone(),
+                start_line: c.start_line,
+                end_line: c.end_line,
+                extra: Default::default(),
+            })
+            .collect(),
+    }
+}
+
 /// Records each warning as a `ForkWarningModified` / `ForkWarningDeleted` event, so the model learns
 /// that the files changed since the message it is continuing from.
 fn record_warnings(chat: &mut Chat, warnings: &[Value]) {
+    // One system message holding every warning, as the existing client renders them.
+    let mut parts = Vec::new();
     for w in warnings {
         let action = if w["issue"] == "deleted" {
             "ForkWarningDeleted"
@@ -290,7 +306,7 @@ fn record_warnings(chat: &mut Chat, warnings: &[Value]) {
             .find(|c| c.path == path && !c.is_section())
             .map(|c| c.version.clone());
         let original = w["original_version"].as_str();
-        chat.record_event(event_part(
+        parts.push(event_part(
             action,
             path,
             current.as_deref().unwrap_or(""),
@@ -298,6 +314,14 @@ fn record_warnings(chat: &mut Chat, warnings: &[Value]) {
             external,
             external,
         ));
+    }
+    if !parts.is_empty() {
+        chat.messages.push(Message {
+            role: "system".into(),
+            parts,
+            timestamp: Some(crate::chat::model::now()),
+            ..Default::default()
+        });
     }
 }
 
@@ -340,25 +364,18 @@ pub fn edit(s: &mut Session, req: &Request) -> Handled {
     if target.role != "user" {
         return Err(format!("Message {index} is not a user message"));
     }
-    let warnings = context_warnings(s, target.context_snapshot.as_deref().unwrap_or(&[]));
-    // Back to the context the edited message was sent with: snapshots of files added since go, the
+    // Back to the context the edited message was sent with: files added since leave the context, the
     // snapshot's files come back (as they are now, when their recorded version is gone).
-    let snapshot = target.context_snapshot.clone().unwrap_or_default();
+    let snapshot = snapshot_or_current(target, &chat.context_files);
+    let warnings = context_warnings(s, &snapshot);
     let dir = s
         .store(global)?
         .chat_dir(&id)
         .map_err(|e| format!("Cannot open chat: {e}"))?;
     let restored = restore_context(s, &chat.context_files, dir.dir(), &snapshot, dir.dir())
         .map_err(|e| format!("Failed to edit chat: {e}"))?;
-    for old in &chat.context_files {
-        let key = (&old.path, old.start_line, old.end_line);
-        if !restored
-            .iter()
-            .any(|n| (&n.path, n.start_line, n.end_line) == key)
-        {
-            let _ = snapshots::remove(dir.dir(), old);
-        }
-    }
+    // Snapshot files of entries that leave the context stay on disk, as history (the reference
+    // backend reads them when forking).
     chat.context_files = restored;
     chat.messages.truncate(index);
     chat.draft = content;
@@ -392,7 +409,7 @@ pub fn fork(s: &mut Session, req: &Request) -> Handled {
         return Err(format!("Message {index} is not a user message"));
     }
     let fork_content = target.text_content();
-    let snapshot = target.context_snapshot.clone().unwrap_or_default();
+    let snapshot = snapshot_or_current(target, &source.context_files);
     let warnings = context_warnings(s, &snapshot);
     let source_dir = s
         .store(global)?
@@ -401,7 +418,7 @@ pub fn fork(s: &mut Session, req: &Request) -> Handled {
 
     let mut chat = s
         .store(global)?
-        .create(Some(&format!("{} (fork)", source.name)), &source.model)
+        .create(Some(&format!("Fork of {}", source.name)), &source.model)
         .map_err(|e| format!("Failed to create chat: {e}"))?;
     let dir = s
         .store(global)?
@@ -477,7 +494,7 @@ pub fn new_with_context(s: &mut Session, req: &Request) -> Handled {
         };
         let Some(content) = content else { continue };
         let mut cf = c.clone();
-        cf.version = file_id(&cf.path, &content);
+        cf.version = snapshots::version(&cf.path, cf.start_line, cf.end_line, &content);
         snapshots::write(dir.dir(), &cf, &content)
             .map_err(|e| format!("Failed to create chat: {e}"))?;
         chat.record_event(event_part(
@@ -546,7 +563,7 @@ pub fn move_chat(s: &mut Session, req: &Request) -> Handled {
         cf.path = next.as_str().to_string();
         cf.external = next.is_external();
         cf.readonly = to_global || cf.is_section() || (c.readonly && !(c.external && !cf.external));
-        cf.version = file_id(&cf.path, &content);
+        cf.version = snapshots::version(&cf.path, cf.start_line, cf.end_line, &content);
         moved.push((cf, content));
     }
     chat.context_files = moved.iter().map(|(cf, _)| cf.clone()).collect();

@@ -85,7 +85,7 @@ pub fn add_section(s: &mut Session, req: &Request) -> Handled {
         path: cp.as_str().to_string(),
         readonly: true,
         external: cp.is_external(),
-        version: file_id(cp.as_str(), content.as_bytes()),
+        version: snapshots::version(cp.as_str(), Some(start), Some(end), content.as_bytes()),
         start_line: Some(start),
         end_line: Some(end),
         ..Default::default()
@@ -143,12 +143,11 @@ pub fn remove(s: &mut Session, req: &Request) -> Handled {
     let i = find_file(s, &cp)?.ok_or("File not found in context")?;
     let a = s.active_mut()?;
     let cf = a.chat.context_files.remove(i);
-    snapshots::remove(a.dir.dir(), &cf).map_err(|e| format!("Failed to remove file: {e}"))?;
     a.chat.record_event(event_part(
         "UserRemoveFile",
         &cf.path,
-        "",
-        Some(&cf.version),
+        &cf.version,
+        None,
         cf.readonly,
         cf.external,
     ));
@@ -170,12 +169,11 @@ pub fn remove_section(s: &mut Session, req: &Request) -> Handled {
         })
         .ok_or("Section not found in context")?;
     let cf = a.chat.context_files.remove(i);
-    snapshots::remove(a.dir.dir(), &cf).map_err(|e| format!("Failed to remove section: {e}"))?;
     let mut ev = event_part(
         "UserRemoveSection",
         &cf.path,
-        "",
-        Some(&cf.version),
+        &cf.version,
+        None,
         true,
         cf.external,
     );
@@ -224,10 +222,14 @@ pub fn set_readonly(s: &mut Session, req: &Request) -> Handled {
 pub fn sync(s: &mut Session, req: &Request) -> Handled {
     let path = req.nonempty("path")?;
     let cp = classify(s, path)?;
-    let i = find_file(s, &cp)?.ok_or("File not found in context")?;
-    let local = s
-        .read_local(&cp)
-        .map_err(|_| format!("File not found: {}", cp.as_str()))?;
+    // The client sends this after every apply, whatever the file; like the reference backend, a file
+    // that is not in context (or no longer on disk) is nothing to sync, not an error.
+    let Some(i) = find_file(s, &cp)? else {
+        return Ok(ok());
+    };
+    let Ok(local) = s.read_local(&cp) else {
+        return Ok(ok());
+    };
     let a = s.active()?;
     let snapshot = snapshots::read(a.dir.dir(), &a.chat.context_files[i]).unwrap_or_default();
     if !snapshots::same_text(&snapshot, &local) {

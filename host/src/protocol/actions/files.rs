@@ -41,7 +41,7 @@ pub fn context_file(s: &mut Session, req: &Request) -> Handled {
         .iter()
         .find(|c| {
             c.path == cp.as_str()
-                && range.map_or(!c.is_section(), |(st, en)| {
+                && range.map_or(true, |(st, en)| {
                     c.start_line == Some(st) && c.end_line == Some(en)
                 })
         })
@@ -105,7 +105,7 @@ pub fn statuses(s: &mut Session) -> Handled {
                 snapshots::read_output(a.dir.dir(), &cf.path)
             };
             match out {
-                Some(out) if out != ctx => {
+                Some(out) if !snapshots::same_text(&out, &ctx) => {
                     let out_tokens = s.tokens.count_file(&file_id(&cf.path, &out), &text(&out));
                     v["status"] = json!("M");
                     v["has_output"] = json!(true);
@@ -165,7 +165,13 @@ fn write_project(s: &Session, rel: &str, content: &[u8]) -> Result<(), String> {
 
 /// After the project file `path` became `content`: the snapshot follows (adding the file to context
 /// when the model created it), the output goes, and the event is recorded.
-fn settle_applied(s: &mut Session, path: &str, content: &[u8], action: &str) -> Result<(), String> {
+fn settle_applied(
+    s: &mut Session,
+    path: &str,
+    content: &[u8],
+    action: &str,
+    original_path: Option<&str>,
+) -> Result<(), String> {
     let a = s.active_mut()?;
     let version = file_id(path, content);
     let i = a
@@ -195,14 +201,11 @@ fn settle_applied(s: &mut Session, path: &str, content: &[u8], action: &str) -> 
     };
     crate::store::remove_file_if_exists(a.dir.dir(), paths::output_rel(path))
         .map_err(|e| format!("Failed to remove output: {e}"))?;
-    a.chat.record_event(event_part(
-        action,
-        path,
-        &version,
-        prev.as_deref(),
-        false,
-        false,
-    ));
+    let mut ev = event_part(action, path, &version, prev.as_deref(), false, false);
+    if let Some(orig) = original_path {
+        ev.insert("original_path".into(), json!(orig));
+    }
+    a.chat.record_event(ev);
     s.save_active()
 }
 
@@ -211,7 +214,7 @@ pub fn apply(s: &mut Session, req: &Request) -> Handled {
     let out = snapshots::read_output(s.active()?.dir.dir(), &path)
         .ok_or_else(|| format!("No output to apply: {path} not found in output"))?;
     write_project(s, &path, &out)?;
-    settle_applied(s, &path, &out, "UserApplyFile")?;
+    settle_applied(s, &path, &out, "UserApplyFile", None)?;
     Ok(reply("ok", json!({"content": text(&out)})))
 }
 
@@ -237,7 +240,7 @@ pub fn apply_as(s: &mut Session, req: &Request) -> Handled {
     crate::store::remove_file_if_exists(a.dir.dir(), paths::output_rel(&path))
         .map_err(|e| format!("Failed to remove output: {e}"))?;
     // The saved file joins the context (it is now the user's file); the source's output is used up.
-    settle_applied(s, &dest, &out, "UserSaveAs")?;
+    settle_applied(s, &dest, &out, "UserSaveAs", Some(&path))?;
     Ok(reply("ok", json!({"content": text(&out)})))
 }
 
@@ -268,43 +271,71 @@ pub fn diff_local_done(s: &mut Session, req: &Request) -> Handled {
         .chat
         .context_files
         .iter()
-        .find(|c| !c.is_section() && c.path == path)
-        .ok_or("File not found in context")?;
-    let ctx = snapshots::read(a.dir.dir(), cf).unwrap_or_default();
+        .find(|c| !c.is_section() && c.path == path);
+    let ctx = cf.and_then(|cf| snapshots::read(a.dir.dir(), cf).ok());
     let out = snapshots::read_output(a.dir.dir(), &path);
-    let local = s
-        .read_local(&ClientPath::Internal(path.clone()))
-        .map_err(|_| format!("File not found: {path}"))?;
-    let outcome = if local == ctx {
-        "none"
-    } else if out.as_deref() == Some(&local[..]) {
-        settle_applied(s, &path, &local, "UserApplyFile")?;
-        "full"
-    } else {
-        let a = s.active_mut()?;
-        let i = a
-            .chat
-            .context_files
-            .iter()
-            .position(|c| !c.is_section() && c.path == path)
-            .ok_or("File not found in context")?;
-        let cf = &mut a.chat.context_files[i];
-        let prev = std::mem::replace(&mut cf.version, file_id(&path, &local));
-        snapshots::write(a.dir.dir(), cf, &local)
-            .map_err(|e| format!("Failed to update snapshot: {e}"))?;
-        let ev = event_part(
-            "UserPartialApplyFile",
-            &path,
-            &cf.version,
-            Some(&prev),
-            cf.readonly,
-            false,
-        );
-        a.chat.record_event(ev);
-        s.save_active()?;
-        "partial"
+    // Nothing merged: no local file, no output to merge from, or the file is as the context has it.
+    let Ok(local) = s.read_local(&ClientPath::Internal(path.clone())) else {
+        return Ok(reply("ok", json!({"outcome": "none"})));
     };
-    Ok(reply("ok", json!({"outcome": outcome})))
+    let Some(out) = out else {
+        return Ok(reply("ok", json!({"outcome": "none"})));
+    };
+    if ctx
+        .as_deref()
+        .is_some_and(|c| snapshots::same_text(c, &local))
+    {
+        return Ok(reply("ok", json!({"outcome": "none"})));
+    }
+    if snapshots::same_text(&out, &local) {
+        // Everything was taken: as if applied.
+        settle_applied(s, &path, &local, "UserApplyFile", None)?;
+        return Ok(reply("ok", json!({"outcome": "full"})));
+    }
+    // Some of it was taken: the snapshot becomes what the user has (added to context when the model
+    // created the file), the output stays for the rest.
+    let a = s.active_mut()?;
+    let version = file_id(&path, &local);
+    let prev = match a
+        .chat
+        .context_files
+        .iter()
+        .position(|c| !c.is_section() && c.path == path)
+    {
+        Some(i) => {
+            let cf = &mut a.chat.context_files[i];
+            Some(std::mem::replace(&mut cf.version, version.clone()))
+        }
+        None => {
+            a.chat.context_files.push(ContextFile {
+                path: path.clone(),
+                version: version.clone(),
+                ..Default::default()
+            });
+            None
+        }
+    };
+    let Some(cf) = a
+        .chat
+        .context_files
+        .iter()
+        .find(|c| !c.is_section() && c.path == path)
+    else {
+        return Err("File not found in context".into());
+    };
+    snapshots::write(a.dir.dir(), cf, &local)
+        .map_err(|e| format!("Failed to update snapshot: {e}"))?;
+    let ev = event_part(
+        "UserPartialApplyFile",
+        &path,
+        &version,
+        prev.as_deref(),
+        cf.readonly,
+        false,
+    );
+    a.chat.record_event(ev);
+    s.save_active()?;
+    Ok(reply("ok", json!({"outcome": "partial"})))
 }
 
 pub fn estimate_tokens(s: &mut Session, req: &Request) -> Handled {

@@ -11,7 +11,7 @@ use crate::protocol::session::Session;
 use crate::protocol::{ok, reply};
 
 pub fn ping() -> Handled {
-    Ok(reply("pong", json!({})))
+    Ok(ok())
 }
 
 pub fn version() -> Handled {
@@ -88,9 +88,12 @@ pub fn prepare_instructions(s: &mut Session, req: &Request) -> Handled {
 
 pub fn customization_info(s: &mut Session) -> Handled {
     let config_dir = crate::config::config_dir();
+    // A global chat uses no project instructions, so none are reported for it.
+    let global_chat = s.active.as_ref().is_some_and(|a| a.global);
+    let project = if global_chat { None } else { project_path(s) };
     Ok(reply(
         "customization_info",
-        crate::instructions::customization_info(config_dir.as_deref(), project_path(s)),
+        crate::instructions::customization_info(config_dir.as_deref(), project),
     ))
 }
 
