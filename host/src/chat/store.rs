@@ -19,7 +19,15 @@ pub struct ChatStore {
     /// Whether these are global chats.
     pub global: bool,
     index: Index,
+    /// index.json's and `chats/`'s modification stamps when the index was last reconciled.
+    seen: Option<Stamp>,
 }
+
+type Stamp = (
+    Option<std::time::SystemTime>,
+    u64,
+    Option<std::time::SystemTime>,
+);
 
 /// Chat ids are generated here (`YYYYMMDD-HHMMSS-xxxxxx`); ids read from disk or sent by clients must
 /// be plain names so they can never address anything but a chat directory.
@@ -42,10 +50,30 @@ impl ChatStore {
             chats,
             global,
             index: Index::default(),
+            seen: None,
         };
         store.remove_leftovers();
         store.refresh()?;
         Ok(store)
+    }
+
+    /// [`ChatStore::refresh`], unless neither index.json nor the `chats/` directory changed since
+    /// the last one (two `stat`s instead of reading thousands of entries).
+    pub fn refresh_if_changed(&mut self) -> io::Result<()> {
+        if self.seen == Some(self.stamp()) {
+            return Ok(());
+        }
+        self.refresh()
+    }
+
+    fn stamp(&self) -> Stamp {
+        let index = std::fs::symlink_metadata(self.chats.path().join("index.json")).ok();
+        let dir = std::fs::symlink_metadata(self.chats.path()).ok();
+        (
+            index.as_ref().and_then(|m| m.modified().ok()),
+            index.as_ref().map_or(0, |m| m.len()),
+            dir.and_then(|m| m.modified().ok()),
+        )
     }
 
     /// Removes what an interrupted move left behind: a staged copy that was never published
@@ -69,6 +97,7 @@ impl ChatStore {
     /// Re-reads the index and brings it in step with the chat directories, so chats created, renamed
     /// or deleted by another process show up.
     pub fn refresh(&mut self) -> io::Result<()> {
+        self.seen = Some(self.stamp());
         let chats = &self.chats;
         self.index = index::reconcile(chats.dir(), |id| {
             if !valid_id(id) {

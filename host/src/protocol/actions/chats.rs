@@ -59,7 +59,7 @@ pub fn list(s: &mut Session, req: &Request) -> Handled {
     let global = req.global()?;
     let store = s.store(global)?;
     store
-        .refresh()
+        .refresh_if_changed()
         .map_err(|e| format!("Cannot list chats: {e}"))?;
     let chats: Vec<Value> = store
         .newest_first()
@@ -180,7 +180,7 @@ pub fn search(s: &mut Session, req: &Request) -> Handled {
     let global = req.global()?;
     let is_global = s.is_global(global);
     s.store(global)?
-        .refresh()
+        .refresh_if_changed()
         .map_err(|e| format!("Cannot search chats: {e}"))?;
     // Split borrows: the store and its search index live in different fields.
     let mut index = std::mem::take(s.search_index(is_global));
