@@ -50,13 +50,31 @@ pub fn display_path(path: &Path) -> String {
 
 /// Reads a whole file, refusing anything but a regular file (so a FIFO at the path cannot block the host).
 pub(crate) fn read_regular_file(path: &Path) -> io::Result<Vec<u8>> {
-    if !std::fs::metadata(path)?.is_file() {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Non-blocking open: a FIFO planted at this path must not hang the host; then the handle itself
+    // must be a regular file, read up to a cap (a `/dev/zero` link must not exhaust memory).
+    const CAP: u64 = 16 << 20;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "not a regular file",
         ));
     }
-    std::fs::read(path)
+    if meta.len() > CAP {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("larger than {} MiB", CAP >> 20),
+        ));
+    }
+    let mut out = Vec::with_capacity(meta.len() as usize);
+    f.take(CAP).read_to_end(&mut out)?;
+    Ok(out)
 }
 
 /// Which `edit_file` schema the model is offered (EDITS.md).

@@ -86,7 +86,15 @@ pub fn load_global(config_dir: &Path) -> Option<String> {
 
 /// Reads and processes `{project_root}/.bb7/instructions`: `Ok(None)` when missing or blank after processing.
 pub fn load_project(project_root: &Path) -> Result<Option<String>, String> {
-    let bytes = match read_regular_file(&project_root.join(PROJECT_INSTRUCTIONS_PATH)) {
+    let path = project_root.join(PROJECT_INSTRUCTIONS_PATH);
+    // The file ships with the repository: a symlink could point anywhere (an SSH key) and its
+    // content would go to the model, so it is not followed.
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(format!(
+            "{PROJECT_INSTRUCTIONS_PATH}: is a symbolic link, which BB-7 does not follow"
+        ));
+    }
+    let bytes = match read_regular_file(&path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("{PROJECT_INSTRUCTIONS_PATH}: cannot read: {e}")),
@@ -401,12 +409,14 @@ fn create_if_missing(path: &Path, content: &str) -> io::Result<()> {
     }
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}-{seq}.tmp", std::process::id()));
     let result = (|| {
+        // create_new: a file or symlink planted at the temporary name is never opened or truncated.
         let mut file = std::fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .open(&tmp)?;
         file.write_all(content.as_bytes())?;
         file.sync_all()?;

@@ -5,6 +5,7 @@ pub mod chat;
 pub mod cli;
 pub mod config;
 pub mod instructions;
+pub mod llm;
 pub mod paths;
 pub mod protocol;
 pub mod sandbox;

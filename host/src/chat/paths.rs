@@ -58,10 +58,14 @@ pub fn classify(path: &str, project: Option<&Path>) -> Result<ClientPath, String
 fn internal(rel: &str, original: &str) -> Result<ClientPath, String> {
     let norm = bb7_tool_logic::paths::normalize("path", rel, false)
         .map_err(|e| format!("Invalid path: {}", e.message))?;
-    let first = norm.split('/').next().unwrap_or("");
-    if first == ".bb7" || first == ".git" {
+    // Any component, in any case (case-insensitive filesystems): nested repositories have their own
+    // `.git/` too.
+    if let Some(c) = norm
+        .split('/')
+        .find(|c| c.eq_ignore_ascii_case(".bb7") || c.eq_ignore_ascii_case(".git"))
+    {
         return Err(format!(
-            "Invalid path: {original} is inside {first}/, which BB-7 does not touch"
+            "Invalid path: {original} is inside {c}/, which BB-7 does not touch"
         ));
     }
     Ok(ClientPath::Internal(norm))
@@ -154,6 +158,8 @@ mod tests {
             ClientPath::External("/other/x".into())
         );
         for bad in [
+            ".GIT/config",
+            "vendor/x/.git/hooks/a",
             "",
             "../x",
             "a/../../x",

@@ -162,8 +162,7 @@ impl ChatStore {
             self.chats.dir().create_dir_all(format!("{id}/output"))?;
         }
         self.save(&chat)?;
-        self.index.entries.push(IndexEntry { id, name, created });
-        index::save(self.chats.dir(), &self.index)?;
+        self.update_index(|ix| ix.entries.push(IndexEntry { id, name, created }))?;
         Ok(chat)
     }
 
@@ -178,10 +177,10 @@ impl ChatStore {
             .read(format!("{id}/chat.json"))
             .map_err(|_| "Chat not found".to_string())?;
         let (mut chat, migrated) = Chat::parse(&bytes)?;
-        if chat.id.is_empty() {
-            chat.id = id.to_string();
-        }
-        if migrated {
+        // The directory name is the id: a copied chat directory must not write into its original.
+        let renamed = chat.id != id;
+        chat.id = id.to_string();
+        if migrated || renamed {
             self.save(&chat)
                 .map_err(|e| format!("Failed to save chat: {e}"))?;
         }
@@ -209,11 +208,12 @@ impl ChatStore {
         chat.name = name.to_string();
         self.save(&chat)
             .map_err(|e| format!("Failed to rename chat: {e}"))?;
-        if let Some(e) = self.index.entries.iter_mut().find(|e| e.id == id) {
-            e.name = name.to_string();
-        }
-        index::save(self.chats.dir(), &self.index)
-            .map_err(|e| format!("Failed to rename chat: {e}"))
+        self.update_index(|ix| {
+            if let Some(e) = ix.entries.iter_mut().find(|e| e.id == id) {
+                e.name = name.to_string();
+            }
+        })
+        .map_err(|e| format!("Failed to rename chat: {e}"))
     }
 
     /// Deletes a chat directory and its index entry.
@@ -221,15 +221,19 @@ impl ChatStore {
         if !self.exists(id) {
             return Err("Chat not found".into());
         }
-        // Drop the index entry first: a crash in between leaves a directory the next start re-indexes
-        // or removes, never an entry without a directory.
-        self.index.entries.retain(|e| e.id != id);
-        index::save(self.chats.dir(), &self.index)
-            .map_err(|e| format!("Failed to delete chat: {e}"))?;
+        // Retire the directory with one rename first: a crash while deleting its files leaves a
+        // `.trash-<id>` (removed on the next open), never a half-deleted chat that would be re-indexed.
+        let fail = |e: io::Error| format!("Failed to delete chat: {e}");
+        let retired = format!(".trash-{id}");
+        let _ = self.chats.dir().remove_dir_all(&retired);
         self.chats
             .dir()
-            .remove_dir_all(id)
-            .map_err(|e| format!("Failed to delete chat: {e}"))
+            .rename(id, self.chats.dir(), &retired)
+            .map_err(fail)?;
+        crate::store::sync_dir(self.chats.dir());
+        self.update_index(|ix| ix.entries.retain(|e| e.id != id))
+            .map_err(fail)?;
+        self.chats.dir().remove_dir_all(&retired).map_err(fail)
     }
 
     /// The chat last active in this store (recorded in index.json, as the reference backend does).
@@ -242,7 +246,14 @@ impl ChatStore {
         if self.index.active_chat_id() == id {
             return Ok(());
         }
-        self.index.set_active_chat_id(id);
+        self.update_index(|ix| ix.set_active_chat_id(id))
+    }
+
+    /// Applies one change to the index as it is on disk now (another process may have changed it
+    /// since we read it), then saves it.
+    fn update_index(&mut self, change: impl FnOnce(&mut Index)) -> io::Result<()> {
+        self.refresh()?;
+        change(&mut self.index);
         index::save(self.chats.dir(), &self.index)
     }
 

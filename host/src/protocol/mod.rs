@@ -48,8 +48,23 @@ fn error_reply(id: Option<&str>, message: &str) -> Map<String, Value> {
     m
 }
 
+/// Runs one action; a panic in a handler (a bug, never expected) becomes an error reply instead of
+/// killing the session, and is logged rather than printed (stderr reaches the user).
+fn guarded_dispatch(session: &mut Session, req: &Request) -> actions::Handled {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        actions::dispatch(session, req)
+    })) {
+        Ok(handled) => handled,
+        Err(_) => Err(format!(
+            "Internal error while handling {}; the request was not completed",
+            req.action
+        )),
+    }
+}
+
 /// Serves the protocol on stdin/stdout until `shutdown` or end of input.
 pub fn serve() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| tracing::error!("panic: {info}")));
     let out = Output::new(io::stdout());
     let stdin = io::stdin();
     let mut input = BufReader::with_capacity(1 << 16, stdin.lock());
@@ -71,7 +86,7 @@ pub fn serve() -> ExitCode {
             Line::Data(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => None,
             Line::Data(bytes) => match Request::parse(&bytes) {
                 Err(bad) => Some(error_reply(bad.id.as_deref(), &bad.message)),
-                Ok(req) => match actions::dispatch(&mut session, &req) {
+                Ok(req) => match guarded_dispatch(&mut session, &req) {
                     Ok(Outcome::Shutdown) => break,
                     Ok(Outcome::Reply(mut m)) => {
                         if let Some(id) = &req.id {

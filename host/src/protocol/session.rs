@@ -76,6 +76,13 @@ impl Session {
                 ));
             }
             let state = root.join(".bb7");
+            // A repository could ship `.bb7` as a symlink and so redirect every state write.
+            if std::fs::symlink_metadata(&state).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(format!(
+                    "{} is a symbolic link; BB-7 keeps its state only in a real .bb7/ directory",
+                    state.display()
+                ));
+            }
             if !state.is_dir() {
                 // Like the reference backend: a directory without .bb7/ serves global chats only
                 // (the client always sends its working directory and branches on `global_only`).
@@ -90,8 +97,58 @@ impl Session {
             self.project_store = Some(store);
         }
         self.initialized = true;
+        self.resolve_interrupted_moves();
         self.restore_last_active();
         Ok(())
+    }
+
+    /// A crash during `chat_move` between publishing the copy and retiring the source leaves the
+    /// chat in both stores; keep the copy with the latest `moved_at` mark (the one being moved to)
+    /// and delete the other.
+    fn resolve_interrupted_moves(&mut self) {
+        let Some(project) = self.project_store.as_ref() else {
+            return;
+        };
+        let Some(global_chats) = crate::paths::state_dir().map(|d| d.join("chats")) else {
+            return;
+        };
+        let both: Vec<String> = project
+            .list()
+            .iter()
+            .filter(|e| global_chats.join(&e.id).join("chat.json").is_file())
+            .map(|e| e.id.clone())
+            .collect();
+        if both.is_empty() {
+            return;
+        }
+        let mark = |store: &ChatStore, id: &str| {
+            store.load(id).ok().and_then(|c| {
+                c.extra
+                    .get("moved_at")
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string)
+            })
+        };
+        for id in both {
+            let Ok(global) = self.store(true) else { return };
+            let in_global = mark(global, &id);
+            let Some(project) = self.project_store.as_mut() else {
+                return;
+            };
+            let in_project = mark(project, &id);
+            // The newer mark wins; a copy without a mark predates every move.
+            let keep_global = in_global > in_project;
+            let loser = if keep_global {
+                self.project_store.as_mut()
+            } else {
+                self.store(true).ok()
+            };
+            if let Some(store) = loser {
+                if let Err(e) = store.delete(&id) {
+                    tracing::warn!("cannot resolve the interrupted move of chat {id}: {e}");
+                }
+            }
+        }
     }
 
     /// Re-opens the chat that was active when the project was last used (recorded in index.json), if
@@ -235,13 +292,13 @@ impl Session {
     pub fn read_local(&self, path: &ClientPath) -> std::io::Result<Vec<u8>> {
         match path {
             ClientPath::Internal(rel) => match &self.project {
-                Some(p) => p.dir.read(rel),
+                Some(p) => crate::store::read_regular(&p.dir, rel),
                 None => Err(std::io::Error::new(
                     std::io::ErrorKind::NotFound,
                     "no project",
                 )),
             },
-            ClientPath::External(abs) => std::fs::read(abs),
+            ClientPath::External(abs) => crate::store::read_regular_path(Path::new(abs)),
         }
     }
 }

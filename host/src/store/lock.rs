@@ -48,18 +48,34 @@ pub fn state(chats: &Dir, chat: &str) -> LockState {
 /// Takes the lock for this process; fails with `chat is locked by another process` when a live
 /// process holds it.
 pub fn acquire(chats: &Dir, chat: &str) -> io::Result<()> {
-    match state(chats, chat) {
-        LockState::Other(_) => Err(io::Error::new(
+    let locked = || {
+        io::Error::new(
             io::ErrorKind::WouldBlock,
             "chat is locked by another process",
-        )),
-        LockState::Ours => Ok(()),
-        LockState::Free => super::write_atomic(
-            chats,
-            format!("{chat}/lock"),
-            std::process::id().to_string().as_bytes(),
-        ),
+        )
+    };
+    // Two tries: the second after a stale lock was removed by `state`.
+    for _ in 0..2 {
+        match state(chats, chat) {
+            LockState::Other(_) => return Err(locked()),
+            LockState::Ours => return Ok(()),
+            LockState::Free => {}
+        }
+        // The PID goes into a private temporary file, which is then hard-linked to `lock`: the link
+        // fails if a lock exists, so two processes can never both take the chat, and a reader never
+        // sees a half-written lock.
+        let tmp = format!("{chat}/.lock-{}", std::process::id());
+        let _ = chats.remove_file(&tmp);
+        super::write_atomic(chats, &tmp, std::process::id().to_string().as_bytes())?;
+        let linked = chats.hard_link(&tmp, chats, format!("{chat}/lock"));
+        let _ = chats.remove_file(&tmp);
+        match linked {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
     }
+    Err(locked())
 }
 
 /// Releases the lock if this process holds it.

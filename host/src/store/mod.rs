@@ -58,52 +58,150 @@ impl StateDir {
     }
 }
 
-/// Reads `rel` inside `dir`.
-pub fn read(dir: &Dir, rel: impl AsRef<Path>) -> io::Result<Vec<u8>> {
-    dir.read(rel)
-}
-
 /// Writes `rel` inside `dir` atomically: the bytes go to a new temporary file in the same directory,
 /// which is fsynced and renamed over `rel`; then the directory is fsynced. A crash at any point leaves
 /// the old file or the new one, never a torn one. Missing parent directories are created.
 pub fn write_atomic(dir: &Dir, rel: impl AsRef<Path>, bytes: &[u8]) -> io::Result<()> {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
     let rel = rel.as_ref();
     let name = rel
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "a file path is required"))?;
-    let parent = rel.parent().filter(|p| !p.as_os_str().is_empty());
-    if let Some(p) = parent {
-        dir.create_dir_all(p)?;
+    match rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(p) => {
+            dir.create_dir_all(p)?;
+            replace_in(&dir.open_dir(p)?, &name.to_string_lossy(), bytes, None)
+        }
+        None => replace_in(dir, &name.to_string_lossy(), bytes, None),
     }
-    let tmp_name = format!(
-        ".{}.tmp-{}-{}",
-        name.to_string_lossy(),
+}
+
+/// Writes `rel` (a `/`-separated relative path) under `root` without following any symbolic link:
+/// every directory on the way must be a real directory (missing ones are created) and the target, if
+/// it exists, a regular file, whose permissions the new file keeps. This is how the host writes into
+/// a project, where a checked-in symlink (`hooks -> .git/hooks`) must not redirect a write.
+pub fn write_no_follow(root: &Dir, rel: &str, bytes: &[u8]) -> io::Result<()> {
+    let refuse = |what: String| io::Error::new(io::ErrorKind::PermissionDenied, what);
+    let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
+    let Some((name, dirs)) = parts.split_last() else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a file path is required",
+        ));
+    };
+    let mut cur = root.try_clone()?;
+    for (i, d) in dirs.iter().enumerate() {
+        match cur.symlink_metadata(d) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(refuse(format!(
+                    "{} is a symbolic link",
+                    dirs[..=i].join("/")
+                )));
+            }
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(refuse(format!(
+                    "{} is not a directory",
+                    dirs[..=i].join("/")
+                )));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => cur.create_dir(d)?,
+            Err(e) => return Err(e),
+        }
+        cur = cur.open_dir(d)?;
+    }
+    let perms = match cur.symlink_metadata(name) {
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(refuse(format!("{rel} is a symbolic link")));
+        }
+        Ok(m) if m.is_file() => Some(m.permissions()),
+        Ok(_) => return Err(refuse(format!("{rel} is not a regular file"))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    replace_in(&cur, name, bytes, perms)
+}
+
+/// Replaces file `name` in `dir` with `bytes`: a fresh temporary file (given `perms` before any byte
+/// is written), fsync, rename, fsync of the directory.
+fn replace_in(
+    dir: &Dir,
+    name: &str,
+    bytes: &[u8],
+    perms: Option<cap_std::fs::Permissions>,
+) -> io::Result<()> {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let tmp = format!(
+        ".{name}.tmp-{}-{}",
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed)
     );
-    let tmp = match parent {
-        Some(p) => p.join(&tmp_name),
-        None => PathBuf::from(&tmp_name),
-    };
     let mut opts = OpenOptions::new();
     opts.write(true).create_new(true);
     let mut f = dir.open_with(&tmp, &opts)?;
-    let written = f.write_all(bytes).and_then(|_| f.sync_all());
+    let written = perms
+        .map_or(Ok(()), |p| f.set_permissions(p))
+        .and_then(|_| f.write_all(bytes))
+        .and_then(|_| f.sync_all());
     drop(f);
-    if let Err(e) = written.and_then(|_| dir.rename(&tmp, dir, rel)) {
+    if let Err(e) = written.and_then(|_| dir.rename(&tmp, dir, name)) {
         let _ = dir.remove_file(&tmp);
         return Err(e);
     }
     // Make the rename itself durable.
-    let parent_dir = match parent {
-        Some(p) => dir.open(p),
-        None => dir.open("."),
-    };
-    if let Ok(d) = parent_dir {
+    sync_dir(dir);
+    Ok(())
+}
+
+/// fsyncs a directory (best effort: a rename is already atomic, this makes it durable).
+pub fn sync_dir(dir: &Dir) {
+    if let Ok(d) = dir.open(".") {
         let _ = d.sync_all();
     }
-    Ok(())
+}
+
+/// The most a user file may have for the host to read it (the protocol's own line limit).
+pub const MAX_READ: u64 = 16 << 20;
+
+/// Reads `rel` inside `dir` if it is a regular file of at most [`MAX_READ`] bytes. Opened
+/// non-blocking, so a FIFO cannot hang the host, and checked on the open handle, so a device
+/// (`/dev/zero`) cannot exhaust memory.
+pub fn read_regular(dir: &Dir, rel: impl AsRef<Path>) -> io::Result<Vec<u8>> {
+    use cap_std::fs::OpenOptionsExt;
+    let mut opts = OpenOptions::new();
+    opts.read(true).custom_flags(libc::O_NONBLOCK);
+    check_and_read(dir.open_with(rel, &opts)?.into_std())
+}
+
+/// [`read_regular`] for an absolute path outside every handle (external context files: only ever
+/// read, never written).
+pub fn read_regular_path(path: &Path) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    check_and_read(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)?,
+    )
+}
+
+fn check_and_read(f: std::fs::File) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    if meta.len() > MAX_READ {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("larger than {} MiB", MAX_READ >> 20),
+        ));
+    }
+    let mut out = Vec::with_capacity(meta.len() as usize);
+    f.take(MAX_READ).read_to_end(&mut out)?;
+    Ok(out)
 }
 
 /// Removes `rel` (a file) if present.
@@ -126,6 +224,37 @@ mod tests {
         write_atomic(s.dir(), "a/b/c.json", b"two").unwrap();
         assert_eq!(std::fs::read(t.path().join("a/b/c.json")).unwrap(), b"two");
         assert_eq!(std::fs::read_dir(t.path().join("a/b")).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn project_writes_follow_no_symlink() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        std::os::unix::fs::symlink(".git/hooks", root.join("hooks")).unwrap();
+        std::os::unix::fs::symlink(".git/config", root.join("cfg")).unwrap();
+        std::fs::write(root.join(".git/config"), "keep").unwrap();
+        let d = StateDir::open(root, false).unwrap();
+        assert!(write_no_follow(d.dir(), "hooks/pre-commit", b"x").is_err());
+        assert!(write_no_follow(d.dir(), "cfg", b"x").is_err());
+        assert!(!root.join(".git/hooks/pre-commit").exists());
+        assert_eq!(std::fs::read(root.join(".git/config")).unwrap(), b"keep");
+        // Real directories are created; an existing file keeps its mode.
+        std::fs::write(root.join("run.sh"), "old").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(root.join("run.sh"), std::fs::Permissions::from_mode(0o750))
+            .unwrap();
+        write_no_follow(d.dir(), "run.sh", b"new").unwrap();
+        assert_eq!(
+            std::fs::metadata(root.join("run.sh"))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o750
+        );
+        write_no_follow(d.dir(), "a/b/c.txt", b"c").unwrap();
+        assert_eq!(std::fs::read(root.join("a/b/c.txt")).unwrap(), b"c");
     }
 
     #[test]

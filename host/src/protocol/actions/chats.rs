@@ -589,6 +589,12 @@ pub fn move_chat(s: &mut Session, req: &Request) -> Handled {
     for (cf, content) in &moved {
         snapshots::write(staged_dir.dir(), cf, content).map_err(fail)?;
     }
+    // Marks the copy as the newest: a crash between the two renames below can leave the chat in both
+    // stores, and the next start keeps the copy with the latest mark (Session::resolve_interrupted_moves).
+    chat.extra.insert(
+        "moved_at".into(),
+        json!(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)),
+    );
     crate::store::write_atomic(staged_dir.dir(), "chat.json", &chat.to_json()).map_err(fail)?;
     d.rename(&staged, d, &id).map_err(fail)?;
     let retired = format!(".trash-{id}");
@@ -599,6 +605,10 @@ pub fn move_chat(s: &mut Session, req: &Request) -> Handled {
         let _ = dst.chats.dir().rename(&id, dst.chats.dir(), &staged);
         return Err(fail(e));
     }
+    // Both renames are visible at once; now make them durable (publish first).
+    crate::store::sync_dir(s.store(to_global)?.chats.dir());
+    let src = s.store(from_global)?;
+    crate::store::sync_dir(src.chats.dir());
     let _ = src.chats.dir().remove_dir_all(&retired);
     src.refresh().map_err(fail)?;
     s.store(to_global)?.refresh().map_err(fail)?;

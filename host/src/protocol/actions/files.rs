@@ -147,20 +147,15 @@ pub fn statuses(s: &mut Session) -> Handled {
     Ok(reply("file_statuses", json!({"files": files})))
 }
 
-/// Writes `content` to `rel` in the project through the project handle (atomic; keeps the file's
-/// permissions when it existed).
+/// Writes `content` to `rel` in the project through the project handle: atomic, keeping the file's
+/// permissions, and following no symbolic link on the way (see [`crate::store::write_no_follow`]).
 fn write_project(s: &Session, rel: &str, content: &[u8]) -> Result<(), String> {
     let p = s
         .project
         .as_ref()
         .ok_or("No project: global chats cannot apply files")?;
-    let perms = p.dir.metadata(rel).ok().map(|m| m.permissions());
-    crate::store::write_atomic(&p.dir, rel, content)
-        .map_err(|e| format!("Cannot write file {rel}: {e}"))?;
-    if let Some(perms) = perms {
-        let _ = p.dir.set_permissions(rel, perms);
-    }
-    Ok(())
+    crate::store::write_no_follow(&p.dir, rel, content)
+        .map_err(|e| format!("Cannot write file {rel}: {e}"))
 }
 
 /// After the project file `path` became `content`: the snapshot follows (adding the file to context

@@ -35,8 +35,15 @@ pub fn bb7_init(req: &Request) -> Handled {
         return Err(format!("Project root not found: {}", root.display()));
     }
     let state = root.join(".bb7");
-    if state.exists() {
-        return Err("Already initialized".into());
+    match std::fs::symlink_metadata(&state) {
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(format!(
+                "{} is a symbolic link; refusing to initialize through it",
+                state.display()
+            ));
+        }
+        Ok(_) => return Err("Already initialized".into()),
+        Err(_) => {}
     }
     std::fs::create_dir_all(state.join("chats"))
         .map_err(|e| format!("Failed to initialize {}: {e}", state.display()))?;

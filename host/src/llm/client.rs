@@ -1,0 +1,330 @@
+//! The HTTP side: POST `chat/completions` with `stream: true`, retry what is worth retrying before
+//! the first byte of content, read the SSE stream into [`StreamEvent`]s, and fail loudly on every
+//! way a stream can go wrong (error chunks after HTTP 200, truncation, stalls). The API key is sent
+//! in the `Authorization` header only and never appears in an error or a log line.
+
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use rand::Rng;
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use super::chunk;
+use super::tool_calls::{ToolCall, ToolCallAssembler};
+use super::{StreamEvent, Usage};
+
+/// How to reach the model and how patient to be.
+#[derive(Debug, Clone)]
+pub struct ClientSettings {
+    /// e.g. `https://openrouter.ai/api/v1` (no trailing slash).
+    pub base_url: String,
+    pub api_key: String,
+    pub connect_timeout: Duration,
+    /// Longest silence (no bytes at all, keep-alive comments included) while streaming.
+    pub idle_timeout: Duration,
+    /// Retries of 429 / transient 402 / 5xx / connection failures before the first token.
+    pub max_retries: u32,
+    /// First backoff step (doubled per retry, with jitter), and the most any one wait may be.
+    pub backoff_base: Duration,
+    pub backoff_cap: Duration,
+}
+
+impl ClientSettings {
+    pub fn new(base_url: &str, api_key: &str) -> Self {
+        ClientSettings {
+            base_url: base_url.trim_end_matches('/').to_string(),
+            api_key: api_key.to_string(),
+            connect_timeout: Duration::from_secs(15),
+            idle_timeout: Duration::from_secs(120),
+            max_retries: 3,
+            backoff_base: Duration::from_millis(500),
+            backoff_cap: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Why a model request failed. The messages are shown to the user as they are.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LlmError {
+    #[error("{message} (HTTP {status})")]
+    Http { status: u16, message: String },
+    #[error("cannot reach the model API: {0}")]
+    Network(String),
+    #[error("{0}")]
+    Timeout(String),
+    #[error("the provider failed mid-stream: {message}{}", if code.is_empty() { String::new() } else { format!(" (code {code})") })]
+    Stream { code: String, message: String },
+    #[error("the response stream ended before the model finished (truncated response)")]
+    Truncated,
+    #[error("the model API sent an unreadable chunk: {0}")]
+    BadChunk(String),
+}
+
+/// What a completed stream amounted to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamSummary {
+    pub finish_reason: String,
+    pub usage: Usage,
+    /// Complete tool calls, in index order.
+    pub tool_calls: Vec<ToolCall>,
+}
+
+/// A client for one OpenAI-compatible API.
+#[derive(Debug, Clone)]
+pub struct LlmClient {
+    http: reqwest::Client,
+    settings: ClientSettings,
+}
+
+impl LlmClient {
+    pub fn new(settings: ClientSettings) -> Result<Self, LlmError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(settings.connect_timeout)
+            .user_agent(concat!("bb7/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| LlmError::Network(e.to_string()))?;
+        Ok(LlmClient { http, settings })
+    }
+
+    pub fn settings(&self) -> &ClientSettings {
+        &self.settings
+    }
+
+    /// Streams one chat completion for `body` (the request JSON; `stream: true` is set here),
+    /// calling `on_event` for every text, reasoning and tool-call fragment as it arrives. Dropping the
+    /// future aborts the request (cancellation).
+    pub async fn stream(
+        &self,
+        body: &Value,
+        mut on_event: impl FnMut(&StreamEvent),
+    ) -> Result<StreamSummary, LlmError> {
+        let mut body = body.clone();
+        body["stream"] = Value::Bool(true);
+        let response = self.post_with_retries("chat/completions", &body).await?;
+        let mut events = response.bytes_stream().eventsource();
+        let mut tools = ToolCallAssembler::default();
+        let mut finish: Option<String> = None;
+        let mut usage = Usage::default();
+        loop {
+            let next = tokio::time::timeout(self.settings.idle_timeout, events.next()).await;
+            let item = match next {
+                Err(_) => {
+                    return Err(LlmError::Timeout(format!(
+                        "the model stream stalled (nothing received for {} s)",
+                        self.settings.idle_timeout.as_secs()
+                    )));
+                }
+                Ok(None) => break,
+                Ok(Some(Err(e))) => {
+                    // A connection cut mid-body: the stream is incomplete.
+                    tracing::debug!("stream error: {e}");
+                    return Err(LlmError::Truncated);
+                }
+                Ok(Some(Ok(ev))) => ev,
+            };
+            let data = item.data.trim();
+            if data.is_empty() {
+                continue;
+            }
+            if data == "[DONE]" {
+                break;
+            }
+            let value: Value =
+                serde_json::from_str(data).map_err(|e| LlmError::BadChunk(e.to_string()))?;
+            let parsed = chunk::parse(&value).map_err(|e| LlmError::Stream {
+                code: e.code,
+                message: e.message,
+            })?;
+            for ev in parsed {
+                match &ev {
+                    StreamEvent::ToolCall {
+                        index,
+                        id,
+                        name,
+                        arguments,
+                    } => {
+                        tools.push(*index, id.clone(), name.clone(), arguments);
+                    }
+                    // The usage frame repeats finish_reason: accounting, not a second ending.
+                    StreamEvent::Finish(reason) => {
+                        if finish.is_none() {
+                            finish = Some(reason.clone());
+                        }
+                        continue;
+                    }
+                    StreamEvent::Usage(u) => {
+                        usage = u.clone();
+                        continue;
+                    }
+                    _ => {}
+                }
+                on_event(&ev);
+            }
+        }
+        let Some(finish_reason) = finish else {
+            return Err(LlmError::Truncated);
+        };
+        Ok(StreamSummary {
+            finish_reason,
+            usage,
+            tool_calls: tools.finish(),
+        })
+    }
+
+    /// GETs `path` under the base URL (models, credits, key) and parses the JSON.
+    pub async fn get_json(&self, path: &str) -> Result<Value, LlmError> {
+        let url = format!("{}/{path}", self.settings.base_url);
+        let r = self
+            .http
+            .get(url)
+            .bearer_auth(&self.settings.api_key)
+            .send()
+            .await
+            .map_err(network)?;
+        let status = r.status();
+        let text = r.text().await.map_err(network)?;
+        if !status.is_success() {
+            return Err(LlmError::Http {
+                status: status.as_u16(),
+                message: api_message(&text, status),
+            });
+        }
+        serde_json::from_str(&text).map_err(|e| LlmError::BadChunk(e.to_string()))
+    }
+
+    async fn post_with_retries(
+        &self,
+        path: &str,
+        body: &Value,
+    ) -> Result<reqwest::Response, LlmError> {
+        let url = format!("{}/{path}", self.settings.base_url);
+        let mut attempt = 0u32;
+        loop {
+            let sent = self
+                .http
+                .post(&url)
+                .bearer_auth(&self.settings.api_key)
+                .json(body)
+                .send()
+                .await;
+            let (retryable, wait_hint, err) = match sent {
+                Ok(r) if r.status().is_success() => return Ok(r),
+                Ok(r) => {
+                    let status = r.status();
+                    let retry_after = r
+                        .headers()
+                        .get(reqwest::header::RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(parse_retry_after);
+                    let text = r.text().await.unwrap_or_default();
+                    let retryable = status == StatusCode::TOO_MANY_REQUESTS
+                        || status.is_server_error()
+                        || (status == StatusCode::PAYMENT_REQUIRED && text.contains("in_flight"));
+                    (
+                        retryable,
+                        retry_after,
+                        LlmError::Http {
+                            status: status.as_u16(),
+                            message: api_message(&text, status),
+                        },
+                    )
+                }
+                Err(e) => (e.is_connect() || e.is_timeout(), None, network(e)),
+            };
+            if !retryable || attempt >= self.settings.max_retries {
+                return Err(err);
+            }
+            let wait = wait_hint
+                .unwrap_or_else(|| self.backoff(attempt))
+                .min(self.settings.backoff_cap);
+            tracing::debug!("retrying after {err} in {wait:?}");
+            tokio::time::sleep(wait).await;
+            attempt += 1;
+        }
+    }
+
+    /// Exponential backoff with full jitter: a random wait in [step/2, step].
+    fn backoff(&self, attempt: u32) -> Duration {
+        let step = self
+            .settings
+            .backoff_base
+            .saturating_mul(1u32 << attempt.min(16))
+            .min(self.settings.backoff_cap);
+        let ms = step.as_millis() as u64;
+        Duration::from_millis(rand::rng().random_range(ms / 2..=ms.max(1)))
+    }
+}
+
+fn network(e: reqwest::Error) -> LlmError {
+    // reqwest's Display includes the URL but never headers, so the key cannot leak here.
+    if e.is_timeout() {
+        LlmError::Timeout(format!("the model API did not answer in time: {e}"))
+    } else {
+        LlmError::Network(e.without_url().to_string())
+    }
+}
+
+/// `Retry-After` as seconds or an HTTP date.
+fn parse_retry_after(v: &str) -> Option<Duration> {
+    if let Ok(secs) = v.trim().parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let when = chrono::DateTime::parse_from_rfc2822(v.trim()).ok()?;
+    let delta = when.with_timezone(&chrono::Utc) - chrono::Utc::now();
+    Some(delta.to_std().unwrap_or(Duration::ZERO))
+}
+
+/// The provider's error message from an error body (`{"error":{"message":…}}`), else the status.
+fn api_message(body: &str, status: StatusCode) -> String {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    let msg = parsed
+        .as_ref()
+        .and_then(|v| v.get("error"))
+        .and_then(|e| {
+            e.get("message")
+                .and_then(Value::as_str)
+                .or_else(|| e.as_str())
+        })
+        .map(str::to_string);
+    match msg.filter(|m| !m.is_empty()) {
+        Some(m) => m,
+        None => status
+            .canonical_reason()
+            .unwrap_or("request failed")
+            .to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_forms() {
+        assert_eq!(parse_retry_after("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_retry_after("0.5"), Some(Duration::from_millis(500)));
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("soon"), None);
+        assert_eq!(parse_retry_after("-1"), None);
+    }
+
+    #[test]
+    fn error_messages_come_from_the_body() {
+        assert_eq!(
+            api_message(
+                r#"{"error":{"code":402,"message":"Insufficient credits"}}"#,
+                StatusCode::PAYMENT_REQUIRED
+            ),
+            "Insufficient credits"
+        );
+        assert_eq!(
+            api_message("<html>", StatusCode::BAD_GATEWAY),
+            "Bad Gateway"
+        );
+    }
+}

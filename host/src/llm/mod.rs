@@ -1,0 +1,55 @@
+//! Talking to the model: one normalised event stream ([`StreamEvent`]) from any OpenAI-compatible
+//! `chat/completions` endpoint (OpenRouter by default), with tool calls assembled by index.
+//!
+//! - [`chunk`]: one SSE `data:` payload → events (pure; no I/O).
+//! - [`tool_calls`]: tool-call fragments → complete calls in index order.
+//! - [`client`]: the HTTP side: request, retries before the first token, SSE, timeouts.
+
+pub mod chunk;
+pub mod client;
+pub mod tool_calls;
+
+pub use client::{ClientSettings, LlmClient, LlmError};
+
+/// One thing the model stream said.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    /// Reply text.
+    Text(String),
+    /// Reasoning ("thinking") text.
+    Reasoning(String),
+    /// A piece of tool call `index`: any of its id, name and a fragment of its JSON arguments.
+    ToolCall {
+        index: u64,
+        id: Option<String>,
+        name: Option<String>,
+        arguments: String,
+    },
+    /// Token accounting (the final usage frame).
+    Usage(Usage),
+    /// The model finished (`stop`, `tool_calls`, `length`, …).
+    Finish(String),
+}
+
+/// Token accounting for one request.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cached_tokens: u64,
+    pub total_tokens: u64,
+    pub cost: f64,
+}
+
+impl Usage {
+    /// The sum of two requests' usage (a reply with a hidden retry reports both).
+    pub fn add(&self, other: &Usage) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens + other.prompt_tokens,
+            completion_tokens: self.completion_tokens + other.completion_tokens,
+            cached_tokens: self.cached_tokens + other.cached_tokens,
+            total_tokens: self.total_tokens + other.total_tokens,
+            cost: self.cost + other.cost,
+        }
+    }
+}
