@@ -2756,3 +2756,92 @@ fn reference_fork_warnings_share_one_system_message() {
     assert_eq!(actions, ["ForkWarningModified", "ForkWarningDeleted"]);
     s.shutdown();
 }
+
+// ---- Found in review: symlinks checked into a repository ----
+
+#[test]
+fn apply_never_writes_through_a_symlink_in_the_project() {
+    let (env, mut s, id) = start_chat();
+    fs::create_dir_all(env.proj().join(".git/hooks")).unwrap();
+    fs::write(env.proj().join(".git/hooks/pre-commit"), "original hook\n").unwrap();
+    // A repository can ship these links; the model's output names ordinary-looking paths.
+    symlink(".git/hooks", env.proj().join("hooks")).unwrap();
+    symlink(".git/hooks/pre-commit", env.proj().join("script.sh")).unwrap();
+    env.write_output(&id, "hooks/pre-commit", "#!/bin/sh\necho pwned\n");
+    env.write_output(&id, "script.sh", "#!/bin/sh\necho pwned\n");
+    s.err(json!({"action": "apply_file", "path": "hooks/pre-commit"}));
+    s.err(json!({"action": "apply_file", "path": "script.sh"}));
+    env.write_output(&id, "ok.txt", "fine\n");
+    s.err(json!({"action": "apply_file_as", "path": "ok.txt", "destination": "hooks/post-merge"}));
+    s.err(json!({"action": "apply_file_as", "path": "ok.txt", "destination": "sub/.GIT/config"}));
+    assert_eq!(
+        fs::read_to_string(env.proj().join(".git/hooks/pre-commit")).unwrap(),
+        "original hook\n"
+    );
+    assert!(!env.proj().join(".git/hooks/post-merge").exists());
+    // An ordinary apply still works.
+    s.ok(json!({"action": "apply_file", "path": "ok.txt"}));
+    assert_eq!(
+        fs::read_to_string(env.proj().join("ok.txt")).unwrap(),
+        "fine\n"
+    );
+    s.shutdown();
+}
+
+#[test]
+fn a_symlinked_bb7_directory_is_refused() {
+    let env = Env::new();
+    let elsewhere = env.outside().join("state");
+    fs::create_dir_all(elsewhere.join("chats")).unwrap();
+    symlink(&elsewhere, env.bb7()).unwrap();
+    let mut s = env.spawn();
+    s.err_has(
+        json!({"action": "init", "project_root": env.proj_str()}),
+        "symbolic link",
+    );
+    s.err_has(
+        json!({"action": "bb7_init", "project_root": env.proj_str()}),
+        "symbolic link",
+    );
+    s.shutdown();
+    assert_eq!(
+        fs::read_dir(elsewhere.join("chats")).unwrap().count(),
+        0,
+        "nothing written through the link"
+    );
+}
+
+#[test]
+fn a_symlinked_project_instructions_file_is_not_followed() {
+    let (env, mut s, _id) = start_chat();
+    fs::write(env.outside().join("id_rsa"), SECRET).unwrap();
+    symlink(env.outside().join("id_rsa"), env.bb7().join("instructions")).unwrap();
+    let r = s.ok(json!({"action": "chat_get"}));
+    let err = r["instructions_info"]["project_error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(err.contains("symbolic link"), "{r}");
+    no_leak(&r, "chat_get");
+    let r = s.ok(json!({"action": "estimate_tokens"}));
+    assert_eq!(r["instructions"], 0, "{r}");
+    s.shutdown();
+}
+
+#[test]
+fn special_files_in_context_paths_do_not_hang_or_exhaust_the_host() {
+    let (env, mut s, _id) = start_chat();
+    add(&mut s, "pipe", "was a file\n");
+    fs::remove_file(env.proj().join("pipe")).ok();
+    let status = Command::new("mkfifo")
+        .arg(env.proj().join("pipe"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // sync_context re-reads the local file: a FIFO must not block the host, /dev/zero must not fill memory.
+    s.ok(json!({"action": "sync_context", "path": "pipe"}));
+    s.ok(json!({"action": "context_add", "path": "/dev/zero", "content": ""}));
+    s.ok(json!({"action": "sync_context", "path": "/dev/zero"}));
+    s.ok(json!({"action": "ping"}));
+    s.shutdown();
+}
