@@ -41,6 +41,17 @@ fn last_model() -> Option<String> {
         .map(str::to_string)
 }
 
+/// Fails unless chat `id` exists in `store` and no other live process holds it.
+fn require_usable(store: &mut crate::chat::store::ChatStore, id: &str) -> Result<(), String> {
+    if !store.exists(id) {
+        return Err("Chat not found".into());
+    }
+    if let LockState::Other(_) = store.lock_state(id) {
+        return Err("chat is locked by another process".into());
+    }
+    Ok(())
+}
+
 pub fn new(s: &mut Session, req: &Request) -> Handled {
     let global = req.global()?;
     let model = initial_model(s, req.opt_str("model")?);
@@ -80,12 +91,7 @@ pub fn select(s: &mut Session, req: &Request) -> Handled {
     let global = req.global()?;
     let is_global = s.is_global(global);
     let store = s.store(global)?;
-    if !store.exists(id) {
-        return Err("Chat not found".into());
-    }
-    if let LockState::Other(_) = store.lock_state(id) {
-        return Err("chat is locked by another process".into());
-    }
+    require_usable(store, id)?;
     let chat = store.load(id)?;
     s.activate(is_global, chat)?;
     details(s)
@@ -129,12 +135,7 @@ pub fn delete(s: &mut Session, req: &Request) -> Handled {
     let global = req.global()?;
     let is_global = s.is_global(global);
     let store = s.store(global)?;
-    if !store.exists(id) {
-        return Err("Chat not found".into());
-    }
-    if let LockState::Other(_) = store.lock_state(id) {
-        return Err("chat is locked by another process".into());
-    }
+    require_usable(store, id)?;
     if s.active
         .as_ref()
         .is_some_and(|a| a.id == id && a.global == is_global)
@@ -336,12 +337,7 @@ fn load_for_change(s: &mut Session, id: &str, global: bool) -> Result<Chat, Stri
         return Ok(a.chat.clone());
     }
     let store = s.store(global)?;
-    if !store.exists(id) {
-        return Err("Chat not found".into());
-    }
-    if let LockState::Other(_) = store.lock_state(id) {
-        return Err("chat is locked by another process".into());
-    }
+    require_usable(store, id)?;
     store.load(id)
 }
 
@@ -531,12 +527,7 @@ pub fn move_chat(s: &mut Session, req: &Request) -> Handled {
     };
     let from_global = !to_global;
     let store = s.store(from_global)?;
-    if !store.exists(&id) {
-        return Err("Chat not found".into());
-    }
-    if let LockState::Other(_) = store.lock_state(&id) {
-        return Err("chat is locked by another process".into());
-    }
+    require_usable(store, &id)?;
     let src_dir = store
         .chat_dir(&id)
         .map_err(|e| format!("Cannot open chat: {e}"))?;
