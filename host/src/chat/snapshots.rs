@@ -6,7 +6,7 @@ use cap_std::fs::Dir;
 
 use super::model::ContextFile;
 use super::paths::{self, ClientPath};
-use crate::store::{remove_file_if_exists, write_atomic};
+use crate::store::write_atomic;
 
 /// Where `cf`'s snapshot lives in the chat directory.
 pub fn location(cf: &ContextFile) -> Result<String, String> {
@@ -26,12 +26,6 @@ pub fn read(chat_dir: &Dir, cf: &ContextFile) -> io::Result<Vec<u8>> {
 pub fn write(chat_dir: &Dir, cf: &ContextFile, content: &[u8]) -> io::Result<()> {
     let rel = location(cf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     write_atomic(chat_dir, rel, content)
-}
-
-/// Removes `cf`'s snapshot.
-pub fn remove(chat_dir: &Dir, cf: &ContextFile) -> io::Result<()> {
-    let rel = location(cf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-    remove_file_if_exists(chat_dir, rel)
 }
 
 /// The model's version of internal file `path`, if any.

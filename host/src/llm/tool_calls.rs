@@ -45,10 +45,6 @@ impl ToolCallAssembler {
         p.arguments.push_str(arguments);
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.calls.is_empty()
-    }
-
     /// The complete calls, in index order.
     pub fn finish(self) -> Vec<ToolCall> {
         self.calls

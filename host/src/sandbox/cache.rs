@@ -8,7 +8,6 @@
 use std::collections::hash_map::DefaultHasher;
 use std::fs;
 use std::hash::{Hash, Hasher};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use wasmtime::Engine;
@@ -89,24 +88,13 @@ impl ComponentCache {
     }
 }
 
-/// Temp file in the same directory, fsync, rename: a crash never leaves a torn artifact.
+/// Writes an artifact with the host's atomic write (temp file, fsync, rename): a crash never leaves a
+/// torn artifact.
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| std::io::Error::other("artifact path has no parent"))?;
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::Error::other("artifact path has no parent"));
+    };
     fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        path.file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
-    let mut f = fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = fs::remove_file(&tmp);
-    })
+    let dir = cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority())?;
+    crate::store::write_atomic(&dir, name, bytes)
 }

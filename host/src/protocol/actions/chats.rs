@@ -7,7 +7,6 @@ use super::Handled;
 use crate::chat::model::{Chat, ContextFile, Message, SnapshotEntry, event_part};
 use crate::chat::paths::{self, ClientPath};
 use crate::chat::snapshots;
-use crate::chat::store::valid_id;
 use crate::protocol::request::Request;
 use crate::protocol::session::Session;
 use crate::protocol::{ok, reply};
@@ -326,8 +325,9 @@ fn record_warnings(chat: &mut Chat, warnings: &[Value]) {
     }
 }
 
-/// The chat `chat_id` in the store, as the active chat's copy when it is the active one.
-fn load_for_change(s: &mut Session, id: &str, global: bool) -> Result<Chat, String> {
+/// The chat `id` in the store (the active chat's copy when it is the active one). `for_change` also
+/// requires that no other live process holds it; forking only reads its source, whoever holds it.
+fn load_chat(s: &mut Session, id: &str, global: bool, for_change: bool) -> Result<Chat, String> {
     let is_global = s.is_global(global);
     if let Some(a) = s
         .active
@@ -337,7 +337,11 @@ fn load_for_change(s: &mut Session, id: &str, global: bool) -> Result<Chat, Stri
         return Ok(a.chat.clone());
     }
     let store = s.store(global)?;
-    require_usable(store, id)?;
+    if for_change {
+        require_usable(store, id)?;
+    } else if !store.exists(id) {
+        return Err("Chat not found".into());
+    }
     store.load(id)
 }
 
@@ -350,7 +354,7 @@ pub fn edit(s: &mut Session, req: &Request) -> Handled {
     let content = req.str("content")?.to_string();
     let global = req.global()?;
     let is_global = s.is_global(global);
-    let mut chat = load_for_change(s, &id, global)?;
+    let mut chat = load_chat(s, &id, global, true)?;
     let Some(target) = chat.messages.get(index) else {
         return Err(format!(
             "Invalid message_index: {index} (the chat has {} messages)",
@@ -394,7 +398,7 @@ pub fn fork(s: &mut Session, req: &Request) -> Handled {
     let index = req.uint("fork_message_index")? as usize;
     let global = req.global()?;
     let is_global = s.is_global(global);
-    let source = load_for_change_readonly(s, &id, global)?;
+    let source = load_chat(s, &id, global, false)?;
     let Some(target) = source.messages.get(index) else {
         return Err(format!(
             "Invalid fork_message_index: {index} (the chat has {} messages)",
@@ -443,28 +447,11 @@ pub fn fork(s: &mut Session, req: &Request) -> Handled {
     ))
 }
 
-/// The chat `id` for reading (any lock state: forking reads, never writes, the source).
-fn load_for_change_readonly(s: &mut Session, id: &str, global: bool) -> Result<Chat, String> {
-    let is_global = s.is_global(global);
-    if let Some(a) = s
-        .active
-        .as_ref()
-        .filter(|a| a.id == id && a.global == is_global)
-    {
-        return Ok(a.chat.clone());
-    }
-    let store = s.store(global)?;
-    if !valid_id(id) || !store.exists(id) {
-        return Err("Chat not found".into());
-    }
-    store.load(id)
-}
-
 pub fn new_with_context(s: &mut Session, req: &Request) -> Handled {
     let source_id = req.nonempty("source_chat_id")?.to_string();
     let global = req.global()?;
     let is_global = s.is_global(global);
-    let source = load_for_change_readonly(s, &source_id, global)?;
+    let source = load_chat(s, &source_id, global, false)?;
     let source_dir = s
         .store(global)?
         .chat_dir(&source_id)

@@ -68,6 +68,14 @@ fn lines(req: &Request) -> Result<(u64, u64), String> {
     Ok((start, end))
 }
 
+/// A `UserAddSection` / `UserRemoveSection` event for section `cf`, with its line range.
+fn section_event(action: &str, cf: &ContextFile) -> crate::chat::model::Part {
+    let mut ev = event_part(action, &cf.path, &cf.version, None, true, cf.external);
+    ev.insert("start_line".into(), json!(cf.start_line));
+    ev.insert("end_line".into(), json!(cf.end_line));
+    ev
+}
+
 pub fn add_section(s: &mut Session, req: &Request) -> Handled {
     let path = req.nonempty("path")?;
     let content = req.str("content")?;
@@ -92,17 +100,7 @@ pub fn add_section(s: &mut Session, req: &Request) -> Handled {
     };
     snapshots::write(a.dir.dir(), &cf, content.as_bytes())
         .map_err(|e| format!("Failed to add section: {e}"))?;
-    let mut ev = event_part(
-        "UserAddSection",
-        &cf.path,
-        &cf.version,
-        None,
-        true,
-        cf.external,
-    );
-    ev.insert("start_line".into(), json!(start));
-    ev.insert("end_line".into(), json!(end));
-    a.chat.record_event(ev);
+    a.chat.record_event(section_event("UserAddSection", &cf));
     a.chat.context_files.push(cf);
     s.save_active()?;
     Ok(ok())
@@ -169,17 +167,7 @@ pub fn remove_section(s: &mut Session, req: &Request) -> Handled {
         })
         .ok_or("Section not found in context")?;
     let cf = a.chat.context_files.remove(i);
-    let mut ev = event_part(
-        "UserRemoveSection",
-        &cf.path,
-        &cf.version,
-        None,
-        true,
-        cf.external,
-    );
-    ev.insert("start_line".into(), json!(start));
-    ev.insert("end_line".into(), json!(end));
-    a.chat.record_event(ev);
+    a.chat.record_event(section_event("UserRemoveSection", &cf));
     s.save_active()?;
     Ok(ok())
 }

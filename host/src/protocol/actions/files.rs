@@ -158,6 +158,45 @@ fn write_project(s: &Session, rel: &str, content: &[u8]) -> Result<(), String> {
         .map_err(|e| format!("Cannot write file {rel}: {e}"))
 }
 
+/// Makes `content` the snapshot of whole file `path` (adding it to the context, writable, when the
+/// model created it). Returns the new version and the previous one, if the file was in context.
+fn resnapshot_whole_file(
+    a: &mut crate::protocol::session::Active,
+    path: &str,
+    content: &[u8],
+) -> Result<(String, Option<String>), String> {
+    let version = file_id(path, content);
+    let prev = match a
+        .chat
+        .context_files
+        .iter()
+        .position(|c| !c.is_section() && c.path == path)
+    {
+        Some(i) => Some(std::mem::replace(
+            &mut a.chat.context_files[i].version,
+            version.clone(),
+        )),
+        None => {
+            let cf = ContextFile {
+                path: path.to_string(),
+                version: version.clone(),
+                ..Default::default()
+            };
+            a.chat.context_files.push(cf);
+            None
+        }
+    };
+    let cf = a
+        .chat
+        .context_files
+        .iter()
+        .find(|c| !c.is_section() && c.path == path)
+        .ok_or("File not found in context")?;
+    snapshots::write(a.dir.dir(), cf, content)
+        .map_err(|e| format!("Failed to update snapshot: {e}"))?;
+    Ok((version, prev))
+}
+
 /// After the project file `path` became `content`: the snapshot follows (adding the file to context
 /// when the model created it), the output goes, and the event is recorded.
 fn settle_applied(
@@ -168,32 +207,7 @@ fn settle_applied(
     original_path: Option<&str>,
 ) -> Result<(), String> {
     let a = s.active_mut()?;
-    let version = file_id(path, content);
-    let i = a
-        .chat
-        .context_files
-        .iter()
-        .position(|c| !c.is_section() && c.path == path);
-    let prev = match i {
-        Some(i) => {
-            let cf = &mut a.chat.context_files[i];
-            let prev = std::mem::replace(&mut cf.version, version.clone());
-            snapshots::write(a.dir.dir(), cf, content)
-                .map_err(|e| format!("Failed to update snapshot: {e}"))?;
-            Some(prev)
-        }
-        None => {
-            let cf = ContextFile {
-                path: path.to_string(),
-                version: version.clone(),
-                ..Default::default()
-            };
-            snapshots::write(a.dir.dir(), &cf, content)
-                .map_err(|e| format!("Failed to update snapshot: {e}"))?;
-            a.chat.context_files.push(cf);
-            None
-        }
-    };
+    let (version, prev) = resnapshot_whole_file(a, path, content)?;
     crate::store::remove_file_if_exists(a.dir.dir(), paths::output_rel(path))
         .map_err(|e| format!("Failed to remove output: {e}"))?;
     let mut ev = event_part(action, path, &version, prev.as_deref(), false, false);
@@ -290,42 +304,18 @@ pub fn diff_local_done(s: &mut Session, req: &Request) -> Handled {
     // Some of it was taken: the snapshot becomes what the user has (added to context when the model
     // created the file), the output stays for the rest.
     let a = s.active_mut()?;
-    let version = file_id(&path, &local);
-    let prev = match a
+    let (version, prev) = resnapshot_whole_file(a, &path, &local)?;
+    let readonly = a
         .chat
         .context_files
         .iter()
-        .position(|c| !c.is_section() && c.path == path)
-    {
-        Some(i) => {
-            let cf = &mut a.chat.context_files[i];
-            Some(std::mem::replace(&mut cf.version, version.clone()))
-        }
-        None => {
-            a.chat.context_files.push(ContextFile {
-                path: path.clone(),
-                version: version.clone(),
-                ..Default::default()
-            });
-            None
-        }
-    };
-    let Some(cf) = a
-        .chat
-        .context_files
-        .iter()
-        .find(|c| !c.is_section() && c.path == path)
-    else {
-        return Err("File not found in context".into());
-    };
-    snapshots::write(a.dir.dir(), cf, &local)
-        .map_err(|e| format!("Failed to update snapshot: {e}"))?;
+        .any(|c| !c.is_section() && c.path == path && c.readonly);
     let ev = event_part(
         "UserPartialApplyFile",
         &path,
         &version,
         prev.as_deref(),
-        cf.readonly,
+        readonly,
         false,
     );
     a.chat.record_event(ev);
