@@ -1,0 +1,218 @@
+--- The user commands (`:BB7…`). `plugin/bb7.lua` defines them; each one requires what it needs lazily.
+local session = require("bb7.session")
+local host = require("bb7.host")
+
+local M = {}
+local L = vim.log.levels
+
+M.plugin_version = "0.1.0"
+
+local function ui()
+  return require("bb7.ui")
+end
+
+local function range_of(opts)
+  if opts.range and opts.range > 0 then
+    return { opts.line1, opts.line2 }
+  end
+end
+
+function M.init()
+  session.hook()
+  session.init_project()
+end
+
+function M.toggle()
+  session.hook()
+  ui().toggle()
+end
+
+function M.add(opts)
+  session.hook()
+  session.add(opts.args, { range = range_of(opts) })
+end
+
+function M.add_readonly(opts)
+  session.hook()
+  if range_of(opts) then
+    -- Sections are always read-only.
+    session.add(opts.args, { range = range_of(opts) })
+  else
+    session.add(opts.args, { readonly = true })
+  end
+end
+
+function M.remove(opts)
+  session.hook()
+  session.remove(opts.args, { range = range_of(opts) })
+end
+
+function M.new_chat(opts)
+  session.hook()
+  if session.new_chat(opts.args ~= "" and opts.args or nil) then
+    session.notify("New chat " .. (session.chat and session.chat.name or ""))
+    if ui().is_open() then
+      ui().focus("input")
+    end
+  end
+end
+
+function M.model()
+  session.hook()
+  require("bb7.ui.models").open()
+end
+
+function M.search(opts)
+  session.hook()
+  if not session.ensure_initialized() then
+    return
+  end
+  local function run(q)
+    session.list_chats()
+    ui().open("chats")
+    require("bb7.ui.chats").search(q)
+  end
+  if opts.args ~= "" then
+    run(opts.args)
+  else
+    vim.ui.input({ prompt = "Search chats: " }, function(q)
+      if q and q ~= "" then
+        run(q)
+      end
+    end)
+  end
+end
+
+local function target_path(arg)
+  local t = session.resolve_target(arg ~= "" and arg or nil)
+  return t and t.path
+end
+
+function M.diff(opts)
+  session.hook()
+  if not session.ensure_chat() then
+    return
+  end
+  local path = target_path(opts.args)
+  if not path then
+    return
+  end
+  session.refresh_files()
+  local f = session.status_of(path)
+  if not f or not f.has_output then
+    session.notify("No output for " .. path, L.WARN)
+    return
+  end
+  ui().open("preview")
+  require("bb7.ui.preview").show_diff(path)
+end
+
+--- Native side-by-side local ↔ output diff in a new tab. Writing the local buffer reports the merge
+--- to the host (`diff_local_done`): all taken → applied, some taken → partially applied.
+function M.diff_local(path)
+  if not session.ensure_chat() then
+    return false
+  end
+  local r = host.call("get_diff_paths", { path = path })
+  if r.type == "error" then
+    if tostring(r.message):find("not found", 1, true) then
+      session.notify("No output for " .. path, L.WARN)
+    else
+      session.fail("open diff", r)
+    end
+    return false
+  end
+  if ui().is_open() then
+    ui().close()
+  end
+  vim.cmd("tabnew " .. vim.fn.fnameescape(r.local_path))
+  local local_buf = vim.api.nvim_get_current_buf()
+  vim.cmd("diffthis")
+  vim.cmd("rightbelow vsplit " .. vim.fn.fnameescape(r.output_path))
+  vim.bo.modifiable = false
+  vim.bo.readonly = true
+  vim.bo.bufhidden = "wipe"
+  vim.cmd("diffthis")
+  vim.cmd("wincmd h")
+  local group = vim.api.nvim_create_augroup("bb7_diff_local_" .. local_buf, { clear = true })
+  vim.api.nvim_create_autocmd("BufWritePost", {
+    group = group,
+    buffer = local_buf,
+    callback = function()
+      local d = host.call("diff_local_done", { path = path })
+      if d.type == "error" then
+        session.fail("record the merge of " .. path, d)
+        return
+      end
+      if d.outcome == "full" then
+        session.notify("Applied " .. path)
+      elseif d.outcome == "partial" then
+        session.notify("Partially applied " .. path)
+      end
+      session.load_chat()
+    end,
+  })
+  session.notify(("Diff %s: local (left) ↔ output (right); take hunks with :diffget, then :w"):format(path))
+  return true
+end
+
+function M.diff_local_cmd(opts)
+  session.hook()
+  if not session.ensure_chat() then
+    return
+  end
+  local path = target_path(opts.args)
+  if path then
+    M.diff_local(path)
+  end
+end
+
+function M.edit_instructions(opts)
+  session.hook()
+  local level = opts.args ~= "" and opts.args or "project"
+  if level ~= "project" and level ~= "global" and level ~= "system" then
+    session.notify("Unknown instructions level " .. level .. " (project, global or system)", L.ERROR)
+    return
+  end
+  if level == "project" and not session.ensure_initialized() then
+    return
+  end
+  if level ~= "project" and not host.running() and not host.start() then
+    return
+  end
+  local r = host.call("prepare_instructions", { level = level })
+  if r.type == "error" then
+    session.fail("open instructions", r)
+    return
+  end
+  if ui().is_open() then
+    ui().close()
+  end
+  vim.cmd("edit " .. vim.fn.fnameescape(r.path))
+end
+
+function M.version()
+  if not host.running() then
+    host.start()
+  end
+  session.notify(
+    ("plugin %s, host %s (%s)"):format(M.plugin_version, host.version or "not running", host.bin_path or "?")
+  )
+end
+
+function M.restart()
+  session.hook()
+  local was_open = ui().is_open()
+  if was_open then
+    ui().close()
+  end
+  host.stop()
+  session.root, session.initialized = nil, false
+  session.chat, session.statuses, session.chats = nil, {}, nil
+  if host.start() then
+    session.ensure()
+    session.notify("Restarted host " .. (host.version or ""))
+  end
+end
+
+return M

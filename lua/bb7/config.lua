@@ -1,0 +1,131 @@
+--- Configuration: the documented defaults and the merge done by `require("bb7").setup(opts)`.
+---
+--- Every option is described in `:help bb7-configuration`.
+local M = {}
+
+--- The defaults. Do not edit this table; pass options to `setup()` instead.
+M.defaults = {
+  -- Path to the `bb7` host binary. `nil`: the plugin's own build output
+  -- (`<plugin root>/target/release/bb7`), then `bb7` on `PATH`.
+  bin = nil,
+  -- Full command to start the host (a list); overrides `bin` when set.
+  cmd = nil,
+  -- Extra environment for the host process (e.g. `{ HOME = "/tmp/x", BB7_CACHE_DIR = "/tmp/c" }`).
+  env = nil,
+  -- Project root: a directory, or a function returning one. `nil`: the current working directory.
+  root = nil,
+  -- Request timeout (ms) for synchronous calls to the host.
+  timeout = 10000,
+  -- The UI: size of the floating layout as a fraction of the editor.
+  ui = {
+    width = 0.9,
+    height = 0.85,
+    -- Width of the left column (chats and files) as a fraction of the layout.
+    left = 0.28,
+    -- Height of the input pane in lines.
+    input_height = 8,
+    border = "rounded",
+  },
+  -- Streaming: how often (ms) buffered chunks are flushed into the preview.
+  stream_interval = 30,
+  -- Reasoning blocks start collapsed in the chat view.
+  collapse_reasoning = true,
+  -- Keymaps inside the plugin's windows (buffer-local). Set a key to `false` to disable it.
+  keymaps = {
+    all = {
+      close = "q",
+      next_pane = "<Tab>",
+      prev_pane = "<S-Tab>",
+      help = "?",
+      cancel = "<C-c>",
+      model = "gm",
+      focus_chats = "gc",
+      focus_files = "gf",
+      focus_preview = "gp",
+      focus_input = "gi",
+    },
+    chats = {
+      select = "<CR>",
+      new = "n",
+      rename = "r",
+      delete = "d",
+      fork = "c",
+      search = "/",
+      clear_search = "<Esc>",
+      pin = "p",
+    },
+    files = {
+      open = "<CR>",
+      add = "a",
+      remove = "d",
+      readonly = "r",
+      update = "u",
+      apply = "p",
+      apply_all = "P",
+      reject = "x",
+      diff = "D",
+      diff_local = "L",
+    },
+    preview = {
+      toggle = "<CR>",
+      fork = "<C-f>",
+      edit = "<C-e>",
+      chat = "<BS>",
+      follow = "G",
+    },
+    input = {
+      send = "<CR>",
+      send_insert = "<C-s>",
+    },
+  },
+}
+
+--- The active options (defaults merged with the user's).
+M.options = vim.deepcopy(M.defaults)
+
+--- Merges `opts` over the defaults and makes the result the active options.
+---@param opts table|nil
+---@return table
+function M.setup(opts)
+  M.options = vim.tbl_deep_extend("force", vim.deepcopy(M.defaults), opts or {})
+  return M.options
+end
+
+--- The project root for this session.
+---@return string
+function M.root()
+  local r = M.options.root
+  if type(r) == "function" then
+    r = r()
+  end
+  return vim.fs.normalize(r or vim.fn.getcwd())
+end
+
+--- The environment the host runs with: Neovim's own, overlaid with `env`.
+---@param name string
+---@return string|nil
+function M.getenv(name)
+  local env = M.options.env or {}
+  if env[name] ~= nil then
+    return env[name]
+  end
+  return vim.env[name]
+end
+
+--- The host's global state directory (`$BB7_HOME`, else `$HOME/.bb7`), as the host sees it.
+---@return string
+function M.state_dir()
+  local h = M.getenv("BB7_HOME")
+  if h and h ~= "" then
+    return h
+  end
+  return (M.getenv("HOME") or vim.fn.expand("~")) .. "/.bb7"
+end
+
+--- The host's config file (`$HOME/.config/bb7/config.json`), as the host sees it.
+---@return string
+function M.config_file()
+  return (M.getenv("HOME") or vim.fn.expand("~")) .. "/.config/bb7/config.json"
+end
+
+return M

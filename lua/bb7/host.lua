@@ -1,0 +1,285 @@
+--- The host process: finding the `bb7` binary, starting it with `jobstart()`, line-delimited JSON
+--- requests matched by `request_id`, stream events, restart and shutdown.
+local config = require("bb7.config")
+
+local M = {}
+
+--- The host version this plugin speaks to (major.minor must match).
+M.required_version = "0.1"
+
+local job = nil ---@type integer|nil
+local next_id = 0
+local pending = {} ---@type table<string, {cb: fun(msg: table), on_event: fun(msg: table)|nil}>
+local partial = "" -- an incomplete stdout line
+local listeners = {} ---@type table<string, fun(msg: table)[]> async events without a request (title_updated)
+local exit_handlers = {} ---@type fun(code: integer)[]
+M.version = nil ---@type string|nil
+M.bin_path = nil ---@type string|nil
+
+--- The directory of this plugin (the one holding `lua/bb7/host.lua`).
+function M.plugin_root()
+  local src = debug.getinfo(1, "S").source:sub(2)
+  return vim.fn.fnamemodify(src, ":p:h:h:h")
+end
+
+--- Where the binary comes from: `setup({ bin })`, the plugin's build output, then `PATH`.
+---@return string|nil path, string|nil err
+function M.find_bin()
+  local bin = config.options.bin
+  if bin and bin ~= "" then
+    bin = vim.fn.expand(bin)
+    if vim.fn.executable(bin) == 1 then
+      return bin
+    end
+    return nil, "bin " .. bin .. " is not executable"
+  end
+  local built = M.plugin_root() .. "/target/release/bb7"
+  if vim.fn.executable(built) == 1 then
+    return built
+  end
+  local on_path = vim.fn.exepath("bb7")
+  if on_path ~= "" then
+    return on_path
+  end
+  return nil, "bb7 binary not found (looked at setup({ bin }), " .. built .. " and PATH); build it with `cargo build --release`"
+end
+
+--- Whether the host process is running.
+function M.running()
+  return job ~= nil
+end
+
+--- Registers a handler for an async event type (e.g. `title_updated`).
+function M.on(event_type, fn)
+  listeners[event_type] = listeners[event_type] or {}
+  table.insert(listeners[event_type], fn)
+end
+
+--- Registers a handler run when the host exits.
+function M.on_exit(fn)
+  table.insert(exit_handlers, fn)
+end
+
+local function notify(msg, level)
+  vim.schedule(function()
+    vim.notify("BB-7: " .. msg, level or vim.log.levels.ERROR)
+  end)
+end
+
+--- Handles one decoded message from the host.
+local function dispatch(msg)
+  local rid = msg.request_id
+  local p = rid and pending[rid]
+  if p then
+    local t = msg.type
+    if p.on_event and (t == "chunk" or t == "thinking") then
+      p.on_event(msg)
+      return
+    end
+    pending[rid] = nil
+    p.cb(msg)
+    return
+  end
+  local ls = listeners[msg.type]
+  if ls then
+    for _, fn in ipairs(ls) do
+      local ok, err = pcall(fn, msg)
+      if not ok then
+        notify("internal error in " .. msg.type .. " handler: " .. tostring(err))
+      end
+    end
+  end
+end
+
+--- Splits raw stdout data (a list of strings as `jobstart` gives them) into lines and dispatches them.
+--- Exposed for the benchmarks and tests.
+function M._feed(data)
+  local n = #data
+  for i = 1, n do
+    local piece = data[i]
+    if i == 1 then
+      piece = partial .. piece
+    end
+    if i == n then
+      partial = piece
+    elseif piece ~= "" then
+      local ok, msg = pcall(vim.json.decode, piece, { luanil = { object = true, array = true } })
+      if ok and type(msg) == "table" then
+        local ok2, err = pcall(dispatch, msg)
+        if not ok2 then
+          notify("internal error: " .. tostring(err))
+        end
+      else
+        notify("host sent a line that is not JSON: " .. piece:sub(1, 200), vim.log.levels.WARN)
+      end
+    end
+  end
+end
+
+local function fail_pending(message)
+  local old = pending
+  pending = {}
+  for rid, p in pairs(old) do
+    pcall(p.cb, { type = "error", request_id = rid, message = message })
+  end
+end
+
+--- Starts the host if it is not running. Returns true on success; notifies and returns false otherwise.
+---@return boolean ok, string|nil err
+function M.start()
+  if job then
+    return true
+  end
+  local cmd = config.options.cmd
+  if not cmd then
+    local bin, err = M.find_bin()
+    if not bin then
+      notify(err)
+      return false, err
+    end
+    cmd = { bin }
+  end
+  M.bin_path = cmd[1]
+  partial = ""
+  local env = config.options.env
+  local ok, id = pcall(vim.fn.jobstart, cmd, {
+    env = env,
+    stdin = "pipe",
+    on_stdout = function(_, data)
+      M._feed(data)
+    end,
+    on_stderr = function(_, data)
+      for _, line in ipairs(data) do
+        if line ~= "" then
+          notify("host: " .. line, vim.log.levels.WARN)
+        end
+      end
+    end,
+    on_exit = function(id, code)
+      if job == id then
+        job = nil
+        M.version = nil
+      end
+      fail_pending("BB-7 host exited (code " .. code .. ")")
+      for _, fn in ipairs(exit_handlers) do
+        pcall(fn, code)
+      end
+      if code ~= 0 and not M._stopping then
+        notify("host exited with code " .. code .. "; run :BB7Restart", vim.log.levels.WARN)
+      end
+    end,
+  })
+  if not ok or id <= 0 then
+    local err = "failed to start host " .. tostring(cmd[1]) .. ": " .. tostring(ok and id or id)
+    notify(err)
+    return false, err
+  end
+  job = id
+  M._stopping = false
+  -- Shut the host down with Neovim.
+  vim.api.nvim_create_autocmd("VimLeavePre", {
+    group = vim.api.nvim_create_augroup("bb7_host", { clear = true }),
+    callback = function()
+      M.stop()
+    end,
+  })
+  -- Version check at start-up.
+  local reply = M.call("version", {}, { timeout = 5000 })
+  if reply.type ~= "version" then
+    notify("host did not answer the version check: " .. tostring(reply.message))
+    return true
+  end
+  M.version = reply.version
+  local want = M.required_version
+  if type(M.version) ~= "string" or M.version:sub(1, #want + 1) ~= want .. "." then
+    notify(
+      ("host version %s does not match the plugin (needs %s.x); rebuild the host (cargo build --release)"):format(
+        tostring(M.version),
+        want
+      ),
+      vim.log.levels.WARN
+    )
+  end
+  return true
+end
+
+--- Sends a request. `cb(msg)` gets the reply (or `{type="error", message}`); `on_event(msg)` gets
+--- `chunk`/`thinking` events for streaming requests. Returns the request id, or nil when the host
+--- could not be started (cb is called with an error).
+---@param action string
+---@param params table|nil
+---@param cb fun(msg: table)
+---@param on_event fun(msg: table)|nil
+---@return string|nil
+function M.request(action, params, cb, on_event)
+  if not job and not M.start() then
+    cb({ type = "error", message = "host not running" })
+    return nil
+  end
+  next_id = next_id + 1
+  local rid = tostring(next_id)
+  local req = vim.deepcopy(params or {})
+  req.action = action
+  req.request_id = rid
+  pending[rid] = { cb = cb, on_event = on_event }
+  local ok = pcall(vim.fn.chansend, job, vim.json.encode(req) .. "\n")
+  if not ok then
+    pending[rid] = nil
+    cb({ type = "error", message = "cannot write to the host" })
+    return nil
+  end
+  return rid
+end
+
+--- Sends a request and waits for the reply (processing other events meanwhile).
+---@return table reply  `{type="error", message=...}` on failure or timeout
+function M.call(action, params, opts)
+  local done, result = false, nil
+  local rid = M.request(action, params, function(msg)
+    done, result = true, msg
+  end)
+  if not rid then
+    return result or { type = "error", message = "host not running" }
+  end
+  local timeout = (opts and opts.timeout) or config.options.timeout
+  vim.wait(timeout, function()
+    return done
+  end, 5)
+  if not done then
+    pending[rid] = nil
+    return { type = "error", message = "host did not answer " .. action .. " within " .. timeout .. " ms" }
+  end
+  return result
+end
+
+--- Stops the host (graceful `shutdown`, then a kill if it does not exit).
+function M.stop()
+  if not job then
+    return
+  end
+  local id = job
+  M._stopping = true
+  pcall(vim.fn.chansend, id, vim.json.encode({ action = "shutdown" }) .. "\n")
+  pcall(vim.fn.chanclose, id, "stdin")
+  local res = vim.fn.jobwait({ id }, 2000)
+  if res[1] == -1 then
+    pcall(vim.fn.jobstop, id)
+  end
+  if job == id then
+    job = nil
+  end
+  M.version = nil
+end
+
+--- Restarts the host.
+function M.restart()
+  M.stop()
+  return M.start()
+end
+
+--- The number of requests waiting for a reply (for tests).
+function M._pending_count()
+  return vim.tbl_count(pending)
+end
+
+return M

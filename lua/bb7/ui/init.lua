@@ -1,0 +1,304 @@
+--- The UI: four floating panes (chats, files, preview, input) laid out over the editor, opened and
+--- closed by `:BB7`. Buffers live for the whole session; windows are created on open.
+local config = require("bb7.config")
+local session = require("bb7.session")
+local keymaps = require("bb7.ui.keymaps")
+
+local M = {}
+
+M.order = { "chats", "files", "preview", "input" }
+M.panes = {} ---@type table<string, table>  pane modules
+M.bufs = {} ---@type table<string, integer>
+M.wins = {} ---@type table<string, integer>
+
+local augroup = nil
+
+local function pane(name)
+  if not M.panes[name] then
+    M.panes[name] = require("bb7.ui." .. name)
+  end
+  return M.panes[name]
+end
+
+local function set_highlights()
+  local links = {
+    BB7User = "Title",
+    BB7Assistant = "Function",
+    BB7Reasoning = "Comment",
+    BB7StatusM = "DiffChange",
+    BB7StatusA = "DiffAdd",
+    BB7StatusConflict = "DiffDelete",
+    BB7StatusSync = "WarningMsg",
+    BB7Active = "CursorLine",
+    BB7Pinned = "Special",
+  }
+  for k, v in pairs(links) do
+    vim.api.nvim_set_hl(0, k, { link = v, default = true })
+  end
+end
+
+--- Creates the pane buffers and their keymaps (once).
+function M.setup_buffers()
+  if M.bufs.chats and vim.api.nvim_buf_is_valid(M.bufs.chats) then
+    return
+  end
+  set_highlights()
+  for _, name in ipairs(M.order) do
+    local buf = vim.api.nvim_create_buf(false, true)
+    vim.api.nvim_buf_set_name(buf, "bb7://" .. name)
+    vim.bo[buf].bufhidden = "hide"
+    vim.bo[buf].swapfile = false
+    vim.bo[buf].filetype = "bb7_" .. name
+    M.bufs[name] = buf
+  end
+  for _, name in ipairs(M.order) do
+    local buf = M.bufs[name]
+    local p = pane(name)
+    p.attach(buf, M)
+    keymaps.apply(buf, name, "all", {
+      close = { M.close, "close BB-7" },
+      next_pane = { function() M.cycle(1) end, "next pane" },
+      prev_pane = { function() M.cycle(-1) end, "previous pane" },
+      help = { function() keymaps.show_help(name) end, "show keys" },
+      cancel = { session.cancel, "cancel the streaming reply", modes = { "n", "i" } },
+      model = { function() require("bb7.ui.models").open() end, "pick the model" },
+      focus_chats = { function() M.focus("chats") end, "go to the Chats pane" },
+      focus_files = { function() M.focus("files") end, "go to the Files pane" },
+      focus_preview = { function() M.focus("preview") end, "go to the Preview pane" },
+      focus_input = { function() M.focus("input") end, "go to the Input pane" },
+    })
+  end
+  session.subscribe("status", M.update_titles)
+  session.subscribe("chat", M.update_titles)
+  session.subscribe("chat_title", M.update_titles)
+  session.subscribe("stream_start", M.update_titles)
+  session.subscribe("stream_end", M.update_titles)
+end
+
+--- Whether the UI is open.
+function M.is_open()
+  local w = M.wins.preview
+  return w ~= nil and vim.api.nvim_win_is_valid(w)
+end
+
+local function geometry()
+  local o = config.options.ui
+  local cols, rows = vim.o.columns, vim.o.lines - vim.o.cmdheight - 1
+  local W = math.max(40, math.floor(cols * o.width))
+  local H = math.max(12, math.floor(rows * o.height))
+  local top = math.max(0, math.floor((rows - H) / 2))
+  local left = math.max(0, math.floor((cols - W) / 2))
+  local LW = math.max(20, math.floor(W * o.left))
+  local CH = math.floor(H / 2)
+  local IH = math.min(o.input_height, H - 6)
+  return {
+    chats = { row = top, col = left, width = LW - 2, height = CH - 2 },
+    files = { row = top + CH, col = left, width = LW - 2, height = H - CH - 2 },
+    preview = { row = top, col = left + LW, width = W - LW - 2, height = H - IH - 2 },
+    input = { row = top + H - IH, col = left + LW, width = W - LW - 2, height = IH - 2 },
+  }
+end
+
+local TITLES = { chats = " Chats ", files = " Files ", preview = " Preview ", input = " Input " }
+
+--- The line shown under the input: model, tokens and cost of the last reply, balance.
+function M.status_text()
+  local parts = {}
+  local model = session.current_model()
+  if model then
+    parts[#parts + 1] = model
+  end
+  local u = session.last_usage
+  if u then
+    local util = require("bb7.util")
+    parts[#parts + 1] = ("last: %s in / %s out, %s"):format(
+      util.tokens(u.prompt_tokens),
+      util.tokens(u.completion_tokens),
+      util.money(u.cost)
+    )
+  end
+  local b = session.balance
+  if b and b.total_credits then
+    parts[#parts + 1] = "balance " .. require("bb7.util").money((b.total_credits or 0) - (b.total_usage or 0))
+  end
+  if session.stream then
+    parts[#parts + 1] = "streaming… <C-c> cancels"
+  end
+  return " " .. table.concat(parts, "  ·  ") .. " "
+end
+
+--- Refreshes window titles and the status footer.
+function M.update_titles()
+  if not M.is_open() then
+    return
+  end
+  local name = session.chat and session.chat.name or "no chat"
+  local mode = M.panes.preview and M.panes.preview.mode_title and M.panes.preview.mode_title() or nil
+  pcall(vim.api.nvim_win_set_config, M.wins.preview, {
+    title = " " .. (mode or name) .. " ",
+    title_pos = "center",
+  })
+  pcall(vim.api.nvim_win_set_config, M.wins.input, {
+    footer = M.status_text(),
+    footer_pos = "right",
+  })
+end
+
+--- Opens the windows (if closed) and focuses `focus`.
+function M.open(focus)
+  M.setup_buffers()
+  if not M.is_open() then
+    local g = geometry()
+    for _, name in ipairs(M.order) do
+      local c = g[name]
+      local win = vim.api.nvim_open_win(M.bufs[name], false, {
+        relative = "editor",
+        row = c.row,
+        col = c.col,
+        width = math.max(1, c.width),
+        height = math.max(1, c.height),
+        border = config.options.ui.border,
+        style = "minimal",
+        title = TITLES[name],
+        title_pos = "center",
+        zindex = 50,
+      })
+      M.wins[name] = win
+      vim.wo[win].wrap = name == "preview" or name == "input"
+      vim.wo[win].linebreak = name == "preview" or name == "input"
+      vim.wo[win].cursorline = name == "chats" or name == "files"
+      vim.wo[win].winfixbuf = true
+    end
+    augroup = vim.api.nvim_create_augroup("bb7_ui", { clear = true })
+    vim.api.nvim_create_autocmd("VimResized", {
+      group = augroup,
+      callback = function()
+        M.relayout()
+      end,
+    })
+    vim.api.nvim_create_autocmd("WinClosed", {
+      group = augroup,
+      callback = function(ev)
+        local closed = tonumber(ev.match)
+        for _, w in pairs(M.wins) do
+          if w == closed then
+            vim.schedule(M.close)
+            return
+          end
+        end
+      end,
+    })
+    vim.api.nvim_create_autocmd("WinEnter", {
+      group = augroup,
+      callback = function()
+        -- Leaving the layout for a normal window closes it (floats stay on top otherwise).
+        local cur = vim.api.nvim_get_current_win()
+        local cfg = vim.api.nvim_win_get_config(cur)
+        if cfg.relative == "" then
+          for _, w in pairs(M.wins) do
+            if w == cur then
+              return
+            end
+          end
+          vim.schedule(M.close)
+        end
+      end,
+    })
+    for _, name in ipairs(M.order) do
+      pane(name).render()
+    end
+    M.update_titles()
+  end
+  M.focus(focus or "input")
+end
+
+function M.relayout()
+  if not M.is_open() then
+    return
+  end
+  local g = geometry()
+  for name, c in pairs(g) do
+    pcall(vim.api.nvim_win_set_config, M.wins[name], {
+      relative = "editor",
+      row = c.row,
+      col = c.col,
+      width = math.max(1, c.width),
+      height = math.max(1, c.height),
+    })
+  end
+end
+
+--- Closes the windows (buffers and state stay).
+function M.close()
+  if augroup then
+    pcall(vim.api.nvim_del_augroup_by_id, augroup)
+    augroup = nil
+  end
+  if M.panes.input then
+    M.panes.input.save_draft()
+  end
+  if M.panes.chats and M.panes.chats.query then
+    M.panes.chats.query, M.panes.chats.results = nil, nil
+    M.panes.chats.render()
+  end
+  for name, w in pairs(M.wins) do
+    if vim.api.nvim_win_is_valid(w) then
+      pcall(vim.api.nvim_win_close, w, true)
+    end
+    M.wins[name] = nil
+  end
+  if vim.fn.mode() == "i" then
+    vim.cmd("stopinsert")
+  end
+end
+
+--- Focuses pane `name`.
+function M.focus(name)
+  local w = M.wins[name]
+  if w and vim.api.nvim_win_is_valid(w) then
+    vim.api.nvim_set_current_win(w)
+  end
+end
+
+--- The pane whose window is current, if any.
+function M.current_pane()
+  local cur = vim.api.nvim_get_current_win()
+  for name, w in pairs(M.wins) do
+    if w == cur then
+      return name
+    end
+  end
+end
+
+function M.cycle(dir)
+  local cur = M.current_pane() or "input"
+  local i = 1
+  for k, n in ipairs(M.order) do
+    if n == cur then
+      i = k
+    end
+  end
+  i = (i - 1 + dir) % #M.order + 1
+  M.focus(M.order[i])
+end
+
+--- `:BB7`: toggles the UI, following the state table of SPEC.md.
+function M.toggle()
+  if M.is_open() then
+    M.close()
+    return
+  end
+  if not session.ensure_initialized() then
+    return
+  end
+  local chats = session.list_chats()
+  if session.chat then
+    M.open("input")
+  elseif #chats > 0 then
+    M.open("chats") -- none active: the chat list is the picker
+  else
+    M.open("chats") -- empty state
+  end
+end
+
+return M

@@ -1,0 +1,83 @@
+--- The Input pane: the message being written. Its text is the chat's draft, saved when leaving the
+--- chat, the pane or the UI, and restored when the chat is shown again.
+local session = require("bb7.session")
+local keymaps = require("bb7.ui.keymaps")
+local util = require("bb7.util")
+
+local M = {}
+local buf, ui = nil, nil
+local shown_chat = nil -- the chat whose draft the buffer holds
+
+local function text()
+  return table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n")
+end
+
+local function set_text(s)
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, util.lines(s or ""))
+  vim.bo[buf].modified = false
+end
+
+--- Saves the buffer as the draft of the chat it belongs to.
+function M.save_draft()
+  if not buf or not shown_chat or not session.chat or session.chat.id ~= shown_chat then
+    return
+  end
+  session.save_draft(text())
+end
+
+--- Loads the active chat's draft when the chat changed (or was truncated by an edit).
+function M.render()
+  if not buf or not vim.api.nvim_buf_is_valid(buf) then
+    return
+  end
+  local chat = session.chat
+  if not chat then
+    shown_chat = nil
+    set_text("")
+    return
+  end
+  if shown_chat ~= chat.id or M.force_reload then
+    shown_chat = chat.id
+    M.force_reload = false
+    set_text(chat.draft or "")
+  end
+end
+
+--- Sends the buffer's text.
+function M.send()
+  local s = text()
+  if session.send(s) then
+    set_text("")
+    if vim.fn.mode() == "i" then
+      vim.cmd("stopinsert")
+    end
+  end
+end
+
+function M.attach(b, u)
+  buf, ui = b, u
+  vim.bo[buf].filetype = "markdown"
+  keymaps.apply(buf, "input", "input", {
+    send = { M.send, "send the message" },
+    send_insert = { M.send, "send the message", modes = { "n", "i" } },
+  })
+  session.subscribe("chat", function()
+    -- chat_edit puts the message into the draft: reload when the draft changed under us.
+    if session.chat and session.chat.id == shown_chat and session.chat.draft and session.chat.draft ~= "" and text() == "" then
+      M.force_reload = true
+    end
+    M.render()
+  end)
+  session.subscribe("leaving_chat", M.save_draft)
+  vim.api.nvim_create_autocmd({ "BufLeave", "InsertLeave" }, {
+    buffer = buf,
+    callback = M.save_draft,
+  })
+end
+
+--- The input buffer (for tests).
+function M.buf()
+  return buf
+end
+
+return M

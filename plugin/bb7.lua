@@ -1,0 +1,36 @@
+-- BB-7 user commands. Each command loads the plugin's modules on first use; nothing else happens at
+-- start-up (no keymaps, no host process until a command needs it).
+if vim.g.loaded_bb7 then
+  return
+end
+vim.g.loaded_bb7 = 1
+
+local function cmd(name, fn, opts)
+  vim.api.nvim_create_user_command(name, function(o)
+    require("bb7.commands")[fn](o)
+  end, opts or {})
+end
+
+local function levels()
+  return { "project", "global", "system" }
+end
+
+cmd("BB7Init", "init", { desc = "BB-7: initialize .bb7/ in the current directory" })
+cmd("BB7", "toggle", { desc = "BB-7: toggle the UI" })
+cmd("BB7Add", "add", { nargs = "?", range = true, complete = "file", desc = "BB-7: add a file or section to the context" })
+cmd("BB7AddReadonly", "add_readonly", { nargs = "?", range = true, complete = "file", desc = "BB-7: add a file read-only" })
+cmd("BB7Remove", "remove", { nargs = "?", range = true, complete = "file", desc = "BB-7: remove a file from the context" })
+cmd("BB7NewChat", "new_chat", { nargs = "?", desc = "BB-7: new chat" })
+cmd("BB7Model", "model", { desc = "BB-7: pick the model" })
+cmd("BB7Search", "search", { nargs = "?", desc = "BB-7: search chats" })
+cmd("BB7Diff", "diff", { nargs = "?", complete = "file", desc = "BB-7: context → output diff" })
+cmd("BB7DiffLocal", "diff_local_cmd", { nargs = "?", complete = "file", desc = "BB-7: local ↔ output side-by-side diff" })
+cmd("BB7EditInstructions", "edit_instructions", {
+  nargs = "?",
+  complete = function()
+    return levels()
+  end,
+  desc = "BB-7: edit instructions (project, global, system)",
+})
+cmd("BB7Version", "version", { desc = "BB-7: plugin and host versions" })
+cmd("BB7Restart", "restart", { desc = "BB-7: restart the host process" })

@@ -1,0 +1,206 @@
+-- End to end, real host: the state machine of SPEC.md and its exact notifications, context
+-- commands without the UI, sections, the Files pane statuses, chats pane operations.
+local t = require("helpers")
+local W, I = vim.log.levels.WARN, vim.log.levels.INFO
+local env
+
+return {
+  {
+    "not initialized: :BB7, :BB7Add, :BB7AddReadonly, :BB7Remove warn",
+    function()
+      env = t.env()
+      t.write(env.project .. "/src/a.txt", "one\ntwo\nthree\nfour\n")
+      t.cmd("edit src/a.txt")
+      t.cmd("BB7")
+      t.note("BB-7: Not initialized. Run :BB7Init", W)
+      t.ok(not require("bb7.ui").is_open(), "UI stays closed")
+      for _, c in ipairs({ "BB7Add", "BB7AddReadonly", "BB7Remove" }) do
+        t.clear_notes()
+        t.cmd(c)
+        t.note("BB-7: Not initialized. Run :BB7Init", W)
+      end
+      t.eq(0, vim.fn.isdirectory(env.project .. "/.bb7"), ".bb7 not created")
+    end,
+  },
+  {
+    ":BB7Init creates .bb7, a second :BB7Init says already initialized",
+    function()
+      t.cmd("BB7Init")
+      t.note("BB-7: Initialized in " .. env.project, I)
+      t.eq(1, vim.fn.isdirectory(env.project .. "/.bb7"), ".bb7 created")
+      t.clear_notes()
+      t.cmd("BB7Init")
+      t.note("BB-7: Already initialized", I)
+    end,
+  },
+  {
+    "no chats: context commands say No active chat; :BB7 opens the empty state",
+    function()
+      for _, c in ipairs({ "BB7Add", "BB7AddReadonly", "BB7Remove" }) do
+        t.clear_notes()
+        t.cmd(c)
+        t.note("BB-7: No active chat", W)
+      end
+      t.cmd("BB7")
+      local ui = require("bb7.ui")
+      t.ok(ui.is_open(), "UI open")
+      t.eq("chats", ui.current_pane(), "focus on the chat list")
+      t.ok(t.buf_text(ui.bufs.preview):find("No chats yet", 1, true), "empty-state text")
+      t.cmd("BB7")
+      t.ok(not ui.is_open(), ":BB7 toggles closed")
+    end,
+  },
+  {
+    "chat active: :BB7NewChat, :BB7Add file and section, duplicates, :BB7Remove",
+    function()
+      t.cmd("BB7NewChat")
+      t.ok(require("bb7.session").chat, "a chat is active")
+      t.clear_notes()
+      t.cmd("BB7Add")
+      t.note("BB-7: Added src/a.txt", I)
+      t.clear_notes()
+      t.cmd("BB7Add")
+      t.note("BB-7: File already in context", W)
+      t.clear_notes()
+      t.cmd("2,3BB7Add")
+      t.note("BB-7: Added src/a.txt:2:3", I)
+      t.clear_notes()
+      t.cmd("BB7Add src/a.txt:2:3")
+      t.note("BB-7: File already in context", W)
+      t.write(env.project .. "/b.txt", "bee\n")
+      t.clear_notes()
+      t.cmd("BB7AddReadonly b.txt")
+      t.note("BB-7: Added b.txt", I)
+      t.clear_notes()
+      t.cmd("BB7Add nope.txt")
+      t.note("BB-7: Cannot read file nope.txt", vim.log.levels.ERROR)
+      local r = require("bb7.host").call("context_list", {})
+      local seen = {}
+      for _, f in ipairs(r.files) do
+        seen[#seen + 1] = f.path .. (f.start_line and (":" .. f.start_line .. ":" .. f.end_line) or "") .. (f.readonly and " ro" or "")
+      end
+      table.sort(seen)
+      t.eq({ "b.txt ro", "src/a.txt", "src/a.txt:2:3 ro" }, seen, "context")
+      t.clear_notes()
+      t.cmd("BB7Remove b.txt")
+      t.note("BB-7: Removed b.txt", I)
+      t.clear_notes()
+      t.cmd("BB7Remove b.txt")
+      t.note("BB-7: File not in context", W)
+    end,
+  },
+  {
+    "Files pane shows S, blank, ~ for a modified buffer, R after toggling read-only",
+    function()
+      local ui = require("bb7.ui")
+      t.cmd("BB7")
+      local files = require("bb7.ui.files")
+      local function statuses()
+        local out = {}
+        for _, e in ipairs(files.entries()) do
+          out[(e.file.path .. (e.file.start_line and ":s" or ""))] = e.status
+        end
+        return out
+      end
+      t.eq({ ["src/a.txt"] = "", ["src/a.txt:s"] = "S" }, statuses(), "initial statuses")
+      -- Modify the buffer without saving: `~` comes from the buffer.
+      local buf = vim.fn.bufnr(env.project .. "/src/a.txt")
+      vim.api.nvim_buf_set_lines(buf, 0, 1, false, { "ONE" })
+      vim.api.nvim_exec_autocmds("TextChanged", { buffer = buf })
+      t.eq("~", statuses()["src/a.txt"], "buffer differs from the snapshot")
+      t.ok(t.buf_text(ui.bufs.files):find("~", 1, true) ~= nil, "rendered")
+      -- Update the snapshot from the buffer: in sync again.
+      t.clear_notes()
+      require("bb7.session").update("src/a.txt")
+      t.note("BB-7: Updated src/a.txt", I)
+      t.eq("", statuses()["src/a.txt"], "synced")
+      vim.api.nvim_buf_call(buf, function()
+        vim.cmd("silent write")
+      end)
+      require("bb7.session").set_readonly("src/a.txt", true)
+      t.eq("R", statuses()["src/a.txt"], "read-only")
+      require("bb7.session").set_readonly("src/a.txt", false)
+      ui.close()
+    end,
+  },
+  {
+    "chats pane: second chat, rename, pin, search, select, delete; none active shows the picker",
+    function()
+      local session = require("bb7.session")
+      local first = session.chat.id
+      session.rename_chat(first, "physics refactor")
+      t.cmd("BB7NewChat")
+      local second = session.chat.id
+      t.ok(first ~= second, "new chat")
+      session.toggle_pin(first)
+      local chats = session.list_chats()
+      t.eq(first, chats[1].id, "pinned first")
+      local pins = vim.json.decode(t.read(env.project .. "/.bb7/pinned_chats.json"))
+      t.eq({ first }, pins.chats, "pins file")
+      -- Search from the command.
+      t.cmd("BB7Search physics")
+      local cbuf = require("bb7.ui").bufs.chats
+      t.ok(t.buf_text(cbuf):find("physics refactor", 1, true), "search result listed")
+      t.ok(not t.buf_text(cbuf):find(second, 1, true), "non-matching chat hidden")
+      require("bb7.ui").close()
+      t.ok(session.select_chat(first), "select")
+      t.eq(first, session.chat.id, "selected")
+      t.ok(session.delete_chat(first), "delete the active chat")
+      t.eq(nil, session.chat, "no chat active")
+      t.clear_notes()
+      t.cmd("BB7Add")
+      t.note("BB-7: No active chat", W)
+      -- Chats exist, none active: :BB7 opens on the chat list.
+      t.cmd("BB7")
+      t.eq("chats", require("bb7.ui").current_pane(), "picker")
+      t.ok(t.buf_text(cbuf):find(session.chats[1].name, 1, true), "chat listed")
+      require("bb7.ui").close()
+      session.select_chat(second)
+    end,
+  },
+  {
+    "draft is saved per chat and restored",
+    function()
+      local session = require("bb7.session")
+      local ui = require("bb7.ui")
+      t.cmd("BB7")
+      local input = require("bb7.ui.input")
+      vim.api.nvim_buf_set_lines(input.buf(), 0, -1, false, { "half-written", "message" })
+      ui.close() -- saves the draft
+      local a = session.chat.id
+      t.cmd("BB7NewChat")
+      t.cmd("BB7")
+      t.eq("", t.buf_text(input.buf()), "new chat has an empty draft")
+      ui.close()
+      session.select_chat(a)
+      t.cmd("BB7")
+      t.eq("half-written\nmessage", t.buf_text(input.buf()), "draft restored")
+      ui.close()
+      local r = require("bb7.host").call("chat_get", {})
+      t.eq("half-written\nmessage", r.draft, "draft persisted in the host")
+    end,
+  },
+  {
+    ":BB7Version, :BB7EditInstructions, :BB7Restart, help lists keymaps, no global maps",
+    function()
+      t.clear_notes()
+      t.cmd("BB7Version")
+      local n = t.notes[#t.notes]
+      t.ok(n.msg:match("^BB%-7: plugin %S+, host 0%.%d+%.%d+"), "version message: " .. n.msg)
+      t.cmd("BB7EditInstructions")
+      t.eq(env.project .. "/.bb7/instructions", vim.api.nvim_buf_get_name(0), "instructions opened")
+      t.cmd("BB7Restart")
+      t.note("BB-7: Restarted host " .. require("bb7.host").version, I)
+      t.ok(require("bb7.session").chat, "chat re-opened after restart")
+      t.cmd("BB7")
+      local km = require("bb7.ui.keymaps")
+      local help = table.concat(km.help_lines("files"), "\n")
+      t.ok(help:find("apply the output", 1, true), "help lists files keys")
+      require("bb7.ui").close()
+      for _, m in ipairs(vim.api.nvim_get_keymap("n")) do
+        t.ok(not (m.desc or ""):find("^BB%-7"), "global keymap " .. m.lhs)
+      end
+      t.no_errors()
+    end,
+  },
+}
