@@ -22,6 +22,9 @@ pub const DEFAULT_TITLE_MODEL: &str = "anthropic/claude-3-haiku";
 /// The error for a config without a usable API key.
 pub const API_KEY_NOT_SET: &str = "API key not set in config";
 /// The error for a bad `diff_mode` value (EDITS.md).
+/// Silence (milliseconds) after which a streaming reply is abandoned.
+pub const DEFAULT_STREAM_IDLE_TIMEOUT_MS: u64 = 120_000;
+
 pub const DIFF_MODE_ERROR: &str =
     r#"diff_mode must be "search_replace", "search_replace_multi", "anchored", or "off""#;
 
@@ -141,6 +144,9 @@ pub struct Config {
     pub auto_retry_partial_edits: bool,
     /// Which `edit_file` schema the model sees.
     pub diff_mode: DiffMode,
+    /// The longest silence (milliseconds; the key `stream_idle_timeout` is in seconds) tolerated
+    /// while a reply streams.
+    pub stream_idle_timeout_ms: u64,
 }
 
 impl Default for Config {
@@ -155,6 +161,7 @@ impl Default for Config {
             explicit_cache_key: false,
             auto_retry_partial_edits: false,
             diff_mode: DiffMode::default(),
+            stream_idle_timeout_ms: DEFAULT_STREAM_IDLE_TIMEOUT_MS,
         }
     }
 }
@@ -171,6 +178,7 @@ impl fmt::Debug for Config {
             .field("explicit_cache_key", &self.explicit_cache_key)
             .field("auto_retry_partial_edits", &self.auto_retry_partial_edits)
             .field("diff_mode", &self.diff_mode)
+            .field("stream_idle_timeout_ms", &self.stream_idle_timeout_ms)
             .finish()
     }
 }
@@ -232,6 +240,16 @@ impl Config {
         }
         if let Some(b) = p.bool("auto_retry_partial_edits") {
             config.auto_retry_partial_edits = b;
+        }
+        match p.map.get("stream_idle_timeout") {
+            None | Some(Value::Null) => {}
+            Some(Value::Number(n)) if n.as_f64().is_some_and(|s| s > 0.0 && s <= 3600.0) => {
+                let secs = n.as_f64().unwrap_or(0.0);
+                config.stream_idle_timeout_ms = (secs * 1000.0).round().max(1.0) as u64;
+            }
+            Some(_) => p.problem(
+                "stream_idle_timeout must be a number of seconds between 0 and 3600".to_string(),
+            ),
         }
         match p.map.get("diff_mode") {
             None | Some(Value::Null) => {}

@@ -1,6 +1,7 @@
 //! BB-7's native host: the tool sandbox, and (as the issues land) the stdio protocol, chat state and
 //! model client. `main.rs` is a thin command-line front end over this library.
 
+pub mod agent;
 pub mod chat;
 pub mod cli;
 pub mod config;

@@ -28,6 +28,10 @@ pub struct Script {
     /// Served (and kept) whenever `replies` is exhausted. Without it an exhausted queue answers 500.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback: Option<Reply>,
+    /// Replies by requested model, served (and kept) outside the queue: e.g. the title model's
+    /// requests, which would otherwise take the next scripted reply.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_model: BTreeMap<String, Reply>,
     /// The fixed reply of `GET /api/v1/models`.
     #[serde(default = "Reply::default_models")]
     pub models: Reply,
@@ -70,6 +74,7 @@ impl Script {
         Script {
             replies: replies.into_iter().collect(),
             fallback: None,
+            by_model: BTreeMap::new(),
             models: Reply::default_models(),
             credits: Reply::default_credits(),
             key: Reply::default_key(),
@@ -80,6 +85,12 @@ impl Script {
     /// Adds a reply served whenever the queue is empty.
     pub fn with_fallback(mut self, reply: Reply) -> Script {
         self.fallback = Some(reply);
+        self
+    }
+
+    /// Serves `reply` to every chat request for `model`, outside the queue.
+    pub fn with_model_reply(mut self, model: &str, reply: Reply) -> Script {
+        self.by_model.insert(model.to_string(), reply);
         self
     }
 
@@ -111,6 +122,11 @@ impl Script {
             reply
                 .validate()
                 .map_err(|e| ScriptError(format!("replies[{i}]: {e}")))?;
+        }
+        for (model, reply) in &self.by_model {
+            reply
+                .validate()
+                .map_err(|e| ScriptError(format!("by_model[{model}]: {e}")))?;
         }
         let fixed = [
             ("fallback", self.fallback.as_ref()),

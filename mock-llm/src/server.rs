@@ -98,6 +98,7 @@ struct State {
     queue: VecDeque<Reply>,
     next_reply: usize,
     fallback: Option<Reply>,
+    by_model: std::collections::BTreeMap<String, Reply>,
     models: Reply,
     credits: Reply,
     key: Reply,
@@ -169,6 +170,7 @@ impl MockServer {
                 queue: script.replies.into(),
                 next_reply: 0,
                 fallback: script.fallback,
+                by_model: script.by_model,
                 models: script.models,
                 credits: script.credits,
                 key: script.key,
@@ -239,6 +241,11 @@ impl MockServer {
     /// Sets (or clears) the reply served when the queue is empty.
     pub fn set_fallback(&self, reply: Option<Reply>) {
         self.shared.lock().fallback = reply;
+    }
+
+    /// Serves `reply` (every time, outside the queue) to chat requests for `model`.
+    pub fn set_model_reply(&self, model: &str, reply: Reply) {
+        self.shared.lock().by_model.insert(model.to_string(), reply);
     }
 
     /// Replaces the reply of `GET /api/v1/models`.
@@ -443,6 +450,14 @@ async fn handle(
                     Reply::error(400, "bb7-mock-llm: the request body is not valid JSON"),
                     None,
                 ),
+                Some(b)
+                    if b.get("model")
+                        .and_then(|m| m.as_str())
+                        .is_some_and(|m| state.by_model.contains_key(m)) =>
+                {
+                    let model = b.get("model").and_then(|m| m.as_str()).unwrap_or_default();
+                    (state.by_model[model].clone(), None)
+                }
                 Some(_) => match state.queue.pop_front() {
                     Some(reply) => {
                         let n = state.next_reply;

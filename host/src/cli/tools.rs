@@ -79,14 +79,7 @@ pub fn run(cmd: ToolsCommand) -> ExitCode {
 }
 
 fn sandbox(audit: Option<AuditLog>) -> anyhow::Result<Sandbox> {
-    // Read-write grants may never reach bb7's own state (chats, the audit log).
-    let protected: Vec<PathBuf> = crate::paths::state_dir().into_iter().collect();
-    Sandbox::new(
-        Limits::default(),
-        crate::sandbox::cache::ComponentCache::default_base(),
-        audit,
-        &protected,
-    )
+    crate::sandbox::host_sandbox(audit)
 }
 
 fn list(mode: &str) -> anyhow::Result<()> {

@@ -4,12 +4,20 @@
 //! - [`chunk`]: one SSE `data:` payload → events (pure; no I/O).
 //! - [`tool_calls`]: tool-call fragments → complete calls in index order.
 //! - [`client`]: the HTTP side: request, retries before the first token, SSE, timeouts.
+//! - [`provider`]: the trait the reply loop talks to; [`LlmClient`] implements it.
+//! - [`prompt`]: the structured user message (request assembly); [`request`]: the request body.
+//! - [`meta`]: titles, the model list, the balance.
 
 pub mod chunk;
 pub mod client;
+pub mod meta;
+pub mod prompt;
+pub mod provider;
+pub mod request;
 pub mod tool_calls;
 
-pub use client::{ClientSettings, LlmClient, LlmError};
+pub use client::{ClientSettings, LlmClient, LlmError, StreamSummary};
+pub use provider::Provider;
 
 /// One thing the model stream said.
 #[derive(Debug, Clone, PartialEq)]

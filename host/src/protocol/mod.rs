@@ -3,11 +3,14 @@
 
 pub mod actions;
 pub mod codec;
+pub mod inflight;
 pub mod request;
 pub mod session;
 
 use std::io::{self, BufReader};
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
@@ -21,6 +24,26 @@ pub enum Outcome {
     Reply(Map<String, Value>),
     /// Stop serving: release the chat lock, flush, exit 0 (no reply).
     Shutdown,
+    /// The reply (or a stream of events) is written later by a background task.
+    Later,
+}
+
+/// What every handler can reach: the session, stdout, the runtime for background work, and the
+/// in-flight slot.
+#[derive(Clone)]
+pub struct Ctx {
+    pub session: Arc<Mutex<Session>>,
+    pub out: Output,
+    pub rt: tokio::runtime::Handle,
+    pub inflight: Arc<inflight::InFlight>,
+}
+
+impl Ctx {
+    /// The session, locked. A handler that panicked is caught before its guard drops, so the lock
+    /// is never poisoned by one; recover anyway rather than stop serving.
+    pub fn lock(&self) -> MutexGuard<'_, Session> {
+        self.session.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// A reply object of `type` with `fields`.
@@ -50,10 +73,11 @@ fn error_reply(id: Option<&str>, message: &str) -> Map<String, Value> {
 
 /// Runs one action; a panic in a handler (a bug, never expected) becomes an error reply instead of
 /// killing the session, and is logged rather than printed (stderr reaches the user).
-fn guarded_dispatch(session: &mut Session, req: &Request) -> actions::Handled {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        actions::dispatch(session, req)
-    })) {
+fn guarded_dispatch(ctx: &Ctx, req: &Request) -> actions::Handled {
+    if ctx.inflight.busy() && inflight::refused_while_busy(&req.action) {
+        return Err(inflight::BUSY.to_string());
+    }
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| actions::dispatch(ctx, req))) {
         Ok(handled) => handled,
         Err(_) => Err(format!(
             "Internal error while handling {}; the request was not completed",
@@ -66,9 +90,26 @@ fn guarded_dispatch(session: &mut Session, req: &Request) -> actions::Handled {
 pub fn serve() -> ExitCode {
     std::panic::set_hook(Box::new(|info| tracing::error!("panic: {info}")));
     let out = Output::new(io::stdout());
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("bb7-io")
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = out.send(&error_reply(None, &format!("Cannot start: {e}")));
+            return ExitCode::FAILURE;
+        }
+    };
+    let ctx = Ctx {
+        session: Arc::new(Mutex::new(Session::new())),
+        out: out.clone(),
+        rt: rt.handle().clone(),
+        inflight: Arc::default(),
+    };
     let stdin = io::stdin();
     let mut input = BufReader::with_capacity(1 << 16, stdin.lock());
-    let mut session = Session::new();
     let mut buf = Vec::new();
     loop {
         let line = match read_line(&mut input, &mut buf) {
@@ -86,8 +127,9 @@ pub fn serve() -> ExitCode {
             Line::Data(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => None,
             Line::Data(bytes) => match Request::parse(&bytes) {
                 Err(bad) => Some(error_reply(bad.id.as_deref(), &bad.message)),
-                Ok(req) => match guarded_dispatch(&mut session, &req) {
+                Ok(req) => match guarded_dispatch(&ctx, &req) {
                     Ok(Outcome::Shutdown) => break,
+                    Ok(Outcome::Later) => None,
                     Ok(Outcome::Reply(mut m)) => {
                         if let Some(id) = &req.id {
                             m.insert("request_id".into(), json!(id));
@@ -106,6 +148,14 @@ pub fn serve() -> ExitCode {
         // Only now, with the first reply out, start building the tokenizer in the background.
         crate::tokens::warm_up();
     }
-    session.release_active();
+    // A reply still streaming is cancelled, and given a moment to record what it has.
+    if ctx.inflight.cancel(None) {
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while ctx.inflight.busy() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    ctx.lock().release_active();
+    rt.shutdown_timeout(Duration::from_millis(100));
     ExitCode::SUCCESS
 }

@@ -201,6 +201,21 @@ impl Session {
             .ok_or_else(|| "Not initialized".to_string())
     }
 
+    /// Renames chat `id` in the store `global` addresses, and the active chat in memory when it is
+    /// that one (so a later save keeps the name).
+    pub fn rename_chat(&mut self, global: bool, id: &str, name: &str) -> Result<(), String> {
+        let is_global = self.is_global(global);
+        self.store(global)?.rename(id, name)?;
+        if let Some(a) = self
+            .active
+            .as_mut()
+            .filter(|a| a.id == id && a.global == is_global)
+        {
+            a.chat.name = name.to_string();
+        }
+        Ok(())
+    }
+
     /// Whether a request's `global` flag resolves to the global store.
     pub fn is_global(&self, global: bool) -> bool {
         global || self.project_store.is_none()

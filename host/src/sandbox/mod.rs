@@ -24,3 +24,15 @@ pub use grant::{Access, Grant};
 pub use limits::Limits;
 pub use registry::{Registry, ToolComponent};
 pub use runner::{CallError, Sandbox};
+
+/// The sandbox the host uses (the CLI and the reply loop): default limits, the compiled-component
+/// cache in its usual place, and bb7's global state dir protected from every read-write grant.
+pub fn host_sandbox(audit: Option<AuditLog>) -> anyhow::Result<Sandbox> {
+    let protected: Vec<std::path::PathBuf> = crate::paths::state_dir().into_iter().collect();
+    Sandbox::new(
+        Limits::default(),
+        cache::ComponentCache::default_base(),
+        audit,
+        &protected,
+    )
+}

@@ -152,15 +152,7 @@ pub fn rename(s: &mut Session, req: &Request) -> Handled {
         return Err("Missing required field: name".into());
     }
     let global = req.global()?;
-    let is_global = s.is_global(global);
-    s.store(global)?.rename(id, &name)?;
-    if let Some(a) = s
-        .active
-        .as_mut()
-        .filter(|a| a.id == id && a.global == is_global)
-    {
-        a.chat.name = name;
-    }
+    s.rename_chat(global, id, &name)?;
     Ok(ok())
 }
 

@@ -1,5 +1,5 @@
 //! Session-level actions: start-up (`bb7_init`, `init`), liveness, instructions and customization,
-//! text token counts, and the model-backed actions this build answers with an error.
+//! and text token counts.
 
 use std::path::Path;
 
@@ -117,12 +117,4 @@ pub fn estimate_text_tokens(s: &mut Session, req: &Request) -> Handled {
         tokens.push(s.tokens.count(t));
     }
     Ok(reply("text_token_estimate", json!({"tokens": tokens})))
-}
-
-/// `send`, `generate_title`, `get_models`, `get_balance`: the model client is not part of this build.
-pub fn needs_model(req: &Request) -> Handled {
-    Err(format!(
-        "{} needs the model client, which this build of bb7 does not include yet",
-        req.action
-    ))
 }

@@ -4,16 +4,28 @@ mod chats;
 mod context;
 mod files;
 mod misc;
+mod remote;
+mod send;
 
-use super::Outcome;
 use super::request::Request;
-use super::session::Session;
+use super::{Ctx, Outcome};
 
 /// The result of one action: a reply, or an error message for the client.
 pub type Handled = Result<Outcome, String>;
 
-/// Runs `req` against `session`.
-pub fn dispatch(s: &mut Session, req: &Request) -> Handled {
+/// Runs `req`: the model-backed actions start background work; every other action runs against
+/// the locked session.
+pub fn dispatch(ctx: &Ctx, req: &Request) -> Handled {
+    match req.action.as_str() {
+        "send" => return send::send(ctx, req),
+        "cancel" => return send::cancel(ctx, req),
+        "get_models" => return remote::get_models(ctx, req),
+        "get_balance" => return remote::get_balance(ctx, req),
+        "generate_title" => return remote::generate_title(ctx, req),
+        _ => {}
+    }
+    let mut guard = ctx.lock();
+    let s = &mut *guard;
     match req.action.as_str() {
         "ping" => misc::ping(),
         "version" => misc::version(),
@@ -24,8 +36,6 @@ pub fn dispatch(s: &mut Session, req: &Request) -> Handled {
         "get_customization_info" => misc::customization_info(s),
         "estimate_text_tokens" => misc::estimate_text_tokens(s, req),
         "estimate_tokens" => files::estimate_tokens(s, req),
-        "send" | "generate_title" | "get_models" | "get_balance" => misc::needs_model(req),
-        "cancel" => Err("No active request to cancel".into()),
 
         "chat_new" => chats::new(s, req),
         "chat_list" => chats::list(s, req),

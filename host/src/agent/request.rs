@@ -1,0 +1,88 @@
+//! The request bodies of one reply: everything assembled once at `send`, re-rendered for a hidden
+//! retry with the retry context and the reply's pending changes.
+
+use serde_json::Value;
+
+use super::tools::Touched;
+use crate::chat::model::Message;
+use crate::config::Config;
+use crate::llm::prompt::{self, FileBlock, FileStatus, RetryContext};
+use crate::llm::request::{self, RequestParts, ToolSpec};
+
+/// The parts of a reply's request that do not change between its attempts.
+pub struct RequestBuilder {
+    pub config: Config,
+    pub model: String,
+    pub reasoning_effort: String,
+    pub chat_id: String,
+    /// The system message (prompt + instructions).
+    pub system: String,
+    pub read_only: Vec<FileBlock>,
+    /// The messages before the latest user message.
+    pub history: Vec<Message>,
+    pub latest: String,
+    pub writable: Vec<FileBlock>,
+    /// Empty in global chats.
+    pub tools: Vec<ToolSpec>,
+}
+
+impl RequestBuilder {
+    /// The user message: with `retry` rendered, and `pending` (the reply's staged changes) shown as
+    /// the newest versions of their files.
+    pub fn user_message(
+        &self,
+        retry: Option<&RetryContext>,
+        pending: &[(Touched, Vec<u8>)],
+    ) -> String {
+        let mut writable = self.writable.clone();
+        for (t, content) in pending {
+            writable.retain(|b| !(b.path == t.path && b.status != FileStatus::Original));
+            writable.push(FileBlock {
+                path: t.path.clone(),
+                id: bb7_tool_logic::file_id::file_id(&t.path, content),
+                writable: true,
+                status: if t.in_context {
+                    FileStatus::PendingOutput
+                } else {
+                    FileStatus::AddedOutput
+                },
+                lines: None,
+                external: false,
+                content: String::from_utf8_lossy(content).into_owned(),
+            });
+        }
+        prompt::render_user_message(prompt::Prompt {
+            read_only: self.read_only.clone(),
+            history: &self.history,
+            latest: &self.latest,
+            retry,
+            writable,
+        })
+    }
+
+    /// The JSON body. `reasoning: false` drops the reasoning settings (a hidden retry only repairs
+    /// tool calls).
+    pub fn body(
+        &self,
+        retry: Option<&RetryContext>,
+        pending: &[(Touched, Vec<u8>)],
+        reasoning: bool,
+    ) -> Value {
+        let user = self.user_message(retry, pending);
+        request::body(
+            &self.config,
+            &RequestParts {
+                model: &self.model,
+                system: &self.system,
+                user: &user,
+                tools: &self.tools,
+                reasoning_effort: if reasoning {
+                    &self.reasoning_effort
+                } else {
+                    ""
+                },
+                chat_id: &self.chat_id,
+            },
+        )
+    }
+}

@@ -1,0 +1,81 @@
+//! The staging directory of one reply: a fresh private temporary directory that is the only thing
+//! the edit tools can see. The host places base versions in it before a call and, when the whole
+//! reply succeeds, reads the changed files back out without following anything the guest created.
+
+use std::io;
+use std::path::Path;
+
+use cap_std::fs::Dir;
+
+/// A reply's staging directory; removed when dropped.
+pub struct StagingDir {
+    tmp: tempfile::TempDir,
+    dir: Dir,
+}
+
+impl StagingDir {
+    /// Creates an empty staging directory (mode 0700) under the system temporary directory, never
+    /// inside bb7's state dirs (which no read-write grant may overlap).
+    pub fn new() -> io::Result<StagingDir> {
+        let tmp = tempfile::Builder::new().prefix("bb7-staging-").tempdir()?;
+        let dir = Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority())?;
+        Ok(StagingDir { tmp, dir })
+    }
+
+    /// The directory's host path (what the tool call is granted).
+    pub fn path(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    /// Puts `bytes` at `rel` (a normalised relative path), creating parent directories.
+    pub fn place(&self, rel: &str, bytes: &[u8]) -> io::Result<()> {
+        crate::store::write_no_follow(&self.dir, rel, bytes)
+    }
+
+    /// Reads the file at `rel` back. Every directory on the way must be a real directory and the
+    /// file a regular file: a symbolic link a tool left behind is never followed.
+    pub fn read(&self, rel: &str) -> io::Result<Vec<u8>> {
+        let refuse = |what: String| io::Error::new(io::ErrorKind::PermissionDenied, what);
+        let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
+        let mut prefix = String::new();
+        for (i, part) in parts.iter().enumerate() {
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            prefix.push_str(part);
+            let meta = self.dir.symlink_metadata(&prefix)?;
+            let last = i + 1 == parts.len();
+            if meta.file_type().is_symlink() {
+                return Err(refuse(format!("{prefix} is a symbolic link")));
+            }
+            if last && !meta.is_file() {
+                return Err(refuse(format!("{prefix} is not a regular file")));
+            }
+            if !last && !meta.is_dir() {
+                return Err(refuse(format!("{prefix} is not a directory")));
+            }
+        }
+        crate::store::read_regular(&self.dir, rel)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn place_read_and_refuse_links() {
+        let s = StagingDir::new().unwrap();
+        s.place("src/a.rs", b"fn a() {}\n").unwrap();
+        assert_eq!(s.read("src/a.rs").unwrap(), b"fn a() {}\n");
+        std::os::unix::fs::symlink("/etc/passwd", s.path().join("src/evil")).unwrap();
+        std::os::unix::fs::symlink("a.rs", s.path().join("src/inner")).unwrap();
+        assert!(s.read("src/evil").is_err());
+        assert!(s.read("src/inner").is_err());
+        std::os::unix::fs::symlink("/etc", s.path().join("etc")).unwrap();
+        assert!(s.read("etc/passwd").is_err());
+        let p = s.path().to_path_buf();
+        drop(s);
+        assert!(!p.exists());
+    }
+}

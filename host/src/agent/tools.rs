@@ -1,0 +1,386 @@
+//! The model's file tools inside one reply: which tools are offered (from the components' own
+//! descriptions), and running each call in the sandbox against the reply's staging directory with
+//! the rules of EDITS.md (read-only files, one tool per path, the base version of each file).
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cap_std::fs::Dir;
+use serde_json::{Value, json};
+
+use super::staging::StagingDir;
+use crate::chat::model::ContextFile;
+use crate::chat::paths::{self, ClientPath};
+use crate::chat::snapshots;
+use crate::config::DiffMode;
+use crate::llm::request::ToolSpec;
+use crate::llm::tool_calls::ToolCall;
+use crate::sandbox::{AuditLog, Grant, Sandbox, ToolComponent};
+
+/// The process's sandbox for model tool calls, created on first use.
+pub fn sandbox() -> Result<Arc<Sandbox>, String> {
+    static SANDBOX: OnceLock<Result<Arc<Sandbox>, String>> = OnceLock::new();
+    SANDBOX
+        .get_or_init(|| {
+            let audit = crate::paths::audit_log().map(AuditLog::new);
+            crate::sandbox::host_sandbox(audit)
+                .map(Arc::new)
+                .map_err(|e| format!("The tool sandbox is unavailable: {e:#}"))
+        })
+        .clone()
+}
+
+fn settings(mode: DiffMode) -> Vec<(String, String)> {
+    vec![("diff-mode".to_string(), mode.as_str().to_string())]
+}
+
+/// The tools offered in project chats for `mode` (EDITS.md: `write_file`, plus `edit_file` unless
+/// `off`), described by the components themselves. Cached per mode.
+pub fn offered(mode: DiffMode) -> Result<Vec<ToolSpec>, String> {
+    static CACHE: OnceLock<Mutex<HashMap<&'static str, Vec<ToolSpec>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(specs) = cache
+        .lock()
+        .ok()
+        .and_then(|c| c.get(mode.as_str()).cloned())
+    {
+        return Ok(specs);
+    }
+    let sb = sandbox()?;
+    let mut specs = Vec::new();
+    for name in tool_names(mode) {
+        let tool = sb
+            .registry()
+            .builtin(name)
+            .map_err(|e| format!("Cannot load the {name} tool: {e:#}"))?;
+        let info = sb
+            .describe(&tool, &settings(mode))
+            .map_err(|e| format!("The {name} tool cannot describe itself: {e}"))?;
+        let parameters = serde_json::from_str(&info.parameters_schema)
+            .map_err(|e| format!("The {name} tool's schema is not JSON: {e}"))?;
+        specs.push(ToolSpec {
+            name: info.name,
+            description: info.description,
+            parameters,
+        });
+    }
+    if let Ok(mut c) = cache.lock() {
+        c.insert(mode.as_str(), specs.clone());
+    }
+    Ok(specs)
+}
+
+fn tool_names(mode: DiffMode) -> &'static [&'static str] {
+    match mode {
+        DiffMode::Off => &["write_file"],
+        _ => &["write_file", "edit_file"],
+    }
+}
+
+/// How a reply changed a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Write,
+    Edit,
+}
+
+/// A path the reply changed, in the order first changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Touched {
+    pub path: String,
+    pub change: Change,
+    /// The id of the version the reply started from (output, else context), if there was one.
+    pub base_id: Option<String>,
+    /// Whether the path is in the chat's context (as a whole file).
+    pub in_context: bool,
+}
+
+/// A file written to `output/` by a committed reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Written {
+    pub path: String,
+    pub version: String,
+    pub prev_version: Option<String>,
+    pub content: Vec<u8>,
+}
+
+/// What one successful call did, for the status chunk.
+pub struct CallDone {
+    pub status: String,
+}
+
+/// Runs the tool calls of one reply.
+pub struct ToolRunner {
+    sandbox: Arc<Sandbox>,
+    mode: DiffMode,
+    staging: StagingDir,
+    project_root: PathBuf,
+    /// The chat directory (read-only use: output and snapshots, the base versions).
+    chat_dir: Dir,
+    /// Writable whole files in context, by path.
+    writable: HashMap<String, ContextFile>,
+    /// Paths the model may not change: read-only files and paths present only as sections.
+    read_only: BTreeSet<String>,
+    touched: Vec<Touched>,
+    /// Paths whose base version is in staging.
+    placed: BTreeSet<String>,
+}
+
+impl ToolRunner {
+    pub fn new(
+        mode: DiffMode,
+        project_root: &Path,
+        chat_dir: Dir,
+        context: &[ContextFile],
+    ) -> Result<ToolRunner, String> {
+        let sandbox = sandbox()?;
+        let staging =
+            StagingDir::new().map_err(|e| format!("Cannot create the staging directory: {e}"))?;
+        let mut writable = HashMap::new();
+        let mut read_only = BTreeSet::new();
+        let mut sections = BTreeSet::new();
+        for cf in context.iter().filter(|cf| !cf.external) {
+            if cf.is_section() {
+                sections.insert(cf.path.clone());
+            } else if cf.readonly {
+                read_only.insert(cf.path.clone());
+            } else {
+                writable.insert(cf.path.clone(), cf.clone());
+            }
+        }
+        read_only.extend(sections.into_iter().filter(|p| !writable.contains_key(p)));
+        Ok(ToolRunner {
+            sandbox,
+            mode,
+            staging,
+            project_root: project_root.to_path_buf(),
+            chat_dir,
+            writable,
+            read_only,
+            touched: Vec::new(),
+            placed: BTreeSet::new(),
+        })
+    }
+
+    /// The paths changed so far, in order.
+    pub fn touched(&self) -> &[Touched] {
+        &self.touched
+    }
+
+    /// The current staged content of every changed path (for a hidden retry's request).
+    pub fn pending(&self) -> Vec<(Touched, Vec<u8>)> {
+        self.touched
+            .iter()
+            .filter_map(|t| self.staging.read(&t.path).ok().map(|c| (t.clone(), c)))
+            .collect()
+    }
+
+    /// The base version of `path`: the chat's output, else the writable context snapshot.
+    fn base(&self, path: &str) -> Option<Vec<u8>> {
+        snapshots::read_output(&self.chat_dir, path).or_else(|| {
+            self.writable
+                .get(path)
+                .and_then(|cf| snapshots::read(&self.chat_dir, cf).ok())
+        })
+    }
+
+    fn normalize(&self, tool: &str, raw: &str) -> Result<String, String> {
+        match paths::classify(raw, Some(&self.project_root)) {
+            Ok(ClientPath::Internal(rel)) => Ok(rel),
+            Ok(ClientPath::External(_)) => Err(format!(
+                "{tool}: {raw} is outside the project; only files inside the project can be changed"
+            )),
+            Err(e) => Err(format!("{tool}: {e}")),
+        }
+    }
+
+    /// Runs one call (blocking: call it from a blocking thread). `Err` is the message for the model.
+    pub fn run(&mut self, call: &ToolCall) -> Result<CallDone, String> {
+        let tool = call.name.as_str();
+        let args = call
+            .arguments
+            .as_ref()
+            .map_err(|e| format!("{tool}: invalid arguments: {e}"))?;
+        let change = match tool {
+            "write_file" => Change::Write,
+            "edit_file" if self.mode != DiffMode::Off => Change::Edit,
+            _ => {
+                let offered = tool_names(self.mode).join(", ");
+                return Err(format!(
+                    "unknown tool {tool:?}; the tools offered are {offered}"
+                ));
+            }
+        };
+        let mut paths = Vec::new();
+        for raw in arg_paths(args) {
+            let rel = self.normalize(tool, &raw)?;
+            if !paths.contains(&rel) {
+                paths.push(rel);
+            }
+        }
+        for rel in &paths {
+            if self.read_only.contains(rel) {
+                return Err(format!(
+                    "{tool}: {rel} is read-only in this chat and cannot be changed; describe the change in your reply instead"
+                ));
+            }
+            match (change, self.touched.iter().find(|t| &t.path == rel)) {
+                (Change::Write, Some(_)) => {
+                    return Err(format!(
+                        "write_file: {rel} was already changed by an earlier tool call in this reply; use one write_file call, or only edit_file calls, per file"
+                    ));
+                }
+                (Change::Edit, Some(t)) if t.change == Change::Write => {
+                    return Err(format!(
+                        "edit_file: {rel} was written with write_file earlier in this reply; do not mix write_file and edit_file on one file"
+                    ));
+                }
+                _ => {}
+            }
+        }
+        let mut bases = Vec::new();
+        for rel in &paths {
+            let prior = self.touched.iter().any(|t| &t.path == rel);
+            let base = if prior { None } else { self.base(rel) };
+            let base_id = base
+                .as_ref()
+                .map(|b| bb7_tool_logic::file_id::file_id(rel, b));
+            if change == Change::Edit && !prior && !self.placed.contains(rel) {
+                let Some(content) = &base else {
+                    return Err(format!(
+                        "edit_file: {rel} is not in context and has no output; edit only files shown in the request, or create a new file with write_file"
+                    ));
+                };
+                self.staging
+                    .place(rel, content)
+                    .map_err(|e| format!("edit_file: cannot stage {rel}: {e}"))?;
+                self.placed.insert(rel.clone());
+            }
+            bases.push((rel.clone(), prior, base_id));
+        }
+        let component = self.component(tool)?;
+        let grant = Grant::new(self.staging.path(), component.policy.access)
+            .map_err(|e| format!("{tool}: cannot grant the staging directory: {e}"))?;
+        let (result, _record) = self.sandbox.call(
+            &component,
+            &grant,
+            &settings(self.mode),
+            &call.arguments_raw,
+        );
+        let value = result.map_err(|e| prefixed(tool, &e.to_string()))?;
+        let mut any_new = false;
+        for (rel, prior, base_id) in bases {
+            if prior {
+                continue;
+            }
+            any_new |= base_id.is_none();
+            self.touched.push(Touched {
+                in_context: self.writable.contains_key(&rel),
+                path: rel,
+                change,
+                base_id,
+            });
+        }
+        Ok(CallDone {
+            status: status_line(change, &paths, any_new, &value),
+        })
+    }
+
+    fn component(&self, tool: &str) -> Result<Arc<ToolComponent>, String> {
+        self.sandbox
+            .registry()
+            .builtin(tool)
+            .map_err(|e| format!("{tool}: the tool is unavailable: {e:#}"))
+    }
+
+    /// Reads every changed file out of staging (no links followed) and writes it to the chat's
+    /// `output/` atomically, in the order the reply changed them.
+    pub fn commit(&self, chat_dir: &Dir) -> Result<Vec<Written>, String> {
+        let mut staged = Vec::new();
+        for t in &self.touched {
+            let content = self
+                .staging
+                .read(&t.path)
+                .map_err(|e| format!("Cannot read the staged {}: {e}", t.path))?;
+            staged.push((t, content));
+        }
+        let mut written = Vec::new();
+        for (t, content) in staged {
+            crate::store::write_atomic(chat_dir, paths::output_rel(&t.path), &content)
+                .map_err(|e| format!("Cannot write the output file {}: {e}", t.path))?;
+            written.push(Written {
+                version: bb7_tool_logic::file_id::file_id(&t.path, &content),
+                path: t.path.clone(),
+                prev_version: t.base_id.clone(),
+                content,
+            });
+        }
+        Ok(written)
+    }
+}
+
+/// The paths a call names (`path`, or each `edits[].path`); unreadable ones are left to the tool,
+/// which reports them.
+fn arg_paths(args: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(p) = args.get("path").and_then(Value::as_str) {
+        out.push(p.to_string());
+    }
+    if let Some(edits) = args.get("edits").and_then(Value::as_array) {
+        for e in edits {
+            if let Some(p) = e.get("path").and_then(Value::as_str) {
+                out.push(p.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// A tool's message, starting with the tool's name so the model knows which call failed.
+fn prefixed(tool: &str, message: &str) -> String {
+    if message.starts_with(tool) {
+        message.to_string()
+    } else {
+        format!("{tool}: {message}")
+    }
+}
+
+/// The status chunk of EDITS.md for a successful call.
+fn status_line(change: Change, paths: &[String], new_file: bool, result: &Value) -> String {
+    match change {
+        Change::Write => {
+            let verb = if new_file { "added" } else { "modified" };
+            format!(
+                "\n[Assistant {verb}: {}]\n",
+                paths.first().map(String::as_str).unwrap_or("?")
+            )
+        }
+        Change::Edit if paths.len() == 1 => format!("\n[Assistant modified: {}]\n", paths[0]),
+        Change::Edit => {
+            let n = result
+                .get("edits_applied")
+                .and_then(Value::as_u64)
+                .unwrap_or(paths.len() as u64);
+            format!("\n[Assistant modified: {n} edit(s)]\n")
+        }
+    }
+}
+
+/// The `tool_calls` entry of a `diff_error` (and of a retry context) for one call.
+pub fn call_record(call: &ToolCall, error: Option<&str>) -> Value {
+    let mut v = json!({"tool": call.name, "id": call.id});
+    match &call.arguments {
+        Ok(args) => {
+            v["args"] = args.clone();
+            if let Some(p) = arg_paths(args).first() {
+                v["path"] = json!(p);
+            }
+        }
+        Err(_) => v["args_raw"] = json!(call.arguments_raw),
+    }
+    if let Some(e) = error {
+        v["error"] = json!(e);
+    }
+    v
+}
