@@ -134,6 +134,7 @@ function M.diff_local(path)
   vim.bo.bufhidden = "wipe"
   vim.cmd("diffthis")
   vim.cmd("wincmd h")
+  vim.cmd("diffupdate")
   local group = vim.api.nvim_create_augroup("bb7_diff_local_" .. local_buf, { clear = true })
   vim.api.nvim_create_autocmd("BufWritePost", {
     group = group,

@@ -1,0 +1,250 @@
+-- Unit tests of the pure Lua parts: parsing, paths, line endings, statuses, formatting, ordering, the
+-- chat renderer, the streaming renderer, the host line splitter, keymap configuration.
+local t = require("helpers")
+local util = require("bb7.util")
+
+return {
+  {
+    "parse_target: path, path:start:end, bad ranges",
+    function()
+      t.eq({ path = "a/b.lua" }, util.parse_target("a/b.lua"), "plain")
+      t.eq({ path = "a/b.lua", start_line = 3, end_line = 9 }, util.parse_target("a/b.lua:3:9"), "section")
+      t.eq({ path = "C:x", start_line = 1, end_line = 2 }, util.parse_target("C:x:1:2"), "colons in path")
+      t.eq({ path = "a:3" }, util.parse_target("a:3"), "one number is part of the name")
+      local r, err = util.parse_target("a:9:3")
+      t.eq(nil, r, "end before start")
+      t.ok(err:find("invalid line range"), err)
+      t.eq(nil, (util.parse_target("a:0:3")), "line 0")
+      t.eq(nil, (util.parse_target("")), "empty")
+    end,
+  },
+  {
+    "relpath: inside, outside, root itself",
+    function()
+      t.eq({ "src/x.lua", false }, { util.relpath("/p/proj/src/x.lua", "/p/proj") }, "inside")
+      t.eq({ "src/x.lua", false }, { util.relpath("/p/proj/src/x.lua", "/p/proj/") }, "trailing slash")
+      t.eq({ "/p/projx/a", true }, { util.relpath("/p/projx/a", "/p/proj") }, "prefix is not inside")
+      t.eq({ "/etc/hosts", true }, { util.relpath("/etc/hosts", "/p/proj") }, "outside")
+    end,
+  },
+  {
+    "line endings: detect, convert, compare",
+    function()
+      t.eq("crlf", util.line_ending("a\r\nb\r\n"), "crlf")
+      t.eq("lf", util.line_ending("a\nb\r\n"), "first break decides")
+      t.eq("lf", util.line_ending("no break"), "none")
+      t.eq("a\r\nb\r\n", util.with_line_ending("a\nb\r\n", "crlf"), "to crlf, no doubled CR")
+      t.eq("a\nb\n", util.with_line_ending("a\r\nb\r\n", "lf"), "to lf")
+      t.ok(util.same_text("a\r\nb\n", "a\nb\n"), "crlf ignored")
+      t.ok(not util.same_text("a\n", "a"), "trailing newline matters")
+      t.eq({ "a", "b" }, util.lines("a\r\nb\n"), "lines")
+      t.eq({ "a", "" }, util.lines("a\n\n"), "blank last line kept")
+      t.eq({}, util.lines(""), "empty")
+      t.eq("b\nc\n", util.section("a\nb\nc\nd\n", 2, 3), "section")
+    end,
+  },
+  {
+    "display_status: backend statuses and R, ~, ~M from the local text",
+    function()
+      local f = { path = "a", status = "", in_context = true, context_content = "x\n", readonly = false }
+      t.eq("", util.display_status(f, "x\n"), "in sync")
+      t.eq("", util.display_status(f, "x\r\n"), "crlf only differs")
+      t.eq("~", util.display_status(f, "y\n"), "out of sync")
+      t.eq("", util.display_status(f, nil), "local unknown")
+      local m = vim.tbl_extend("force", f, { status = "M", has_output = true })
+      t.eq("M", util.display_status(m, "x\n"), "modified")
+      t.eq("~M", util.display_status(m, "y\n"), "conflict")
+      local r = vim.tbl_extend("force", f, { readonly = true })
+      t.eq("R", util.display_status(r, "x\n"), "read-only")
+      t.eq("~", util.display_status(r, "z\n"), "read-only but out of sync")
+      t.eq("S", util.display_status({ status = "S", in_context = true, context_content = "q" }, "other"), "section")
+      t.eq("A", util.display_status({ status = "A", in_context = false }, nil), "added")
+      t.eq("!A", util.display_status({ status = "!A", in_context = false }, "exists"), "conflict added")
+      local ext = vim.tbl_extend("force", f, { external = true, readonly = true })
+      t.eq("R", util.display_status(ext, "changed"), "external files are not compared")
+    end,
+  },
+  {
+    "formatting: prices per million, money, tokens",
+    function()
+      t.eq("$3.00", util.per_million("0.000003"), "string price")
+      t.eq("$15.0", util.per_million(0.000015), "number price")
+      t.eq("free", util.per_million("0"), "free")
+      t.eq("?", util.per_million(nil), "unknown")
+      t.eq("$0.0013", util.money(0.00131), "small")
+      t.eq("$6.55", util.money(6.5512), "dollars")
+      t.eq("-", util.money(nil), "none")
+      t.eq("1.2k", util.tokens(1234), "k")
+      t.eq("999", util.tokens(999), "plain")
+    end,
+  },
+  {
+    "ordering: pinned chats first, favourite models first",
+    function()
+      local chats = { { id = "c3" }, { id = "c2" }, { id = "c1" } }
+      local ids = vim.tbl_map(function(c)
+        return c.id
+      end, util.order_chats(chats, { "c1", "c2" }))
+      t.eq({ "c1", "c2", "c3" }, ids, "pins in pin order, rest as given")
+      local models = { { id = "z", name = "Zed" }, { id = "a", name = "Alpha" }, { id = "m", name = "Mid" } }
+      ids = vim.tbl_map(function(m)
+        return m.id
+      end, util.order_models(models, { "m" }))
+      t.eq({ "m", "a", "z" }, ids, "favourite, then by name")
+    end,
+  },
+  {
+    "unified diff of context → output",
+    function()
+      local d = util.unified_diff("a\nb\nc\n", "a\nB\nc\n", "f.txt")
+      t.eq("--- a/f.txt (context)", d[1], "header")
+      t.ok(vim.tbl_contains(d, "-b") and vim.tbl_contains(d, "+B"), vim.inspect(d))
+      t.ok(util.unified_diff("same\n", "same\r\n", "f")[1]:find("No differences"), "crlf-only is no diff")
+    end,
+  },
+  {
+    "chat renderer: headers, events, collapsed reasoning, line → message map",
+    function()
+      local render = require("bb7.ui.render")
+      local chat = {
+        messages = {
+          { role = "assistant", parts = { { type = "context_event", action = "UserAddFile", path = "a.rs" } } },
+          { role = "user", model = "m/1", parts = { { type = "text", content = "fix it\nplease" } } },
+          {
+            role = "assistant",
+            model = "m/1",
+            output_files = { "a.rs" },
+            parts = {
+              { type = "thinking", content = "step 1\nstep 2" },
+              { type = "text", content = "Done." },
+            },
+          },
+          { role = "system", parts = { { type = "text", content = "Response aborted by user." } } },
+        },
+      }
+      local r = render.chat(chat, {})
+      t.eq("  • Added a.rs", r.lines[1], "event line")
+      t.eq("▌ You  ·  m/1", r.lines[3], "user header with model")
+      t.eq(1, r.msg_at[3], "user header maps to message 1")
+      t.eq(1, r.msg_at[5], "second text line maps to message 1")
+      local rline
+      for i, l in ipairs(r.lines) do
+        if l:find("Reasoning", 1, true) then
+          rline = i
+        end
+      end
+      t.eq("▸ Reasoning (2 lines)", r.lines[rline], "collapsed by default")
+      t.eq("2:1", r.fold_at[rline], "fold key")
+      t.ok(vim.tbl_contains(r.lines, "⚠ Response aborted by user."), "system message")
+      t.ok(vim.tbl_contains(r.lines, "  → Output: a.rs"), "output files")
+      local open = render.chat(chat, { expanded = { ["2:1"] = true } })
+      t.ok(vim.tbl_contains(open.lines, "  step 2"), "expanded reasoning")
+      t.eq("Saved a as b", render.event_line({ action = "UserSaveAs", path = "b", original_path = "a" }), "save as")
+      t.eq("Added section x:1:2", render.event_line({ action = "UserAddSection", path = "x", start_line = 1, end_line = 2 }), "section")
+    end,
+  },
+  {
+    "stream renderer: append-only, batched, no re-render, cursor left alone unless following",
+    function()
+      local Stream = require("bb7.ui.stream")
+      local buf = vim.api.nvim_create_buf(false, true)
+      vim.api.nvim_buf_set_lines(buf, 0, -1, false, { "header", "keep me", "" })
+      local win = vim.api.nvim_open_win(buf, true, { relative = "editor", row = 1, col = 1, width = 40, height = 10 })
+      local changes = 0
+      vim.api.nvim_buf_attach(buf, false, {
+        on_lines = function(_, _, _, first)
+          changes = changes + 1
+          t.ok(first >= 2, "never rewrites earlier lines (first changed line " .. first .. ")")
+        end,
+      })
+      vim.api.nvim_win_set_cursor(win, { 1, 0 }) -- the user reads the top: not following
+      local flushes = 0
+      local s = Stream.new(buf, { interval = 10, on_flush = function() flushes = flushes + 1 end })
+      for i = 1, 200 do
+        s:push("chunk", "w" .. i .. (i % 20 == 0 and "\n" or " "))
+      end
+      t.wait(function()
+        return flushes > 0
+      end, 2000, "a flush")
+      t.eq(1, flushes, "200 chunks in one batch")
+      t.eq(1, changes, "one buffer change")
+      t.eq({ 1, 0 }, vim.api.nvim_win_get_cursor(win), "cursor not moved")
+      -- Follow: cursor on the last line moves with the stream.
+      vim.api.nvim_win_set_cursor(win, { vim.api.nvim_buf_line_count(buf), 0 })
+      s:push("thinking", "hmm\nmore")
+      s:push("chunk", "answer")
+      s:stop()
+      local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+      t.eq("keep me", lines[2], "old text intact")
+      t.eq("w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12 w13 w14 w15 w16 w17 w18 w19 w20", lines[3], "first streamed line")
+      t.eq("answer", lines[#lines], "last text")
+      t.ok(vim.tbl_contains(lines, "▾ Reasoning"), "reasoning header")
+      t.eq(#lines, vim.api.nvim_win_get_cursor(win)[1], "follower moved to the end")
+      s:push("chunk", "ignored after stop")
+      t.eq(#lines, vim.api.nvim_buf_line_count(buf), "stopped")
+      vim.api.nvim_win_close(win, true)
+    end,
+  },
+  {
+    "host line splitter: partial lines across reads, several per read, bad JSON notifies",
+    function()
+      local host = require("bb7.host")
+      local got = {}
+      host.on("t_event", function(m)
+        got[#got + 1] = m.n
+      end)
+      host._feed({ '{"type":"t_event","n":1}', '{"type":"t_ev' })
+      host._feed({ 'ent","n":2}', '{"type":"t_event","n":3}', "" })
+      t.eq({ 1, 2, 3 }, got, "events in order")
+      t.clear_notes()
+      host._feed({ "not json", "" })
+      t.wait(function()
+        return #t.notes > 0
+      end, 1000, "notification")
+      t.ok(t.notes[1].msg:find("^BB%-7: host sent a line that is not JSON"), t.notes[1].msg)
+    end,
+  },
+  {
+    "keymaps: remapped and disabled keys, buffer-local only",
+    function()
+      require("bb7.config").setup({ keymaps = { files = { apply = "<leader>a", reject = false } } })
+      local km = require("bb7.ui.keymaps")
+      local buf = vim.api.nvim_create_buf(false, true)
+      km.apply(buf, "test", "files", {
+        apply = { function() end, "apply" },
+        reject = { function() end, "reject" },
+        diff = { function() end, "diff" },
+      })
+      local lhs = {}
+      for _, m in ipairs(vim.api.nvim_buf_get_keymap(buf, "n")) do
+        lhs[m.lhs] = m.desc
+      end
+      local leader = vim.g.mapleader or "\\"
+      t.eq("BB-7: apply", lhs[leader .. "a"], "remapped")
+      t.eq("BB-7: diff", lhs["D"], "default kept")
+      t.eq(nil, lhs["x"], "disabled")
+      t.eq(0, #vim.tbl_filter(function(m)
+        return (m.desc or ""):find("BB%-7")
+      end, vim.api.nvim_get_keymap("n")), "nothing global")
+      require("bb7.config").setup({})
+    end,
+  },
+  {
+    "config: defaults documented, find_bin order (bin option, then PATH)",
+    function()
+      local config = require("bb7.config")
+      config.setup({ bin = "/nonexistent/bb7" })
+      local host = require("bb7.host")
+      local b, err = host.find_bin()
+      t.eq(nil, b, "bad bin")
+      t.ok(err:find("not executable"), err)
+      config.setup({ bin = t.bin() })
+      t.eq(t.bin(), (host.find_bin()), "bin option wins")
+      config.setup({})
+      local doc = t.read(t.repo .. "/doc/bb7.txt") or ""
+      for k in pairs(config.defaults) do
+        t.ok(doc:find(k, 1, true), "option documented in doc/bb7.txt: " .. k)
+      end
+    end,
+  },
+}
