@@ -91,7 +91,47 @@ local function dispatch(msg)
   end
 end
 
---- Splits raw stdout data (a list of strings as `jobstart` gives them) into lines and dispatches them.
+-- Messages are dispatched from a queue drained in the main loop (vim.schedule), never inside the
+-- stdout callback: handlers may call `M.call`, whose vim.wait must see further output. Replies to
+-- synchronous calls are resolved directly in the callback, so a nested wait always returns.
+local queue, q_head, q_tail = {}, 1, 0
+local scheduled, draining = false, false
+
+local function drain()
+  scheduled = false
+  if draining then
+    return -- the outer drain loop picks up what was queued meanwhile
+  end
+  draining = true
+  while q_head <= q_tail do
+    local msg = queue[q_head]
+    queue[q_head] = nil
+    q_head = q_head + 1
+    local ok, err = pcall(dispatch, msg)
+    if not ok then
+      notify("internal error: " .. tostring(err))
+    end
+  end
+  queue, q_head, q_tail = {}, 1, 0
+  draining = false
+end
+
+local function enqueue(msg)
+  local p = msg.request_id and pending[msg.request_id]
+  if p and p.sync then
+    pending[msg.request_id] = nil
+    p.cb(msg)
+    return
+  end
+  q_tail = q_tail + 1
+  queue[q_tail] = msg
+  if not scheduled then
+    scheduled = true
+    vim.schedule(drain)
+  end
+end
+
+--- Splits raw stdout data (a list of strings as `jobstart` gives them) into lines and queues them.
 --- Exposed for the benchmarks and tests.
 function M._feed(data)
   local n = #data
@@ -105,10 +145,7 @@ function M._feed(data)
     elseif piece ~= "" then
       local ok, msg = pcall(vim.json.decode, piece, { luanil = { object = true, array = true } })
       if ok and type(msg) == "table" then
-        local ok2, err = pcall(dispatch, msg)
-        if not ok2 then
-          notify("internal error: " .. tostring(err))
-        end
+        enqueue(msg)
       else
         notify("host sent a line that is not JSON: " .. piece:sub(1, 200), vim.log.levels.WARN)
       end
@@ -116,11 +153,22 @@ function M._feed(data)
   end
 end
 
+--- Dispatches everything queued now (for benchmarks and tests).
+function M._drain()
+  drain()
+end
+
 local function fail_pending(message)
   local old = pending
   pending = {}
   for rid, p in pairs(old) do
-    pcall(p.cb, { type = "error", request_id = rid, message = message })
+    local msg = { type = "error", request_id = rid, message = message }
+    if p.sync then
+      pcall(p.cb, msg)
+    else
+      pending[rid] = p
+      enqueue(msg)
+    end
   end
 end
 
@@ -211,7 +259,7 @@ end
 ---@param cb fun(msg: table)
 ---@param on_event fun(msg: table)|nil
 ---@return string|nil
-function M.request(action, params, cb, on_event)
+function M.request(action, params, cb, on_event, sync)
   if not job and not M.start() then
     cb({ type = "error", message = "host not running" })
     return nil
@@ -221,7 +269,7 @@ function M.request(action, params, cb, on_event)
   local req = vim.deepcopy(params or {})
   req.action = action
   req.request_id = rid
-  pending[rid] = { cb = cb, on_event = on_event }
+  pending[rid] = { cb = cb, on_event = on_event, sync = sync }
   local ok = pcall(vim.fn.chansend, job, vim.json.encode(req) .. "\n")
   if not ok then
     pending[rid] = nil
@@ -237,7 +285,7 @@ function M.call(action, params, opts)
   local done, result = false, nil
   local rid = M.request(action, params, function(msg)
     done, result = true, msg
-  end)
+  end, nil, true)
   if not rid then
     return result or { type = "error", message = "host not running" }
   end

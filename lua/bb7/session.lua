@@ -430,8 +430,13 @@ function M.resolve_target(arg, range)
       return nil
     end
   else
-    local name = vim.api.nvim_buf_get_name(0)
-    if name == "" or vim.bo.buftype ~= "" then
+    local buf = 0
+    if vim.b.bb7_pane then
+      -- From inside the UI: the file the user was editing when it opened.
+      buf = require("bb7.ui").origin_buf() or 0
+    end
+    local name = vim.api.nvim_buf_get_name(buf)
+    if name == "" or vim.bo[buf].buftype ~= "" then
       notify("No file in the current buffer", L.WARN)
       return nil
     end
@@ -723,11 +728,11 @@ function M.set_model(id)
   s.last_model = id
   util.write_json(state_path(), s)
   if M.chat then
+    -- The host reports the model of the last user message; the pick wins until the next send.
+    M.model_override = { chat = M.chat.id, model = id }
     local r = host.call("save_chat_settings", { model = id })
-    if ok(r) then
-      M.chat.model = id
-    else
-      M.model_override = { chat = M.chat.id, model = id }
+    if not ok(r) then
+      M.fail("save the model", r)
     end
   end
   notify("Model " .. id)
@@ -831,6 +836,9 @@ function M._finish_send(st, r)
     else
       M.fail("send", r)
     end
+  end
+  if not host.running() then
+    return
   end
   if M.chat and M.chat.id == st.chat_id then
     M.load_chat()

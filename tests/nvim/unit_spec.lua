@@ -195,6 +195,10 @@ return {
       end)
       host._feed({ '{"type":"t_event","n":1}', '{"type":"t_ev' })
       host._feed({ 'ent","n":2}', '{"type":"t_event","n":3}', "" })
+      t.eq({}, got, "dispatched from the main loop, not inside the stdout callback")
+      t.wait(function()
+        return #got == 3
+      end, 1000, "dispatch")
       t.eq({ 1, 2, 3 }, got, "events in order")
       t.clear_notes()
       host._feed({ "not json", "" })

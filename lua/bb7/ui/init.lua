@@ -49,6 +49,7 @@ function M.setup_buffers()
     vim.bo[buf].bufhidden = "hide"
     vim.bo[buf].swapfile = false
     vim.bo[buf].filetype = "bb7_" .. name
+    vim.b[buf].bb7_pane = name
     M.bufs[name] = buf
   end
   for _, name in ipairs(M.order) do
@@ -73,6 +74,14 @@ function M.setup_buffers()
   session.subscribe("chat_title", M.update_titles)
   session.subscribe("stream_start", M.update_titles)
   session.subscribe("stream_end", M.update_titles)
+end
+
+--- The buffer of the window that was current when the UI opened (the file being edited).
+function M.origin_buf()
+  local w = M.origin_win
+  if w and vim.api.nvim_win_is_valid(w) then
+    return vim.api.nvim_win_get_buf(w)
+  end
 end
 
 --- Whether the UI is open.
@@ -148,6 +157,10 @@ end
 function M.open(focus)
   M.setup_buffers()
   if not M.is_open() then
+    local cur = vim.api.nvim_get_current_win()
+    if vim.api.nvim_win_get_config(cur).relative == "" then
+      M.origin_win = cur
+    end
     local g = geometry()
     for _, name in ipairs(M.order) do
       local c = g[name]
