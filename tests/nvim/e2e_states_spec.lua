@@ -203,4 +203,28 @@ return {
       t.no_errors()
     end,
   },
+  {
+    ":checkhealth bb7: binary, version, handshake, config and key (never printed), components",
+    function()
+      local cfg = env.home .. "/.config/bb7/config.json"
+      local saved = t.read(cfg)
+      t.write(cfg, vim.json.encode({ api_key = "sk-secret-XYZ123", base_url = "http://127.0.0.1:9/api/v1" }))
+      t.cmd("checkhealth bb7")
+      local text = t.buf_text(0)
+      t.write(cfg, saved)
+      t.ok(not text:find("sk-secret-XYZ123", 1, true), "API key never printed")
+      for _, want in ipairs({
+        "OK Neovim",
+        "OK found " .. t.bin(),
+        "OK version 0.1",
+        "OK handshake ok",
+        "OK API key is set (not shown)",
+        "components embedded and compiled",
+      }) do
+        t.ok(text:find(want, 1, true), want .. " in:\n" .. text)
+      end
+      t.ok(not text:find("ERROR", 1, true), "no errors:\n" .. text)
+      vim.cmd("bwipe")
+    end,
+  },
 }

@@ -1,0 +1,134 @@
+--- `:checkhealth bb7`: Neovim version, the host binary and its version, the protocol handshake, the
+--- config file and API key (never printed), the compiled wasm components.
+local M = {}
+
+local function cache_dir(config)
+  local c = config.getenv("BB7_CACHE_DIR")
+  if c and c ~= "" then
+    return c
+  end
+  local x = config.getenv("XDG_CACHE_HOME")
+  if x and x ~= "" then
+    return x .. "/bb7"
+  end
+  return (config.getenv("HOME") or vim.fn.expand("~")) .. "/.cache/bb7"
+end
+
+function M.check()
+  local h = vim.health
+  local config = require("bb7.config")
+  local host = require("bb7.host")
+  local util = require("bb7.util")
+
+  h.start("Neovim")
+  if vim.fn.has("nvim-0.10") == 1 then
+    h.ok("Neovim " .. tostring(vim.version()))
+  else
+    h.error("Neovim 0.10 or newer is required (found " .. tostring(vim.version()) .. ")")
+  end
+
+  h.start("Host binary")
+  local bin, err
+  if config.options.cmd then
+    bin = config.options.cmd[1]
+  else
+    bin, err = host.find_bin()
+  end
+  if not bin then
+    h.error(err or "bb7 not found", {
+      "Build it: cd " .. host.plugin_root() .. " && cargo build --release",
+      "or set require('bb7').setup({ bin = '/path/to/bb7' })",
+    })
+    return
+  end
+  h.ok("found " .. bin)
+  local res = vim.system({ bin, "--version" }, { text = true, env = config.options.env }):wait(5000)
+  local version = res.code == 0 and (res.stdout or ""):match("^bb7 (%S+)") or nil
+  if not version then
+    h.error("`" .. bin .. " --version` failed: " .. vim.trim((res.stderr or "") .. (res.stdout or "")))
+    return
+  end
+  local want = host.required_version
+  if version:sub(1, #want + 1) == want .. "." then
+    h.ok("version " .. version .. " (plugin needs " .. want .. ".x)")
+  else
+    h.warn("version " .. version .. " does not match the plugin (needs " .. want .. ".x)", { "Rebuild the host: cargo build --release" })
+  end
+
+  h.start("Protocol")
+  local was_running = host.running()
+  local t0 = vim.uv.hrtime()
+  if not host.start() then
+    h.error("could not start the host")
+  else
+    local r = host.call("ping", {}, { timeout = 5000 })
+    local v = host.call("version", {}, { timeout = 5000 })
+    if r.type == "ok" and v.type == "version" then
+      h.ok(("handshake ok: ping and version (%s) in %.0f ms"):format(v.version, (vim.uv.hrtime() - t0) / 1e6))
+    else
+      h.error("handshake failed: " .. tostring(r.message or v.message))
+    end
+    if not was_running then
+      host.stop()
+    end
+  end
+
+  h.start("Configuration")
+  local cfg_path = config.config_file()
+  local text = util.read_file(cfg_path)
+  if not text then
+    h.error("config file not found: " .. cfg_path, { 'Create it with {"api_key": "sk-or-..."}' })
+  else
+    local ok, cfg = pcall(vim.json.decode, text)
+    if not ok or type(cfg) ~= "table" then
+      h.error("config file is not valid JSON: " .. cfg_path)
+    else
+      h.ok("config file " .. cfg_path)
+      if type(cfg.api_key) == "string" and cfg.api_key ~= "" then
+        h.ok("API key is set (not shown)")
+      else
+        h.error("API key not set in config", { "Add \"api_key\" to " .. cfg_path })
+      end
+      if cfg.base_url then
+        h.info("base_url " .. tostring(cfg.base_url))
+      end
+    end
+  end
+  local root = config.root()
+  if vim.fn.isdirectory(root .. "/.bb7") == 1 then
+    h.ok("project initialized: " .. root .. "/.bb7")
+  else
+    h.info("project not initialized (run :BB7Init in " .. root .. ")")
+  end
+
+  h.start("WebAssembly tool components")
+  local audit = vim.system({ bin, "tools", "audit", "--json" }, { text = true, env = config.options.env }):wait(20000)
+  local ok_a, report = pcall(vim.json.decode, audit.stdout or "")
+  if audit.code ~= 0 or not ok_a or type(report) ~= "table" or type(report.components) ~= "table" then
+    h.error("`bb7 tools audit` failed: " .. vim.trim(audit.stderr or ""), { "Rebuild the host; the wasm32-wasip2 target must be installed (rustup target add wasm32-wasip2)" })
+    return
+  end
+  local dir = cache_dir(config) .. "/components"
+  local cached = {}
+  for _, f in ipairs(vim.fn.glob(dir .. "/*/*.cwasm", false, true)) do
+    cached[vim.fn.fnamemodify(f, ":t:r")] = true
+  end
+  local ready, missing = 0, {}
+  for _, c in ipairs(report.components) do
+    if cached[c.sha256] then
+      ready = ready + 1
+    else
+      missing[#missing + 1] = c.name
+    end
+  end
+  if #missing == 0 then
+    h.ok(("%d components embedded and compiled (cache %s)"):format(ready, dir))
+  else
+    h.warn(
+      ("%d of %d components compiled; not yet: %s"):format(ready, #report.components, table.concat(missing, ", ")),
+      { "They are compiled on the host's first start (a few seconds) and cached in " .. dir }
+    )
+  end
+end
+
+return M
