@@ -113,7 +113,7 @@ impl LlmClient {
                 Err(_) => {
                     return Err(LlmError::Timeout(format!(
                         "the model stream stalled (nothing received for {} s)",
-                        self.settings.idle_timeout.as_secs()
+                        self.settings.idle_timeout.as_secs_f64()
                     )));
                 }
                 Ok(None) => break,
