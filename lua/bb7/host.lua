@@ -127,7 +127,9 @@ local function enqueue(msg)
   queue[q_tail] = msg
   if not scheduled then
     scheduled = true
-    vim.schedule(drain)
+    vim.schedule(function()
+      M._drain() -- through the module table, so benchmarks can time it
+    end)
   end
 end
 
