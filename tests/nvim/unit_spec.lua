@@ -251,4 +251,29 @@ return {
       end
     end,
   },
+  {
+    "doc/bb7.txt: helptags build, every command and every default key is documented",
+    function()
+      local dir = t.tmpdir("doc")
+      vim.fn.mkdir(dir .. "/doc", "p")
+      t.write(dir .. "/doc/bb7.txt", t.read(t.repo .. "/doc/bb7.txt"))
+      vim.cmd("helptags " .. vim.fn.fnameescape(dir .. "/doc"))
+      local tags = t.read(dir .. "/doc/tags")
+      local doc = t.read(t.repo .. "/doc/bb7.txt")
+      for name in pairs(vim.api.nvim_get_commands({})) do
+        if name:match("^BB7") then
+          t.ok(tags:find("\n:" .. name .. "\t") or tags:find("^:" .. name .. "\t"), "tag for :" .. name)
+        end
+      end
+      for _, tag in ipairs({ "bb7-keymaps", "bb7-configuration", "bb7-statuses", "bb7-troubleshooting", "bb7-health" }) do
+        t.ok(tags:find(tag, 1, true), tag)
+      end
+      for pane, keys in pairs(require("bb7.config").defaults.keymaps) do
+        for action, lhs in pairs(keys) do
+          local pat = "\n  " .. vim.pesc(action) .. "%s+" .. vim.pesc(lhs) .. "%s"
+          t.ok(doc:find(pat), ("keymap %s.%s = %s documented"):format(pane, action, lhs))
+        end
+      end
+    end,
+  },
 }
