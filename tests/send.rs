@@ -1041,6 +1041,11 @@ fn slow_stream_cancelled_midway() {
     assert_eq!(term["type"], "error", "{term}");
     assert_eq!(term["message"], ABORTED);
     let _ = evs;
+    // The HTTP stream was dropped, not read to its end.
+    assert_eq!(
+        t.server.wait_for_outcome(0, Duration::from_secs(2)),
+        Some(bb7_mock_llm::Outcome::ClientGone)
+    );
     let msgs = t.messages();
     assert_eq!(msgs.len(), 3, "{msgs:?}");
     let partial = msg_text(&msgs[1]);
@@ -1332,4 +1337,187 @@ fn escape_attempts_leave_outside_and_project_untouched() {
         fs::read_to_string(t.env.outside().join("secret.txt")).unwrap(),
         "secret\n"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// More edges
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn cancel_during_the_retry_after_wait_is_prompt() {
+    let mut t = setup(vec![Reply::rate_limited(30), Reply::text(["never"])]);
+    let id = t.start_send(json!({"action": "send", "content": "hi", "model": MODEL}));
+    assert!(
+        t.server
+            .wait_until(Duration::from_secs(5), |r| r.iter().any(|r| r.is_chat()))
+    );
+    let started = Instant::now();
+    // Without a target: cancels whatever is in flight.
+    t.s.ok(json!({"action": "cancel"}));
+    let (evs, term) = t.finish(&id);
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(evs.is_empty(), "{evs:?}");
+    assert_eq!(term["message"], ABORTED, "{term}");
+    let msgs = t.messages();
+    assert_eq!(msgs.len(), 2, "{msgs:?}");
+    assert_eq!(msgs[1]["role"], "system");
+    assert_eq!(msg_text(&msgs[1]), ABORTED);
+    assert_eq!(t.reqs().len(), 1, "no request after the cancel");
+}
+
+#[test]
+fn send_errors_before_streaming_release_the_slot() {
+    let server = MockServer::start(script(vec![Reply::text(["ok"])]));
+    let env = Env::new();
+    write_config(&env, &server, &json!({}));
+    let mut s = env.spawn();
+    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
+    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    // No active chat yet.
+    s.err(json!({"action": "send", "content": "hi", "model": MODEL}));
+    s.ok(json!({"action": "chat_new", "name": "n"}));
+    s.err(json!({"action": "send", "content": "  ", "model": MODEL}));
+    // The slot is free: a mutating action and a real send both work.
+    s.ok(json!({"action": "context_add", "path": "a.txt", "content": "a\n"}));
+    let id = "real";
+    s.send(&json!({"action": "send", "content": "hi", "model": MODEL, "request_id": id}));
+    let term = s.recv_where("the terminal event", |v| {
+        v["request_id"] == id && v["type"] != "chunk"
+    });
+    assert_eq!(term["type"], "done", "{term}");
+    assert!(server.chat_requests().iter().all(|r| r.body["model"] == MODEL));
+    assert_eq!(
+        server
+            .chat_requests()
+            .iter()
+            .filter(|r| r.body["model"] == MODEL)
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn missing_api_key_is_an_error_without_a_request() {
+    let server = MockServer::start(script(vec![Reply::text(["ok"])]));
+    let env = Env::new();
+    write_file(
+        &env.home().join(".config/bb7/config.json"),
+        &json!({"base_url": server.base_url()}).to_string(),
+    );
+    let mut s = env.spawn();
+    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
+    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    s.ok(json!({"action": "chat_new", "name": "n"}));
+    s.err(json!({"action": "send", "content": "hi", "model": MODEL}));
+    s.err(json!({"action": "get_models"}));
+    s.err(json!({"action": "get_balance"}));
+    assert!(server.requests().is_empty());
+}
+
+#[test]
+fn auto_retry_of_a_multi_edit_that_partly_failed() {
+    // One edit_file call: the a.txt edit is fine, the b.txt one is not; the repair sends both again.
+    let bad = ToolCall::edit_file(
+        0,
+        "c1",
+        &[
+            ("a.txt", "{{file_id:a.txt}}", "beta", "BETA"),
+            ("b.txt", "{{file_id:b.txt}}", "nope", "x"),
+        ],
+    );
+    let good = ToolCall::edit_file(
+        0,
+        "c2",
+        &[
+            ("a.txt", "{{file_id:a.txt}}", "beta", "BETA"),
+            ("b.txt", "{{file_id:b.txt}}", "two", "TWO"),
+        ],
+    );
+    let mut t = setup_with(
+        vec![Reply::tool_calls([bad]), Reply::tool_calls([good])],
+        json!({"auto_retry_partial_edits": true}),
+    );
+    t.add("a.txt", "alpha\nbeta\n");
+    t.add("b.txt", "one\ntwo\n");
+    let (evs, term) = t.send("edit");
+    assert_eq!(term["type"], "done", "{term} {evs:?}");
+    assert_eq!(t.output("a.txt").as_deref(), Some("alpha\nBETA\n"));
+    assert_eq!(t.output("b.txt").as_deref(), Some("one\nTWO\n"));
+    // The retry was shown the files as they really are (nothing pending from the failed call).
+    let u2 = user_content(&t.body(1));
+    assert!(!u2.contains("source=output"), "{u2}");
+}
+
+#[test]
+fn write_then_edit_in_one_reply_and_mixing_refused() {
+    // The second call names the version the first one made (EDITS.md: the base is the pending write).
+    let mid = fid("a.txt", "ALPHA\nbeta\n");
+    let n_id = fid("n.txt", "n\n");
+    let mut t = setup(vec![
+        Reply::tool_calls([
+            ToolCall::edit_file(0, "c1", &[("a.txt", "{{file_id:a.txt}}", "alpha", "ALPHA")]),
+            ToolCall::edit_file(1, "c2", &[("a.txt", &mid, "beta", "BETA")]),
+        ]),
+        Reply::tool_calls([
+            write_call(0, "c3", "n.txt", "n\n"),
+            ToolCall::edit_file(1, "c4", &[("n.txt", &n_id, "n", "m")]),
+        ]),
+    ]);
+    t.add("a.txt", "alpha\nbeta\n");
+    // Two edits of one file in one reply: the second sees the first.
+    let (_, term) = t.send("edit twice");
+    assert_eq!(term["type"], "done", "{term}");
+    assert_eq!(t.output("a.txt").as_deref(), Some("ALPHA\nBETA\n"));
+    assert_eq!(term["output_files"], json!(["a.txt"]));
+    let ev = event(&t.chat(), "AssistantWriteFile", "a.txt");
+    assert_eq!(ev["prev_version"], fid("a.txt", "alpha\nbeta\n"));
+    // write_file then edit_file on the same path is refused; nothing of that reply is committed.
+    let (_, term) = t.send("mix");
+    assert_eq!(term["type"], "diff_error", "{term}");
+    let err = list(&term["errors"])[0].as_str().unwrap().to_string();
+    assert!(err.contains("do not mix"), "{err}");
+    assert!(t.output("n.txt").is_none());
+    assert_eq!(t.output("a.txt").as_deref(), Some("ALPHA\nBETA\n"));
+}
+
+#[test]
+fn server_error_is_retried_then_succeeds() {
+    let mut t = setup(vec![Reply::error(502, "upstream hiccup"), Reply::text(["fine"])]);
+    let (evs, term) = t.send("hi");
+    assert_eq!(term["type"], "done", "{term}");
+    assert_eq!(text_of(&evs, "chunk"), "fine");
+    assert_eq!(t.reqs().len(), 2);
+}
+
+#[test]
+fn rate_limit_retries_are_bounded() {
+    let mut t = setup(
+        (0..6)
+            .map(|_| Reply::rate_limited(0))
+            .chain([Reply::text(["late"])])
+            .collect(),
+    );
+    let (_, term) = t.send("hi");
+    let msg = term["message"].as_str().unwrap();
+    assert!(msg.contains("Rate limit exceeded"), "{term}");
+    assert!(msg.contains("429"), "{term}");
+    let n = t.reqs().len();
+    assert!((2..=6).contains(&n), "{n} requests");
+    assert_error_recorded(&t, &term);
+}
+
+#[test]
+fn stall_before_any_content_also_times_out() {
+    let mut t = setup_with(
+        vec![Reply::sse().processing().stall()],
+        json!({"stream_idle_timeout": 0.5}),
+    );
+    let started = Instant::now();
+    let (evs, term) = t.send("hi");
+    assert!(evs.is_empty(), "{evs:?}");
+    assert!(term["message"].as_str().unwrap().contains("stalled"), "{term}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    // Only the user message and the error: no empty assistant message.
+    let msgs = t.messages();
+    assert_eq!(msgs.len(), 2, "{msgs:?}");
 }
