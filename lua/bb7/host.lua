@@ -327,6 +327,11 @@ function M.restart()
   return M.start()
 end
 
+--- The job id of the host (for tests).
+function M._job()
+  return job
+end
+
 --- The number of requests waiting for a reply (for tests).
 function M._pending_count()
   return vim.tbl_count(pending)

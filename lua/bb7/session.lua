@@ -172,6 +172,7 @@ function M.refresh_files()
   else
     local r = host.call("get_file_statuses", {})
     M.statuses = ok(r) and (r.files or {}) or {}
+    M.fetch_estimate()
   end
   M.emit("files")
 end
@@ -754,11 +755,23 @@ function M.fetch_models(cb)
   end)
 end
 
---- Fetches the balance (async) and announces it.
+--- Fetches the balance (async) and announces it. Failures (no key, offline) stay quiet: the
+--- footer simply shows no balance.
 function M.fetch_balance()
   host.request("get_balance", {}, function(r)
     if r.type == "balance" then
       M.balance = r
+      M.emit("status")
+    end
+  end)
+end
+
+--- Fetches the token estimate of the active chat's next request (async).
+function M.fetch_estimate()
+  local id = M.chat and M.chat.id
+  host.request("estimate_tokens", {}, function(r)
+    if r.type == "token_estimate" and M.chat and M.chat.id == id then
+      M.estimate = r
       M.emit("status")
     end
   end)

@@ -71,6 +71,32 @@ local SCRIPT = {
     reply1(), -- the first send, with a tool call (edit mode: one request per reply)
     text_reply("Friendlier Greeting Change"), -- the title
     slow_reply(), -- the send we cancel
+    { -- an edit that cannot apply: diff_error
+      stream = {
+        { content = "Trying an edit." },
+        {
+          tool_call = {
+            index = 0,
+            id = "call_bad",
+            name = "edit_file",
+            arguments = vim.json.encode({
+              edits = {
+                {
+                  path = "src/main.rs",
+                  file_id = "{{file_id:src/main.rs}}",
+                  old_string = "this text is not in the file",
+                  new_string = "x",
+                },
+              },
+            }),
+          },
+        },
+        { finish = "tool_calls" },
+        { usage = { prompt_tokens = 50, completion_tokens = 5, cost = 0.0001 } },
+        "done",
+      },
+    },
+    text_reply("Retried: nothing else to change."), -- the retry
   },
   fallback = text_reply("fallback reply"),
 }
@@ -143,6 +169,43 @@ return {
         return session.chat.name == "Friendlier Greeting Change"
       end, 5000, "title_updated")
       t.ok(t.buf_text(ui.bufs.chats):find("Friendlier Greeting Change", 1, true), "title in the chat list")
+    end,
+  },
+  {
+    "preview: <CR> expands and collapses reasoning; Files <CR> shows the output, <BS> returns; token estimate",
+    function()
+      ui.focus("preview")
+      local function find(prefix)
+        for i, l in ipairs(vim.api.nvim_buf_get_lines(preview.buf(), 0, -1, false)) do
+          if l:sub(1, #prefix) == prefix then
+            return i
+          end
+        end
+      end
+      local row = find("▸ Reasoning")
+      t.ok(row, "collapsed reasoning line")
+      vim.api.nvim_win_set_cursor(ui.wins.preview, { row, 0 })
+      vim.api.nvim_feedkeys("\r", "x", false)
+      t.ok(find("▾ Reasoning") == row, "expanded in place")
+      t.ok(preview_text():find("  The user wants a friendlier greeting. One edit is enough.", 1, true), "reasoning text")
+      vim.api.nvim_feedkeys("\r", "x", false)
+      t.ok(find("▸ Reasoning") == row, "collapsed again")
+      ui.focus("files")
+      for i, l in ipairs(vim.api.nvim_buf_get_lines(ui.bufs.files, 0, -1, false)) do
+        if l:find("src/main.rs", 1, true) then
+          vim.api.nvim_win_set_cursor(ui.wins.files, { i, 0 })
+        end
+      end
+      vim.api.nvim_feedkeys("\r", "x", false)
+      t.eq("preview", ui.current_pane(), "preview focused")
+      t.ok(preview_text():find('println!("hello from BB-7");', 1, true), "output content shown")
+      t.ok(vim.api.nvim_win_get_config(ui.wins.preview).title[1][1]:find("src/main.rs (output)", 1, true), "title")
+      vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes("<BS>", true, false, true), "x", false)
+      t.ok(preview_text():find("word" .. WORDS, 1, true), "back to the chat")
+      t.wait(function()
+        return session.estimate ~= nil
+      end, 5000, "token estimate")
+      t.ok(vim.api.nvim_win_get_config(ui.wins.files).title[1][1]:find("tokens", 1, true), "tokens in the Files title")
     end,
   },
   {
@@ -223,6 +286,39 @@ return {
       t.ok(not preview_text():find("slow99", 1, true), "stopped early")
       -- The editor stays usable and the host takes requests again.
       t.eq("chat_list", require("bb7.host").call("chat_list", {}).type, "host serving")
+    end,
+  },
+  {
+    "diff_error: the failed edit is reported; an empty send retries with retry_context",
+    function()
+      local input = require("bb7.ui.input")
+      ui.focus("input")
+      vim.api.nvim_buf_set_lines(input.buf(), 0, -1, false, { "Try an edit." })
+      t.clear_notes()
+      input.send()
+      t.wait(function()
+        return session.stream == nil
+      end, 10000, "reply done")
+      local n = t.notes[1]
+      t.ok(n and n.level == vim.log.levels.WARN and n.msg:find("^BB%-7: 1 edit%(s%) could not be applied"), vim.inspect(t.notes))
+      t.ok(session.retry_context and #session.retry_context.errors == 1, "retry context kept")
+      local host = require("bb7.host")
+      local orig, sent = host.request, nil
+      host.request = function(action, params, ...)
+        if action == "send" then
+          sent = params
+        end
+        return orig(action, params, ...)
+      end
+      input.send() -- empty input: retry
+      host.request = orig
+      t.ok(sent and sent.retry_context and #sent.retry_context.errors == 1, "retry_context sent")
+      t.eq(nil, session.retry_context, "used once")
+      t.wait(function()
+        return session.stream == nil
+      end, 10000, "retry done")
+      t.ok(preview_text():find("Retried: nothing else to change.", 1, true), "retry reply")
+      t.no_errors()
     end,
   },
   {

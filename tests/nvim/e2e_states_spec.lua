@@ -227,4 +227,55 @@ return {
       vim.cmd("bwipe")
     end,
   },
+  {
+    "host errors become BB-7 notifications, never tracebacks (model list and send against a dead endpoint)",
+    function()
+      local session = require("bb7.session")
+      t.clear_notes()
+      t.cmd("BB7Model")
+      t.wait(function()
+        return #t.notes > 0
+      end, 15000, "models error")
+      t.eq(vim.log.levels.ERROR, t.notes[1].level, "error level")
+      t.ok(t.notes[1].msg:find("^BB%-7: Failed to load models: "), t.notes[1].msg)
+      t.clear_notes()
+      t.ok(session.send("hello"), "send started")
+      t.wait(function()
+        return session.stream == nil
+      end, 30000, "send ended")
+      local found
+      for _, n in ipairs(t.notes) do
+        t.ok(not n.msg:find("traceback", 1, true) and not n.msg:find("internal error", 1, true), n.msg)
+        if n.msg:find("^BB%-7: Failed to send: ") and n.level == vim.log.levels.ERROR then
+          found = true
+        end
+      end
+      t.ok(found, vim.inspect(t.notes))
+    end,
+  },
+  {
+    "the host exiting is reported; :BB7Restart brings it back",
+    function()
+      local host = require("bb7.host")
+      t.clear_notes()
+      -- Kill the process from outside, as a crash would.
+      local pid = vim.fn.jobpid(host._job())
+      vim.uv.kill(pid, "sigkill")
+      t.wait(function()
+        return not host.running()
+      end, 5000, "exit noticed")
+      t.wait(function()
+        for _, n in ipairs(t.notes) do
+          if n.msg:find("^BB%-7: host exited with code") then
+            return true
+          end
+        end
+      end, 2000, "exit notification")
+      t.cmd("BB7Restart")
+      t.ok(host.running(), "running again")
+      t.clear_notes()
+      t.cmd("BB7Add b.txt")
+      t.note("BB-7: Added b.txt", vim.log.levels.INFO)
+    end,
+  },
 }

@@ -147,6 +147,16 @@ function M.update_titles()
     title = " " .. (mode or name) .. " ",
     title_pos = "center",
   })
+  local est = session.chat and session.estimate
+  local files_title = " Files "
+  if est and est.total then
+    local util = require("bb7.util")
+    files_title = (" Files · %s tokens "):format(util.tokens(est.total))
+    if (est.potential_savings or 0) > 0 then
+      files_title = files_title:sub(1, -2) .. (" (apply to save %s) "):format(util.tokens(est.potential_savings))
+    end
+  end
+  pcall(vim.api.nvim_win_set_config, M.wins.files, { title = files_title, title_pos = "center" })
   pcall(vim.api.nvim_win_set_config, M.wins.input, {
     footer = M.status_text(),
     footer_pos = "right",
@@ -221,6 +231,9 @@ function M.open(focus)
       pane(name).render()
     end
     M.update_titles()
+    if not session.balance then
+      session.fetch_balance()
+    end
   end
   M.focus(focus or "input")
 end
