@@ -1355,7 +1355,11 @@ fn cancel_during_the_retry_after_wait_is_prompt() {
     // Without a target: cancels whatever is in flight.
     t.s.ok(json!({"action": "cancel"}));
     let (evs, term) = t.finish(&id);
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(evs.is_empty(), "{evs:?}");
     assert_eq!(term["message"], ABORTED, "{term}");
     let msgs = t.messages();
@@ -1385,7 +1389,12 @@ fn send_errors_before_streaming_release_the_slot() {
         v["request_id"] == id && v["type"] != "chunk"
     });
     assert_eq!(term["type"], "done", "{term}");
-    assert!(server.chat_requests().iter().all(|r| r.body["model"] == MODEL));
+    assert!(
+        server
+            .chat_requests()
+            .iter()
+            .all(|r| r.body["model"] == MODEL)
+    );
     assert_eq!(
         server
             .chat_requests()
@@ -1482,7 +1491,10 @@ fn write_then_edit_in_one_reply_and_mixing_refused() {
 
 #[test]
 fn server_error_is_retried_then_succeeds() {
-    let mut t = setup(vec![Reply::error(502, "upstream hiccup"), Reply::text(["fine"])]);
+    let mut t = setup(vec![
+        Reply::error(502, "upstream hiccup"),
+        Reply::text(["fine"]),
+    ]);
     let (evs, term) = t.send("hi");
     assert_eq!(term["type"], "done", "{term}");
     assert_eq!(text_of(&evs, "chunk"), "fine");
@@ -1515,9 +1527,45 @@ fn stall_before_any_content_also_times_out() {
     let started = Instant::now();
     let (evs, term) = t.send("hi");
     assert!(evs.is_empty(), "{evs:?}");
-    assert!(term["message"].as_str().unwrap().contains("stalled"), "{term}");
+    assert!(
+        term["message"].as_str().unwrap().contains("stalled"),
+        "{term}"
+    );
     assert!(started.elapsed() < Duration::from_secs(3));
     // Only the user message and the error: no empty assistant message.
     let msgs = t.messages();
     assert_eq!(msgs.len(), 2, "{msgs:?}");
+}
+
+#[test]
+fn a_rename_while_the_title_is_generated_wins() {
+    let server = MockServer::start(
+        Script::new([Reply::text(["answer"])])
+            .with_model_reply(TITLE_MODEL, Reply::slow_text([TITLE], 600)),
+    );
+    let env = Env::new();
+    write_config(&env, &server, &json!({}));
+    let mut s = env.spawn();
+    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
+    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    let id = s.ok(json!({"action": "chat_new"}))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.send(&json!({"action": "send", "content": "hi", "model": MODEL, "request_id": "s1"}));
+    let term = s.recv_where("done", |v| v["request_id"] == "s1" && v["type"] != "chunk");
+    assert_eq!(term["type"], "done", "{term}");
+    // The title request is under way; the user names the chat meanwhile.
+    assert!(server.wait_until(Duration::from_secs(5), |r| {
+        r.iter().any(|r| r.body["model"] == TITLE_MODEL)
+    }));
+    s.ok(json!({"action": "chat_rename", "id": id, "name": "Mine"}));
+    assert!(server.wait_until(Duration::from_secs(5), |r| r.iter().any(
+        |r| r.body["model"] == TITLE_MODEL && r.outcome != bb7_mock_llm::Outcome::Responding
+    )));
+    std::thread::sleep(Duration::from_millis(200));
+    s.ok(json!({"action": "ping"}));
+    assert_eq!(env.chat_json(&id)["name"], "Mine");
+    let active = s.ok(json!({"action": "chat_get"}));
+    assert_eq!(active["name"], "Mine", "{active}");
 }

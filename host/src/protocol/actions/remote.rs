@@ -11,6 +11,7 @@ use super::send::provider;
 use crate::config::Config;
 use crate::llm::Provider;
 use crate::protocol::request::Request;
+use crate::protocol::session::Session;
 use crate::protocol::{Ctx, Outcome, ok};
 
 /// Writes `fields` (with `type`) as the reply to `id`.
@@ -89,13 +90,16 @@ pub fn generate_title(ctx: &Ctx, req: &Request) -> Handled {
     };
     let ctx2 = ctx.clone();
     ctx.rt.spawn(async move {
-        auto_title(ctx2, p, config, chat_id, is_global, content, files).await;
+        auto_title(ctx2, p, config, chat_id, is_global, content, files, false).await;
     });
     Ok(ok())
 }
 
 /// Generates a title for chat `id`, renames it, and announces it with `title_updated`. Failures are
-/// logged, never shown: the chat keeps its name.
+/// logged, never shown: the chat keeps its name. With `only_if_unnamed` (the automatic title) the
+/// chat is renamed only if it still has a default name when the title arrives: a name the user
+/// chose while the title was being generated wins.
+#[allow(clippy::too_many_arguments)]
 pub async fn auto_title(
     ctx: Ctx,
     provider: Arc<dyn Provider>,
@@ -104,6 +108,7 @@ pub async fn auto_title(
     global: bool,
     first_message: String,
     files: Vec<String>,
+    only_if_unnamed: bool,
 ) {
     let input = if files.is_empty() {
         first_message
@@ -120,7 +125,15 @@ pub async fn auto_title(
                 return;
             }
         };
-    let renamed = ctx.lock().rename_chat(global, &id, &title);
+    let renamed = {
+        let mut s = ctx.lock();
+        if only_if_unnamed
+            && !current_name(&mut s, global, &id).is_some_and(|n| super::send::is_default_name(&n))
+        {
+            return;
+        }
+        s.rename_chat(global, &id, &title)
+    };
     match renamed {
         Ok(()) => reply_later(
             &ctx,
@@ -129,4 +142,16 @@ pub async fn auto_title(
         ),
         Err(e) => tracing::warn!("cannot set the generated title: {e}"),
     }
+}
+
+/// The current name of chat `id`: the in-memory one when it is active, else the stored one.
+pub fn current_name(s: &mut Session, global: bool, id: &str) -> Option<String> {
+    if let Some(a) = s
+        .active
+        .as_ref()
+        .filter(|a| a.id == id && a.global == global)
+    {
+        return Some(a.chat.name.clone());
+    }
+    s.store(global).ok()?.load(id).ok().map(|c| c.name)
 }

@@ -358,18 +358,18 @@ async fn finish_send(ctx: Ctx, id: Option<String>, p: Prepared) {
     let _ = ctx.out.send(&m);
     if first_exchange && matches!(outcome.ending, Ending::Done | Ending::DiffError { .. }) {
         let (files, default_name) = {
-            let s = ctx.lock();
-            match s.active.as_ref().filter(|a| a.id == target.id) {
-                Some(a) => (
-                    a.chat
-                        .context_files
-                        .iter()
-                        .map(|c| c.path.clone())
-                        .collect(),
-                    is_default_name(&a.chat.name),
-                ),
-                None => (Vec::new(), true),
-            }
+            let mut s = ctx.lock();
+            let files = match s.active.as_ref().filter(|a| a.id == target.id) {
+                Some(a) => a
+                    .chat
+                    .context_files
+                    .iter()
+                    .map(|c| c.path.clone())
+                    .collect(),
+                None => Vec::new(),
+            };
+            let name = super::remote::current_name(&mut s, target.global, &target.id);
+            (files, name.is_some_and(|n| is_default_name(&n)))
         };
         if !default_name {
             return;
@@ -382,13 +382,14 @@ async fn finish_send(ctx: Ctx, id: Option<String>, p: Prepared) {
             target.global,
             first_message,
             files,
+            true,
         )
         .await;
     }
 }
 
 /// A name the user did not choose: empty, or the `Chat YYYY-MM-DD HH:MM` a new chat gets.
-fn is_default_name(name: &str) -> bool {
+pub fn is_default_name(name: &str) -> bool {
     let name = name.trim();
     name.is_empty()
         || name.strip_prefix("Chat ").is_some_and(|rest| {
