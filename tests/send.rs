@@ -1569,3 +1569,53 @@ fn a_rename_while_the_title_is_generated_wins() {
     let active = s.ok(json!({"action": "chat_get"}));
     assert_eq!(active["name"], "Mine", "{active}");
 }
+
+#[test]
+fn chat_settings_choose_model_and_effort_when_the_send_does_not() {
+    let mut t = setup(vec![Reply::text(["a"]), Reply::text(["b"])]);
+    t.s.ok(json!({"action": "save_chat_settings", "model": "mock/reasoner", "reasoning_effort": "low"}));
+    let (_, term) = t.send_req(json!({"action": "send", "content": "hi"}));
+    assert_eq!(term["type"], "done", "{term}");
+    let body = t.body(0);
+    assert_eq!(body["model"], "mock/reasoner");
+    assert_eq!(body["reasoning"], json!({"effort": "low"}));
+    let msgs = t.messages();
+    assert_eq!(msgs[0]["model"], "mock/reasoner");
+    assert_eq!(msgs[1]["model"], "mock/reasoner");
+    // The send's own choice wins.
+    let (_, term) = t.send_req(json!({"action": "send", "content": "again", "model": MODEL,
+        "reasoning_effort": "high"}));
+    assert_eq!(term["type"], "done", "{term}");
+    let body = t.body(1);
+    assert_eq!(body["model"], MODEL);
+    assert_eq!(body["reasoning"], json!({"effort": "high"}));
+}
+
+#[test]
+fn cancel_keeps_partial_reasoning() {
+    let mut reply = Reply::sse().reasoning("thinking hard");
+    for i in 0..30 {
+        reply = reply.delay_ms(100).reasoning(format!(" step{i}"));
+    }
+    let mut t = setup(vec![reply.content("never").finish_ok("stop")]);
+    let id = t.start_send(json!({"action": "send", "content": "deep", "model": MODEL}));
+    let want = json!(id);
+    t.s.recv_where("thinking", |v| {
+        v.get("request_id") == Some(&want) && v["type"] == "thinking"
+    });
+    t.s.ok(json!({"action": "cancel", "target_request_id": id}));
+    let (_, term) = t.finish(&id);
+    assert_eq!(term["message"], ABORTED);
+    let msgs = t.messages();
+    assert_eq!(msgs.len(), 3, "{msgs:?}");
+    let parts = parts_of(&msgs[1]);
+    assert_eq!(parts[0]["type"], "thinking", "{msgs:?}");
+    assert!(
+        parts[0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("thinking hard"),
+        "{msgs:?}"
+    );
+    assert_eq!(msg_text(&msgs[2]), ABORTED);
+}
