@@ -81,6 +81,9 @@ function M.ensure()
     return true
   end
   if not M.has_bb7(root) then
+    if M.root ~= root then
+      M.chat, M.statuses, M.chats = nil, {}, nil
+    end
     M.root, M.initialized = root, false
     return false
   end
@@ -324,6 +327,7 @@ function M.edit_message(index)
     return false
   end
   M.load_chat()
+  M.emit("draft", content)
   warn_context(r.context_warnings)
   return true
 end

@@ -113,6 +113,19 @@ return {
     end,
   },
   {
+    "local file already equal to the output: File already applied",
+    function()
+      t.write(out_dir() .. "win.txt", "one\nTWO\nthree\nfour\n")
+      t.write(env.project .. "/win.txt", "one\r\nTWO\r\nthree\r\nfour\r\n") -- the user made the same change
+      session.refresh_files()
+      t.eq("~M", status("win.txt"), "both changed")
+      t.clear_notes()
+      t.ok(session.apply("win.txt"), "applied")
+      t.note("BB-7: File already applied", I)
+      t.eq("", status("win.txt"), "settled")
+    end,
+  },
+  {
     "!A for a new file that exists locally; reject deletes the output",
     function()
       t.write(env.project .. "/exists.txt", "mine\n")

@@ -81,6 +81,17 @@ return {
       end
       table.sort(seen)
       t.eq({ "b.txt ro", "src/a.txt", "src/a.txt:2:3 ro" }, seen, "context")
+      -- A file outside the project is added by absolute path, always read-only.
+      local outside = t.tmpdir("outside") .. "/ref.txt"
+      t.write(outside, "reference\n")
+      t.clear_notes()
+      t.cmd("BB7Add " .. outside)
+      t.note("BB-7: Added " .. outside, I)
+      require("bb7.session").refresh_files()
+      local st = require("bb7.session").status_of(outside)
+      t.ok(st and st.external and st.readonly, "external and read-only")
+      t.cmd("BB7Remove " .. outside)
+      t.note("BB-7: Removed " .. outside, I)
       t.clear_notes()
       t.cmd("BB7Remove b.txt")
       t.note("BB-7: Removed b.txt", I)

@@ -140,7 +140,15 @@ function M.attach(b, u)
     },
     apply = {
       with_file(function(f)
-        session.apply(f.path)
+        if f.status == "!A" then
+          vim.ui.select({ "No", "Yes" }, { prompt = f.path .. " exists locally. Overwrite it with the output?" }, function(c)
+            if c == "Yes" then
+              session.apply(f.path)
+            end
+          end)
+        else
+          session.apply(f.path)
+        end
       end),
       "apply the output to the local file",
     },
@@ -174,7 +182,7 @@ function M.attach(b, u)
   vim.api.nvim_create_autocmd({ "BufWritePost", "InsertLeave", "TextChanged", "FocusGained" }, {
     group = vim.api.nvim_create_augroup("bb7_files", { clear = true }),
     callback = function(ev)
-      if ev.buf ~= buf and ui.is_open() then
+      if not vim.b[ev.buf].bb7_pane and ui.is_open() then
         M.render()
       end
     end,

@@ -36,9 +36,8 @@ function M.render()
     set_text("")
     return
   end
-  if shown_chat ~= chat.id or M.force_reload then
+  if shown_chat ~= chat.id then
     shown_chat = chat.id
-    M.force_reload = false
     set_text(chat.draft or "")
   end
 end
@@ -61,12 +60,11 @@ function M.attach(b, u)
     send = { M.send, "send the message" },
     send_insert = { M.send, "send the message", modes = { "n", "i" } },
   })
-  session.subscribe("chat", function()
-    -- chat_edit puts the message into the draft: reload when the draft changed under us.
-    if session.chat and session.chat.id == shown_chat and session.chat.draft and session.chat.draft ~= "" and text() == "" then
-      M.force_reload = true
-    end
-    M.render()
+  session.subscribe("chat", M.render)
+  -- Editing a message makes it the draft, replacing what the input held.
+  session.subscribe("draft", function(content)
+    shown_chat = session.chat and session.chat.id
+    set_text(content)
   end)
   session.subscribe("leaving_chat", M.save_draft)
   vim.api.nvim_create_autocmd({ "BufLeave", "InsertLeave" }, {
