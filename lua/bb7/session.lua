@@ -504,7 +504,7 @@ function M.add(arg, opts)
   else
     notify("Added " .. t.path)
   end
-  M.refresh_files()
+  M.load_chat() -- context events are messages: the chat view shows them
   return true
 end
 
@@ -533,7 +533,7 @@ function M.remove(arg, opts)
     return false
   end
   notify("Removed " .. (t.start_line and ("%s:%d:%d"):format(t.path, t.start_line, t.end_line) or t.path))
-  M.refresh_files()
+  M.load_chat() -- context events are messages: the chat view shows them
   return true
 end
 
@@ -550,7 +550,7 @@ function M.update(path)
     return false
   end
   notify("Updated " .. path)
-  M.refresh_files()
+  M.load_chat() -- context events are messages: the chat view shows them
   return true
 end
 
@@ -561,7 +561,7 @@ function M.set_readonly(path, readonly)
     return false
   end
   notify((readonly and "Set read-only " or "Set writable ") .. path)
-  M.refresh_files()
+  M.load_chat() -- context events are messages: the chat view shows them
   return true
 end
 

@@ -128,6 +128,7 @@ return {
       t.cmd("BB7Add")
       t.note("BB-7: Added src/main.rs", I)
       t.eq("input", ui.current_pane(), "focus in the input")
+      t.ok(preview_text():find("• Added src/main.rs", 1, true), "context events shown in the chat at once")
     end,
   },
   {
@@ -145,6 +146,7 @@ return {
       t.ok(session.stream ~= nil and not preview_text():find("word" .. WORDS, 1, true), "seen before the end")
       t.ok(preview_text():find("▾ Reasoning", 1, true), "reasoning streamed")
       t.ok(preview_text():find("Make the greeting friendlier.", 1, true), "user message shown at once")
+      t.ok(preview_text():find("• Added section src/lib.rs:2:3", 1, true), "earlier history kept above the stream")
       t.wait(function()
         return session.stream == nil
       end, 15000, "done")

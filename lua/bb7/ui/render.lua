@@ -122,7 +122,7 @@ function M.chat(chat, opts)
               fold_at[#lines] = key
             end
           else
-            add(("▸ Reasoning (%d lines)"):format(#body), "BB7Reasoning", mi)
+            add(("▸ Reasoning (%d line%s)"):format(#body, #body == 1 and "" or "s"), "BB7Reasoning", mi)
             fold_at[#lines] = key
           end
         elseif p.type == "text" or p.type == "raw" then
