@@ -276,4 +276,32 @@ return {
       end
     end,
   },
+  {
+    "start-up: a missing binary and a host of another version are reported as BB-7 messages",
+    function()
+      local config, host = require("bb7.config"), require("bb7.host")
+      config.setup({ bin = "/nonexistent/bb7" })
+      t.clear_notes()
+      vim.cmd("BB7Init")
+      t.wait(function()
+        return #t.notes > 0
+      end, 2000, "notification")
+      t.eq(vim.log.levels.ERROR, t.notes[1].level, "error")
+      t.ok(t.notes[1].msg:find("^BB%-7: bin /nonexistent/bb7 is not executable"), t.notes[1].msg)
+      t.ok(not host.running(), "not running")
+      local nvim = vim.v.progpath
+      config.setup({ cmd = { nvim, "--headless", "-u", "NONE", "-i", "NONE", "-l", t.repo .. "/tests/nvim/fixtures/fake_host.lua" } })
+      t.clear_notes()
+      t.ok(host.start(), "started")
+      t.eq("9.9.0", host.version, "version read at start-up")
+      t.wait(function()
+        return #t.notes > 0
+      end, 2000, "version warning")
+      t.eq(vim.log.levels.WARN, t.notes[1].level, "warn")
+      t.ok(t.notes[1].msg:find("^BB%-7: host version 9%.9%.0 does not match the plugin %(needs 0%.1%.x%)"), t.notes[1].msg)
+      host.stop()
+      t.ok(not host.running(), "stopped")
+      config.setup({})
+    end,
+  },
 }
