@@ -170,6 +170,75 @@ return {
     end,
   },
   {
+    "chats pane keys: n new, r rename, p pin, c fork, / search, <Esc> clear, d delete, <CR> select",
+    function()
+      local session, ui = require("bb7.session"), require("bb7.ui")
+      local orig_input, orig_select = vim.ui.input, vim.ui.select
+      local answer
+      vim.ui.input = function(_, cb)
+        cb(answer)
+      end
+      vim.ui.select = function(items, _, cb)
+        cb(answer, answer and vim.fn.index(items, answer) + 1)
+      end
+      local function press(keys)
+        vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(keys, true, false, true), "x", false)
+      end
+      local function row_of(text)
+        for i, l in ipairs(vim.api.nvim_buf_get_lines(ui.bufs.chats, 0, -1, false)) do
+          if l:find(text, 1, true) then
+            return i
+          end
+        end
+      end
+      local ok, err = pcall(function()
+        t.cmd("BB7")
+        ui.focus("chats")
+        local before = #session.list_chats()
+        press("n")
+        t.eq(before + 1, #session.chats, "n: new chat")
+        t.eq("input", ui.current_pane(), "focus moves to the input")
+        local id = session.chat.id
+        ui.focus("chats")
+        vim.api.nvim_win_set_cursor(ui.wins.chats, { row_of(session.chat.name), 0 })
+        answer = "keyed chat"
+        press("r")
+        t.eq("keyed chat", session.chat.name, "r: renamed")
+        vim.api.nvim_win_set_cursor(ui.wins.chats, { row_of("keyed chat"), 0 })
+        press("p")
+        t.ok(vim.tbl_contains(session.pinned(), id), "p: pinned")
+        t.ok(vim.api.nvim_buf_get_lines(ui.bufs.chats, 0, 1, false)[1]:find("★ keyed chat", 1, true), "pinned on top")
+        vim.api.nvim_win_set_cursor(ui.wins.chats, { row_of("keyed chat"), 0 })
+        press("p")
+        t.ok(not vim.tbl_contains(session.pinned(), id), "p again: unpinned")
+        ui.focus("chats")
+        vim.api.nvim_win_set_cursor(ui.wins.chats, { row_of("keyed chat"), 0 })
+        press("c")
+        t.ok(session.chat.id ~= id, "c: forked into a new chat")
+        ui.focus("chats")
+        answer = "keyed"
+        press("/")
+        t.ok(t.buf_text(ui.bufs.chats):find("Search: keyed", 1, true), "/: search")
+        press("<Esc>")
+        t.ok(not t.buf_text(ui.bufs.chats):find("Search:", 1, true), "<Esc>: cleared")
+        vim.api.nvim_win_set_cursor(ui.wins.chats, { row_of("keyed chat"), 0 })
+        press("<CR>")
+        t.eq(id, session.chat.id, "<CR>: selected")
+        ui.focus("chats")
+        vim.api.nvim_win_set_cursor(ui.wins.chats, { row_of("keyed chat"), 0 })
+        answer = "Yes"
+        press("d")
+        t.eq(nil, row_of("keyed chat"), "d: deleted")
+        t.eq(nil, session.chat, "the active chat was deleted")
+        ui.close()
+      end)
+      vim.ui.input, vim.ui.select = orig_input, orig_select
+      assert(ok, err)
+      -- Leave a chat active for the next tests.
+      session.select_chat(session.list_chats()[1].id)
+    end,
+  },
+  {
     "draft is saved per chat and restored",
     function()
       local session = require("bb7.session")

@@ -304,4 +304,38 @@ return {
       config.setup({})
     end,
   },
+  {
+    "find_bin: the plugin's build output wins over PATH; PATH is the fallback",
+    function()
+      local host, config = require("bb7.host"), require("bb7.config")
+      config.setup({})
+      local root = t.tmpdir("plugroot")
+      local pathdir = t.tmpdir("pathdir")
+      vim.uv.fs_symlink(t.bin(), pathdir .. "/bb7")
+      local orig_root, orig_path = host.plugin_root, vim.env.PATH
+      host.plugin_root = function()
+        return root
+      end
+      vim.env.PATH = pathdir .. ":" .. orig_path
+      local ok, err = pcall(function()
+        t.eq(pathdir .. "/bb7", (host.find_bin()), "PATH fallback")
+        vim.fn.mkdir(root .. "/target/release", "p")
+        vim.uv.fs_symlink(t.bin(), root .. "/target/release/bb7")
+        t.eq(root .. "/target/release/bb7", (host.find_bin()), "build output before PATH")
+      end)
+      host.plugin_root, vim.env.PATH = orig_root, orig_path
+      assert(ok, err)
+    end,
+  },
+  {
+    "build step: a clear message when cargo is missing",
+    function()
+      local orig = vim.env.PATH
+      vim.env.PATH = t.tmpdir("emptypath")
+      local ok, err = pcall(require("bb7.build").run)
+      vim.env.PATH = orig
+      t.ok(not ok, "fails")
+      t.ok(tostring(err):find("^BB%-7 build: cargo not found%. Install Rust from https://rustup%.rs"), tostring(err))
+    end,
+  },
 }
