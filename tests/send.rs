@@ -1284,7 +1284,7 @@ fn escape_attempts_leave_outside_and_project_untouched() {
         ("/etc/bb7-escape.txt".into(), true),
         ("link/x.txt".into(), false),
         ("secret_link.txt".into(), false),
-        (".git/hooks/pre-commit".into(), false),
+        (".git/hooks/pre-commit".into(), true),
         (format!("{proj}/keep.txt"), false),
         (format!("{proj}/../outside/y.txt"), true),
     ];
@@ -1618,4 +1618,30 @@ fn cancel_keeps_partial_reasoning() {
         "{msgs:?}"
     );
     assert_eq!(msg_text(&msgs[2]), ABORTED);
+}
+
+/// A server that accepts the connection and never answers: the reply ends with a timeout instead
+/// of hanging until the user cancels.
+#[test]
+fn a_server_that_never_answers_times_out() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let mut t = setup_with(vec![], json!({"stream_idle_timeout": 0.7}));
+    write_file(
+        &t.env.home().join(".config/bb7/config.json"),
+        &json!({"api_key": "k", "base_url": format!("http://127.0.0.1:{port}/api/v1"),
+            "stream_idle_timeout": 0.7})
+        .to_string(),
+    );
+    t.s.ok(json!({"action": "init", "project_root": t.env.proj_str()}));
+    t.s.ok(json!({"action": "chat_select", "id": t.id}));
+    let started = std::time::Instant::now();
+    let (_, term) = t.send("hello?");
+    assert_eq!(term["type"], "error", "{term}");
+    let msg = term["message"].as_str().unwrap();
+    assert!(msg.contains("did not answer"), "{msg}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(8));
+    let last = t.messages().last().cloned().unwrap();
+    assert_eq!(last["role"], "system");
+    drop(silent);
 }

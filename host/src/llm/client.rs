@@ -202,13 +202,24 @@ impl LlmClient {
         let url = format!("{}/{path}", self.settings.base_url);
         let mut attempt = 0u32;
         loop {
-            let sent = self
+            let request = self
                 .http
                 .post(&url)
                 .bearer_auth(&self.settings.api_key)
                 .json(body)
-                .send()
-                .await;
+                .send();
+            // A server that takes the request and never answers would otherwise hang the reply:
+            // the response headers get the same patience as silence mid-stream. Not retried (the
+            // request may be running upstream).
+            let sent = match tokio::time::timeout(self.settings.idle_timeout, request).await {
+                Ok(sent) => sent,
+                Err(_) => {
+                    return Err(LlmError::Timeout(format!(
+                        "the model API did not answer (no response for {} s)",
+                        self.settings.idle_timeout.as_secs_f64()
+                    )));
+                }
+            };
             let (retryable, wait_hint, err) = match sent {
                 Ok(r) if r.status().is_success() => return Ok(r),
                 Ok(r) => {
