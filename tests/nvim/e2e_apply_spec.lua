@@ -167,4 +167,72 @@ return {
       t.no_errors()
     end,
   },
+  {
+    "files pane keys: a add, r read-only, u update, D diff, x reject, P apply all, d remove",
+    function()
+      local ui = require("bb7.ui")
+      t.cmd("BB7")
+      ui.focus("files")
+      local orig_input = vim.ui.input
+      local answer
+      vim.ui.input = function(_, cb)
+        cb(answer)
+      end
+      local function press(keys)
+        vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(keys, true, false, true), "x", false)
+      end
+      local function on(path)
+        for i, l in ipairs(vim.api.nvim_buf_get_lines(ui.bufs.files, 0, -1, false)) do
+          if l:find(" " .. path .. "  ", 1, true) or l:sub(-#path - 1) == " " .. path then
+            vim.api.nvim_win_set_cursor(ui.wins.files, { i, 0 })
+            return i
+          end
+        end
+        error("not in the Files pane: " .. path .. "\n" .. t.buf_text(ui.bufs.files))
+      end
+      local ok, err = pcall(function()
+        t.write(env.project .. "/keys.txt", "k1\nk2\n")
+        answer = "keys.txt"
+        t.clear_notes()
+        press("a")
+        t.note("BB-7: Added keys.txt", I)
+        on("keys.txt")
+        press("r")
+        t.eq("R", status("keys.txt"), "r: read-only")
+        on("keys.txt")
+        press("r")
+        t.eq("", status("keys.txt"), "r again: writable")
+        t.write(env.project .. "/keys.txt", "k1\nk2\nk3\n")
+        session.refresh_files()
+        t.eq("~", status("keys.txt"), "changed on disk")
+        on("keys.txt")
+        t.clear_notes()
+        press("u")
+        t.note("BB-7: Updated keys.txt", I)
+        t.eq("", status("keys.txt"), "u: snapshot updated")
+        t.write(out_dir() .. "keys.txt", "k1\nK2\nk3\n")
+        session.refresh_files()
+        on("keys.txt")
+        press("D")
+        t.ok(t.buf_text(ui.bufs.preview):find("+K2", 1, true), "D: diff in the preview")
+        ui.focus("files")
+        on("keys.txt")
+        press("x")
+        t.eq("", status("keys.txt"), "x: output rejected")
+        t.write(out_dir() .. "keys.txt", "k1\nK2\nk3\n")
+        session.refresh_files()
+        t.clear_notes()
+        press("P")
+        t.note("BB-7: Applied 1 files", I)
+        t.eq("k1\nK2\nk3\n", t.read(env.project .. "/keys.txt"), "P: applied")
+        on("keys.txt")
+        press("d")
+        t.eq(nil, status("keys.txt"), "d: removed")
+      end)
+      vim.ui.input = orig_input
+      ui.close()
+      assert(ok, err)
+      t.no_errors()
+    end,
+  },
 }
