@@ -112,7 +112,8 @@ fn chunk_overhead() {
     let port = listener.local_addr().unwrap().port();
     std::fs::write(
         home.path().join(".config/bb7/config.json"),
-        json!({"api_key": "bench", "base_url": format!("http://127.0.0.1:{port}/api/v1")}).to_string(),
+        json!({"api_key": "bench", "base_url": format!("http://127.0.0.1:{port}/api/v1")})
+            .to_string(),
     )
     .unwrap();
     let sent = Arc::new(Mutex::new(vec![None; CHUNKS]));
@@ -141,12 +142,21 @@ fn chunk_overhead() {
         stdout.read_line(&mut line).unwrap();
         serde_json::from_str(&line).unwrap()
     };
-    call(&mut stdin, json!({"request_id": "1", "action": "init", "project_root": proj}));
+    call(
+        &mut stdin,
+        json!({"request_id": "1", "action": "init", "project_root": proj}),
+    );
     next(&mut stdout);
     // A named chat: no title request after the reply.
-    call(&mut stdin, json!({"request_id": "2", "action": "chat_new", "name": "bench"}));
+    call(
+        &mut stdin,
+        json!({"request_id": "2", "action": "chat_new", "name": "bench"}),
+    );
     next(&mut stdout);
-    call(&mut stdin, json!({"request_id": "3", "action": "send", "content": "stream"}));
+    call(
+        &mut stdin,
+        json!({"request_id": "3", "action": "send", "content": "stream"}),
+    );
     let mut recv: Vec<Option<Instant>> = vec![None; CHUNKS];
     // CPU is counted from the first chunk (the send's set-up, e.g. loading the tool components
     // on a process's first send, is not streaming).
@@ -212,7 +222,9 @@ fn file_text(n: usize) -> String {
     let mut s = String::new();
     let mut i = 0;
     while s.len() < 100 * 1024 {
-        s.push_str(&format!("fn f{n}_{i}(x: u64) -> u64 {{\n    x.wrapping_mul({i}) ^ {n}\n}}\n\n"));
+        s.push_str(&format!(
+            "fn f{n}_{i}(x: u64) -> u64 {{\n    x.wrapping_mul({i}) ^ {n}\n}}\n\n"
+        ));
         i += 1;
     }
     s
@@ -246,7 +258,12 @@ fn edit_reply() {
         };
         bb7::chat::snapshots::write(&chat_dir, &cf, text.as_bytes()).unwrap();
         // Edit a line near the end of the file (the whole file is searched).
-        let last = text.lines().rev().find(|l| l.contains("wrapping_mul")).unwrap().to_string();
+        let last = text
+            .lines()
+            .rev()
+            .find(|l| l.contains("wrapping_mul"))
+            .unwrap()
+            .to_string();
         let args = json!({"edits": [{"path": path, "file_id": cf.version, "old_string": last,
             "new_string": last.replace("wrapping_mul", "wrapping_add")}]});
         calls.push(ToolCall {
@@ -259,7 +276,8 @@ fn edit_reply() {
     }
     let run = |calls: &[ToolCall]| -> (Duration, Duration) {
         let out = tempfile::tempdir().unwrap();
-        let out_dir = cap_std::fs::Dir::open_ambient_dir(out.path(), cap_std::ambient_authority()).unwrap();
+        let out_dir =
+            cap_std::fs::Dir::open_ambient_dir(out.path(), cap_std::ambient_authority()).unwrap();
         let t0 = Instant::now();
         let mut runner = ToolRunner::new(
             DiffMode::SearchReplaceMulti,
