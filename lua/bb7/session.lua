@@ -159,6 +159,9 @@ function M.load_chat()
     M.emit("files")
     return false
   end
+  if M.chat and M.chat.id ~= r.id then
+    M.retry_context = nil -- a retry belongs to the chat whose edits failed
+  end
   M.chat = r
   if not M.model_override or M.model_override.chat ~= r.id then
     M.model_override = nil
@@ -744,6 +747,26 @@ function M.set_model(id)
   M.emit("status")
 end
 
+--- The reasoning efforts `e` cycles through in the model picker ("" = no reasoning).
+M.EFFORTS = { "", "low", "medium", "high" }
+
+--- Sets the active chat's reasoning effort (sent with every `send`).
+function M.set_reasoning_effort(effort)
+  if not M.chat then
+    notify("No active chat", L.WARN)
+    return false
+  end
+  local r = host.call("save_chat_settings", { reasoning_effort = effort })
+  if not ok(r) then
+    M.fail("save the reasoning effort", r)
+    return false
+  end
+  M.chat.reasoning_effort = effort
+  notify("Reasoning " .. (effort == "" and "off" or effort))
+  M.emit("status")
+  return true
+end
+
 --- Fetches the model list (async); `cb(models|nil)`.
 function M.fetch_models(cb)
   if M.models then
@@ -785,6 +808,7 @@ end
 
 --- Sends `text` in the active chat, streaming the reply to subscribers.
 function M.send(text)
+  text = text or ""
   if not M.ensure_chat() then
     return false
   end
@@ -793,7 +817,7 @@ function M.send(text)
     return false
   end
   local retry = M.retry_context
-  if (text == nil or text:match("^%s*$")) and not retry then
+  if text:match("^%s*$") and not retry then
     notify("Nothing to send", L.WARN)
     return false
   end

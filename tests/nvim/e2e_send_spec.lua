@@ -258,8 +258,16 @@ return {
       vim.api.nvim_win_set_cursor(win, { 2, 0 })
       vim.api.nvim_feedkeys("\r", "x", false)
       t.eq("mock/model", session.current_model(), "model picked")
+      -- `e` cycles the reasoning effort; it is saved for the chat and sent with the next send.
+      local win2, buf2 = models.show(got)
+      vim.api.nvim_feedkeys("e", "x", false)
+      t.eq("low", session.chat.reasoning_effort, "effort set")
+      t.ok(ui.status_text():find("(reasoning low)", 1, true), ui.status_text())
+      vim.api.nvim_win_close(win2, true)
+      t.ok(buf2, "picker buffer")
       local saved = vim.json.decode(t.read(env.project .. "/.bb7/chats/" .. session.chat.id .. "/chat.json"))
       t.eq("mock/model", saved.model, "persisted in chat.json")
+      t.eq("low", saved.reasoning_effort, "effort persisted")
       local state = vim.json.decode(t.read(env.home .. "/.bb7/state.json"))
       t.eq("mock/model", state.last_model, "last model")
     end,
@@ -270,7 +278,18 @@ return {
       ui.open("input")
       local input = require("bb7.ui.input")
       vim.api.nvim_buf_set_lines(input.buf(), 0, -1, false, { "Write a long answer." })
+      local host = require("bb7.host")
+      local orig, sent = host.request, nil
+      host.request = function(action, params, ...)
+        if action == "send" then
+          sent = params
+        end
+        return orig(action, params, ...)
+      end
       input.send()
+      host.request = orig
+      t.eq("mock/model", sent.model, "picked model sent")
+      t.eq("low", sent.reasoning_effort, "reasoning effort sent")
       t.wait(function()
         return preview_text():find("slow2 ", 1, true)
       end, 10000, "slow stream started")

@@ -115,7 +115,8 @@ function M.status_text()
   local parts = {}
   local model = session.current_model()
   if model then
-    parts[#parts + 1] = model
+    local effort = session.chat and session.chat.reasoning_effort or ""
+    parts[#parts + 1] = model .. (effort ~= "" and (" (reasoning " .. effort .. ")") or "")
   end
   local u = session.last_usage
   if u then

@@ -48,7 +48,7 @@ function M.show(models)
     col = math.floor((vim.o.columns - width) / 2),
     border = config.options.ui.border,
     style = "minimal",
-    title = " Model — <CR> pick · f favourite · / filter · q close ",
+    title = " Model — <CR> pick · f favourite · e reasoning effort · / filter · q close ",
     title_pos = "center",
     zindex = 70,
   })
@@ -100,6 +100,16 @@ function M.show(models)
       draw()
       pcall(vim.api.nvim_win_set_cursor, win, { row, 0 })
     end
+  end, o)
+  vim.keymap.set("n", "e", function()
+    local cur = session.chat and session.chat.reasoning_effort or ""
+    local i = 1
+    for k, v in ipairs(session.EFFORTS) do
+      if v == cur then
+        i = k
+      end
+    end
+    session.set_reasoning_effort(session.EFFORTS[i % #session.EFFORTS + 1])
   end, o)
   vim.keymap.set("n", "/", function()
     vim.ui.input({ prompt = "Filter models: ", default = filter }, function(q)
