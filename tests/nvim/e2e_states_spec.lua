@@ -358,4 +358,17 @@ return {
       t.note("BB-7: Added b.txt", vim.log.levels.INFO)
     end,
   },
+  {
+    "the host is shut down when Neovim exits (VimLeavePre)",
+    function()
+      local host = require("bb7.host")
+      t.ok(host.running(), "running")
+      local pid = vim.fn.jobpid(host._job())
+      vim.api.nvim_exec_autocmds("VimLeavePre", {})
+      t.ok(not host.running(), "stopped")
+      t.wait(function()
+        return vim.uv.kill(pid, 0) ~= 0
+      end, 3000, "process gone")
+    end,
+  },
 }

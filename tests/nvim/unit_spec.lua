@@ -150,11 +150,13 @@ return {
       local buf = vim.api.nvim_create_buf(false, true)
       vim.api.nvim_buf_set_lines(buf, 0, -1, false, { "header", "keep me", "" })
       local win = vim.api.nvim_open_win(buf, true, { relative = "editor", row = 1, col = 1, width = 40, height = 10 })
-      local changes = 0
+      local changes, checking = 0, true
       vim.api.nvim_buf_attach(buf, false, {
         on_lines = function(_, _, _, first)
-          changes = changes + 1
-          t.ok(first >= 2, "never rewrites earlier lines (first changed line " .. first .. ")")
+          if checking then
+            changes = changes + 1
+            t.ok(first >= 2, "never rewrites earlier lines (first changed line " .. first .. ")")
+          end
         end,
       })
       vim.api.nvim_win_set_cursor(win, { 1, 0 }) -- the user reads the top: not following
@@ -180,6 +182,14 @@ return {
       t.eq("answer", lines[#lines], "last text")
       t.ok(vim.tbl_contains(lines, "▾ Reasoning"), "reasoning header")
       t.eq(#lines, vim.api.nvim_win_get_cursor(win)[1], "follower moved to the end")
+      -- A buffer changed under the stream: writing continues at its end instead of failing.
+      checking = false
+      local s2 = Stream.new(buf, { interval = 5 })
+      vim.api.nvim_buf_set_lines(buf, 0, -1, false, { "reset" })
+      s2:push("chunk", "after\nreset")
+      s2:stop()
+      t.eq({ "resetafter", "reset" }, vim.api.nvim_buf_get_lines(buf, 0, -1, false), "recovered")
+      lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
       s:push("chunk", "ignored after stop")
       t.eq(#lines, vim.api.nvim_buf_line_count(buf), "stopped")
       vim.api.nvim_win_close(win, true)

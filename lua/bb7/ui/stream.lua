@@ -118,7 +118,17 @@ function M:flush()
   local pieces = vim.split(text, "\n", { plain = true })
   local was = vim.bo[buf].modifiable
   vim.bo[buf].modifiable = true
-  vim.api.nvim_buf_set_text(buf, self.row, self.col, self.row, self.col, pieces)
+  local ok = pcall(vim.api.nvim_buf_set_text, buf, self.row, self.col, self.row, self.col, pieces)
+  if not ok then
+    -- Someone else changed the buffer: continue at its end.
+    local last = vim.api.nvim_buf_line_count(buf) - 1
+    local line = vim.api.nvim_buf_get_lines(buf, last, last + 1, false)[1] or ""
+    local dr, dc = row - self.row, col - (#pieces == 1 and self.col or 0)
+    self.row, self.col = last, #line
+    row, col = last + dr, (#pieces == 1 and self.col + dc or dc)
+    marks = {}
+    vim.api.nvim_buf_set_text(buf, self.row, self.col, self.row, self.col, pieces)
+  end
   vim.bo[buf].modifiable = was
   self.row, self.col = row, col
   for _, m in ipairs(marks) do
