@@ -200,7 +200,7 @@ return {
         t.eq("input", ui.current_pane(), "focus moves to the input")
         local id = session.chat.id
         ui.focus("chats")
-        vim.api.nvim_win_set_cursor(ui.wins.chats, { row_of(session.chat.name), 0 })
+        vim.api.nvim_win_set_cursor(ui.wins.chats, { row_of("▶"), 0 }) -- the active (new) chat
         answer = "keyed chat"
         press("r")
         t.eq("keyed chat", session.chat.name, "r: renamed")
