@@ -91,46 +91,67 @@ local function dispatch(msg)
   end
 end
 
--- Messages are dispatched from a queue drained in the main loop (vim.schedule), never inside the
--- stdout callback: handlers may call `M.call`, whose vim.wait must see further output. Replies to
--- synchronous calls are resolved directly in the callback, so a nested wait always returns.
+-- Lines are decoded and dispatched from a queue drained in the main loop (vim.schedule), never
+-- inside the stdout callback: handlers may call `M.call`, whose vim.wait must see further output.
+-- Replies to synchronous calls are resolved directly in the callback, so a nested wait always
+-- returns. A drain stops after a time budget and continues on the next tick, so a burst of
+-- thousands of chunks never blocks the editor for long.
 local queue, q_head, q_tail = {}, 1, 0
 local scheduled, draining = false, false
+local BUDGET_NS = 4e6
+local DECODE_OPTS = { luanil = { object = true, array = true } }
 
-local function drain()
-  scheduled = false
-  if draining then
-    return -- the outer drain loop picks up what was queued meanwhile
-  end
-  draining = true
-  while q_head <= q_tail do
-    local msg = queue[q_head]
-    queue[q_head] = nil
-    q_head = q_head + 1
-    local ok, err = pcall(dispatch, msg)
-    if not ok then
-      notify("internal error: " .. tostring(err))
-    end
-  end
-  queue, q_head, q_tail = {}, 1, 0
-  draining = false
-end
+local drain
 
-local function enqueue(msg)
-  local p = msg.request_id and pending[msg.request_id]
-  if p and p.sync then
-    pending[msg.request_id] = nil
-    p.cb(msg)
-    return
-  end
-  q_tail = q_tail + 1
-  queue[q_tail] = msg
+local function schedule_drain()
   if not scheduled then
     scheduled = true
     vim.schedule(function()
       M._drain() -- through the module table, so benchmarks can time it
     end)
   end
+end
+
+local function decode(line)
+  local ok, msg = pcall(vim.json.decode, line, DECODE_OPTS)
+  if ok and type(msg) == "table" then
+    return msg
+  end
+  notify("host sent a line that is not JSON: " .. line:sub(1, 200), vim.log.levels.WARN)
+end
+
+drain = function()
+  scheduled = false
+  if draining then
+    return -- the outer drain loop picks up what was queued meanwhile
+  end
+  draining = true
+  local t0 = vim.uv.hrtime()
+  while q_head <= q_tail do
+    local item = queue[q_head]
+    queue[q_head] = nil
+    q_head = q_head + 1
+    local msg = type(item) == "string" and decode(item) or item
+    if msg then
+      local ok, err = pcall(dispatch, msg)
+      if not ok then
+        notify("internal error: " .. tostring(err))
+      end
+    end
+    if q_head <= q_tail and vim.uv.hrtime() - t0 > BUDGET_NS then
+      draining = false
+      schedule_drain() -- the rest on the next tick: input and redraws go first
+      return
+    end
+  end
+  queue, q_head, q_tail = {}, 1, 0
+  draining = false
+end
+
+local function enqueue(item)
+  q_tail = q_tail + 1
+  queue[q_tail] = item
+  schedule_drain()
 end
 
 --- Splits raw stdout data (a list of strings as `jobstart` gives them) into lines and queues them.
@@ -145,11 +166,16 @@ function M._feed(data)
     if i == n then
       partial = piece
     elseif piece ~= "" then
-      local ok, msg = pcall(vim.json.decode, piece, { luanil = { object = true, array = true } })
-      if ok and type(msg) == "table" then
-        enqueue(msg)
+      local rid = piece:match('"request_id":"([^"]*)"')
+      local p = rid and pending[rid]
+      if p and p.sync then
+        local msg = decode(piece)
+        if msg then
+          pending[rid] = nil
+          p.cb(msg)
+        end
       else
-        notify("host sent a line that is not JSON: " .. piece:sub(1, 200), vim.log.levels.WARN)
+        enqueue(piece)
       end
     end
   end

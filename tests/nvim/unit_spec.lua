@@ -210,6 +210,21 @@ return {
         return #got == 3
       end, 1000, "dispatch")
       t.eq({ 1, 2, 3 }, got, "events in order")
+      -- A burst is dispatched over several ticks (time budget per tick), in order, completely.
+      local burst, n = {}, 20000
+      for i = 1, n do
+        burst[i] = vim.json.encode({ type = "t_event", n = 100 + i })
+      end
+      burst[#burst + 1] = ""
+      got = {}
+      host._feed(burst)
+      host._drain()
+      t.ok(#got > 0 and #got < n, ("one tick dispatched part of the burst (%d of %d)"):format(#got, n))
+      t.wait(function()
+        return #got == n
+      end, 10000, "the rest")
+      t.eq(101, got[1], "first")
+      t.eq(100 + n, got[n], "last")
       t.clear_notes()
       host._feed({ "not json", "" })
       t.wait(function()
