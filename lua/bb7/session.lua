@@ -150,6 +150,16 @@ end
 
 -- Chats ---------------------------------------------------------------------------------------------
 
+local function set_chat(r)
+  if M.chat and M.chat.id ~= r.id then
+    M.retry_context = nil -- a retry belongs to the chat whose edits failed
+  end
+  M.chat = r
+  if not M.model_override or M.model_override.chat ~= r.id then
+    M.model_override = nil
+  end
+end
+
 --- Reloads the active chat and its file statuses from the host.
 function M.load_chat()
   local r = host.call("chat_get", {})
@@ -159,16 +169,30 @@ function M.load_chat()
     M.emit("files")
     return false
   end
-  if M.chat and M.chat.id ~= r.id then
-    M.retry_context = nil -- a retry belongs to the chat whose edits failed
-  end
-  M.chat = r
-  if not M.model_override or M.model_override.chat ~= r.id then
-    M.model_override = nil
-  end
+  set_chat(r)
   M.refresh_files()
   M.emit("chat")
   return true
+end
+
+--- Like `load_chat` without waiting: the replies are handled as they come, then `cb()` runs.
+--- Used after a reply, so the editor is never blocked on the host there.
+function M.load_chat_async(cb)
+  host.request("chat_get", {}, function(r)
+    if not ok(r) then
+      return cb()
+    end
+    set_chat(r)
+    host.request("get_file_statuses", {}, function(fs)
+      if ok(fs) and M.chat and M.chat.id == r.id then
+        M.statuses = fs.files or {}
+        M.fetch_estimate()
+      end
+      M.emit("files")
+      M.emit("chat")
+      cb()
+    end)
+  end)
 end
 
 --- Reloads the file statuses of the active chat.
@@ -854,9 +878,6 @@ function M.send(text)
 end
 
 function M._finish_send(st, r)
-  if M.stream == st then
-    M.stream = nil
-  end
   if r.type == "done" or r.type == "diff_error" then
     M.last_usage = r.usage
     M.last_duration = r.duration
@@ -878,14 +899,18 @@ function M._finish_send(st, r)
       M.fail("send", r)
     end
   end
-  if not host.running() then
-    return
+  -- The send is settled once the chat shows the stored reply (a few ms later, without blocking).
+  local function settle()
+    if M.stream == st then
+      M.stream = nil
+    end
+    M.emit("status")
   end
-  if M.chat and M.chat.id == st.chat_id then
-    M.load_chat()
+  if not host.running() or not (M.chat and M.chat.id == st.chat_id) then
+    return settle()
   end
   M.fetch_balance()
-  M.emit("status")
+  M.load_chat_async(settle)
 end
 
 --- Cancels the in-flight send.

@@ -27,13 +27,14 @@ local function piece(i)
 end
 
 -- Instrumentation: every main-loop callback the stream goes through is timed.
-local frames = {}
+local frames, labels = {}, {}
 local function timed(tbl, key)
   local orig = tbl[key]
   tbl[key] = function(...)
     local t0 = vim.uv.hrtime()
     local r = { orig(...) }
     frames[#frames + 1] = (vim.uv.hrtime() - t0) / 1e6
+    labels[#frames] = key
     return unpack(r)
   end
   return function()
@@ -50,10 +51,17 @@ local function summarize(label, n_flushes)
   local sorted = vim.deepcopy(frames)
   table.sort(sorted)
   local p99 = sorted[math.max(1, math.ceil(#sorted * 0.99))] or 0
-  out(("%-46s total Lua %7.1f ms  longest frame %6.2f ms  p99 %5.2f ms  callbacks %5d  flushes %4d"):format(
+  local where = "?"
+  for i, f in ipairs(frames) do
+    if f == max then
+      where = labels[i]
+    end
+  end
+  out(("%-46s total Lua %7.1f ms  longest frame %6.2f ms (%s)  p99 %5.2f ms  callbacks %5d  flushes %4d"):format(
     label,
     total,
     max,
+    where,
     p99,
     #frames,
     n_flushes
@@ -93,7 +101,7 @@ local function bench_stream_real()
         return session.chat.name == "Bench Title"
       end)
     end
-    frames = {}
+    frames, labels = {}, {}
     local undo = { timed(host, "_feed"), timed(host, "_drain"), timed(Stream, "flush") }
     local t0 = vim.uv.hrtime()
     assert(session.send("bench " .. round), "send")
@@ -143,7 +151,7 @@ local function bench_stream_synthetic()
   for i = 1, CHUNKS do
     lines[i] = vim.json.encode({ type = "bench_chunk", content = piece(i) })
   end
-  frames = {}
+  frames, labels = {}, {}
   local undo = { timed(host, "_feed"), timed(host, "_drain"), timed(Stream, "flush") }
   local i = 1
   local flushes_before = 0

@@ -50,6 +50,9 @@ function M:push(kind, text)
     end
     self.kind = kind
   end
+  if text:find("\r", 1, true) then
+    text = text:gsub("\r", "")
+  end
   self.pending[#self.pending + 1] = { text, kind == "thinking" and "BB7Reasoning" or nil }
   self.chars = self.chars + #text
   self:schedule()
@@ -99,22 +102,36 @@ function M:flush()
   end
   -- Highlight runs (reasoning) are computed before the write, in positions after it.
   local row, col = self.row, self.col
+  local find = string.find
   for _, item in ipairs(self.pending) do
-    local s = item[1]:gsub("\r", "")
-    local pieces = vim.split(s, "\n", { plain = true })
+    local s = item[1]
+    local nl, last, p = 0, nil, 1
+    while true do
+      local i = find(s, "\n", p, true)
+      if not i then
+        break
+      end
+      nl, last, p = nl + 1, i, i + 1
+    end
     local er, ec
-    if #pieces == 1 then
-      er, ec = row, col + #pieces[1]
+    if nl == 0 then
+      er, ec = row, col + #s
     else
-      er, ec = row + #pieces - 1, #pieces[#pieces]
+      er, ec = row + nl, #s - last
     end
     if item[2] then
-      marks[#marks + 1] = { row, col, er, ec, item[2] == "header" and "BB7Reasoning" or item[2] }
+      local group = item[2] == "header" and "BB7Reasoning" or item[2]
+      local last = marks[#marks]
+      if last and last[5] == group and last[3] == row and last[4] == col then
+        last[3], last[4] = er, ec -- one extmark per run, not per chunk
+      else
+        marks[#marks + 1] = { row, col, er, ec, group }
+      end
     end
     row, col = er, ec
   end
   self.pending = {}
-  local text = table.concat(texts):gsub("\r", "")
+  local text = table.concat(texts)
   local pieces = vim.split(text, "\n", { plain = true })
   local was = vim.bo[buf].modifiable
   vim.bo[buf].modifiable = true
