@@ -226,7 +226,24 @@ local function bench_startup()
     table.sort(xs)
     return xs[math.ceil(#xs / 2)], xs[#xs]
   end
+  -- Where a cold start goes.
+  reset()
+  local b0 = vim.uv.hrtime()
+  host.start()
+  local b1 = vim.uv.hrtime()
+  session.ensure()
+  local b2 = vim.uv.hrtime()
+  session.list_chats()
+  local b3 = vim.uv.hrtime()
+  ui.open("input")
+  local b4 = vim.uv.hrtime()
   out(("created %d chats through the host in %.0f ms"):format(CHATS, mk))
+  out(("cold start breakdown: spawn + version %.1f ms, init + active chat %.1f ms, chat_list %.1f ms, open panes %.1f ms"):format(
+    (b1 - b0) / 1e6,
+    (b2 - b1) / 1e6,
+    (b3 - b2) / 1e6,
+    (b4 - b3) / 1e6
+  ))
   local cm, cx = med(results.cold)
   local wm, wx = med(results.warm)
   out(("%-46s median %6.1f ms  max %6.1f ms  (5 runs)"):format((":BB7 → interactive, %d chats, cold host"):format(CHATS), cm, cx))
