@@ -158,6 +158,15 @@ local function set_chat(r)
   if not M.model_override or M.model_override.chat ~= r.id then
     M.model_override = nil
   end
+  -- The name may have changed (a generated title can be stored before its event arrives).
+  for _, c in ipairs(M.chats or {}) do
+    if c.id == r.id and c.name ~= r.name then
+      c.name = r.name
+      vim.schedule(function()
+        M.emit("chats")
+      end)
+    end
+  end
 end
 
 --- Reloads the active chat and its file statuses from the host.
@@ -861,7 +870,7 @@ function M.send(text)
     M.retry_context = nil
   end
   local chat_id = M.chat.id
-  local st = { chat_id = chat_id, content = "", text = text, started = vim.uv.hrtime() }
+  local st = { chat_id = chat_id, text = text, started = vim.uv.hrtime() }
   M.stream = st
   local rid = host.request("send", params, function(r)
     M._finish_send(st, r)

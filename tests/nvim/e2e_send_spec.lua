@@ -170,7 +170,9 @@ return {
       t.wait(function()
         return session.chat.name == "Friendlier Greeting Change"
       end, 5000, "title_updated")
-      t.ok(t.buf_text(ui.bufs.chats):find("Friendlier Greeting Change", 1, true), "title in the chat list")
+      t.wait(function()
+        return t.buf_text(ui.bufs.chats):find("Friendlier Greeting Change", 1, true)
+      end, 2000, "title in the chat list")
     end,
   },
   {

@@ -121,10 +121,12 @@ function M.status_text()
   local u = session.last_usage
   if u then
     local util = require("bb7.util")
-    parts[#parts + 1] = ("last: %s in / %s out, %s"):format(
+    local secs = tonumber(session.last_duration)
+    parts[#parts + 1] = ("last: %s in / %s out, %s%s"):format(
       util.tokens(u.prompt_tokens),
       util.tokens(u.completion_tokens),
-      util.money(u.cost)
+      util.money(u.cost),
+      secs and (", %.1f s"):format(secs) or ""
     )
   end
   local b = session.balance

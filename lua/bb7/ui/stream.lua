@@ -26,7 +26,6 @@ function M.new(buf, opts)
     on_flush = opts.on_flush,
     timer = nil,
     stopped = false,
-    chars = 0,
   }, M)
   return self
 end
@@ -54,7 +53,6 @@ function M:push(kind, text)
     text = text:gsub("\r", "")
   end
   self.pending[#self.pending + 1] = { text, kind == "thinking" and "BB7Reasoning" or nil }
-  self.chars = self.chars + #text
   self:schedule()
 end
 
