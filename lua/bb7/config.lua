@@ -76,6 +76,8 @@ M.defaults = {
     input = {
       send = "<CR>",
       send_insert = "<C-s>",
+      edit_last = "<C-e>",
+      fork_last = "<C-f>",
     },
   },
 }

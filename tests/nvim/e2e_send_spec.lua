@@ -390,7 +390,23 @@ return {
           idx = i - 1
         end
       end
-      t.ok(session.edit_message(idx), "edited")
+      -- <C-e> in the input edits the last user message (the retry).
+      ui.open("input")
+      local n0 = #session.chat.messages
+      vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes("<C-e>", true, false, true), "x", false)
+      t.eq("Please fix the edits that failed.", t.buf_text(require("bb7.ui.input").buf()), "last message in the input")
+      t.ok(#session.chat.messages < n0, "cut at the last message")
+      -- <C-e> in the preview edits the message under the cursor.
+      before = #session.chat.messages
+      ui.focus("preview")
+      local row
+      for i, l in ipairs(vim.api.nvim_buf_get_lines(preview.buf(), 0, -1, false)) do
+        if l == "Write a long answer." then
+          row = i
+        end
+      end
+      vim.api.nvim_win_set_cursor(ui.wins.preview, { row, 0 })
+      vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes("<C-e>", true, false, true), "x", false)
       t.ok(#session.chat.messages < before, "truncated")
       t.eq(idx, #session.chat.messages, "ends before the edited message")
       t.eq("Write a long answer.", t.buf_text(require("bb7.ui.input").buf()), "draft restored into the input")

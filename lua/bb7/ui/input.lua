@@ -56,9 +56,36 @@ end
 function M.attach(b, u)
   buf, ui = b, u
   vim.bo[buf].filetype = "markdown"
+  local function last_user_message()
+    local msgs = session.chat and session.chat.messages or {}
+    for i = #msgs, 1, -1 do
+      if msgs[i].role == "user" then
+        return i - 1
+      end
+    end
+    session.notify("No message to edit or fork from", vim.log.levels.WARN)
+  end
   keymaps.apply(buf, "input", "input", {
     send = { M.send, "send the message" },
     send_insert = { M.send, "send the message", modes = { "n", "i" } },
+    edit_last = {
+      function()
+        local mi = last_user_message()
+        if mi then
+          session.edit_message(mi)
+        end
+      end,
+      "edit your last message (the chat is cut there)",
+    },
+    fork_last = {
+      function()
+        local mi = last_user_message()
+        if mi then
+          session.fork_message(mi)
+        end
+      end,
+      "fork a new chat from your last message",
+    },
   })
   session.subscribe("chat", M.render)
   -- Editing a message makes it the draft, replacing what the input held.
