@@ -207,6 +207,8 @@ local function start_stream(st)
   vim.api.nvim_buf_set_lines(buf, start, -1, false, lines)
   vim.bo[buf].modifiable = false
   vim.api.nvim_buf_set_extmark(buf, ns, start + (start == 0 and 0 or 1), 0, { line_hl_group = "BB7User" })
+  local total = vim.api.nvim_buf_line_count(buf)
+  vim.api.nvim_buf_set_extmark(buf, ns, total - 2, 0, { line_hl_group = "BB7Assistant" })
   local w = win()
   if w then
     vim.api.nvim_win_set_cursor(w, { vim.api.nvim_buf_line_count(buf), 0 })
