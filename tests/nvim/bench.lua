@@ -186,9 +186,12 @@ local function bench_stream_synthetic()
 
 end
 
+local notes = {}
 local function bench_startup()
   local env = t.env()
-  vim.notify = function() end
+  vim.notify = function(m)
+    notes[#notes + 1] = m
+  end
   vim.cmd("BB7Init")
   local host = require("bb7.host")
   local t0 = vim.uv.hrtime()
@@ -216,7 +219,7 @@ local function bench_startup()
     vim.cmd("BB7")
     results.cold[#results.cold + 1] = (vim.uv.hrtime() - c0) / 1e6
     assert(ui.is_open(), "open")
-    assert(vim.api.nvim_buf_line_count(ui.bufs.chats) >= CHATS, "all chats listed")
+    assert(vim.api.nvim_buf_line_count(ui.bufs.chats) >= CHATS, "all chats listed: " .. vim.api.nvim_buf_line_count(ui.bufs.chats) .. " lines; " .. vim.inspect(notes))
     ui.close()
     local w0 = vim.uv.hrtime()
     vim.cmd("BB7")
