@@ -3,9 +3,10 @@
 //!
 //! Project instructions (`{project}/.bb7/instructions`) support two directives at column 0, outside fenced
 //! code blocks: `@@` comment lines, which are dropped, and `@include <path>`, which inserts a project file
-//! verbatim (one level: included text is not parsed). Included paths must stay inside the project root; that is
-//! checked lexically, by canonicalizing, and again by reading through a `cap_std` directory handle, which
-//! refuses any path (symlinks included) that leads outside it.
+//! verbatim (one level: included text is not parsed). Included paths follow the project path rule of
+//! [`crate::store::project`]: inside the project, no symlink on the way, nothing under `.git/` or `.bb7/`,
+//! resolved from the handle opened at `init`. The instructions file itself is read through the `.bb7/`
+//! handle held since `init`, so replacing `.bb7` afterwards cannot redirect it.
 
 use std::io::{self, Read, Write};
 use std::path::{Component, Path, PathBuf};
@@ -13,6 +14,7 @@ use std::path::{Component, Path, PathBuf};
 use serde::Serialize;
 
 use crate::config::read_regular_file;
+use crate::store::project::ProjectDir;
 
 /// BB-7's built-in system prompt.
 ///
@@ -57,7 +59,7 @@ pub struct Instructions {
 
 /// Loads the global and project instructions. `home_config_dir` is `~/.config/bb7`; `project_root` is `None`
 /// in global-only mode.
-pub fn load(home_config_dir: Option<&Path>, project_root: Option<&Path>) -> Instructions {
+pub fn load(home_config_dir: Option<&Path>, project_root: Option<&ProjectDir>) -> Instructions {
     Instructions {
         global: home_config_dir.and_then(load_global),
         project: match project_root {
@@ -85,32 +87,30 @@ pub fn load_global(config_dir: &Path) -> Option<String> {
 }
 
 /// Reads and processes `{project_root}/.bb7/instructions`: `Ok(None)` when missing or blank after processing.
-pub fn load_project(project_root: &Path) -> Result<Option<String>, String> {
-    let path = project_root.join(PROJECT_INSTRUCTIONS_PATH);
+pub fn load_project(project: &ProjectDir) -> Result<Option<String>, String> {
     // The file ships with the repository: a symlink could point anywhere (an SSH key) and its
-    // content would go to the model, so it is not followed.
-    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
-        return Err(format!(
-            "{PROJECT_INSTRUCTIONS_PATH}: is a symbolic link, which BB-7 does not follow"
-        ));
-    }
-    let bytes = match read_regular_file(&path) {
+    // content would go to the model, so it is not followed (and a FIFO cannot hang the host).
+    let bytes = match crate::store::read_regular_nofollow(project.state(), "instructions") {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(format!(
+                "{PROJECT_INSTRUCTIONS_PATH}: is a symbolic link, which BB-7 does not follow"
+            ));
+        }
         Err(e) => return Err(format!("{PROJECT_INSTRUCTIONS_PATH}: cannot read: {e}")),
     };
     let text = String::from_utf8(bytes)
         .map_err(|_| format!("{PROJECT_INSTRUCTIONS_PATH}: not valid UTF-8"))?;
-    let processed = process_project(&text, project_root)?;
+    let processed = process_project(&text, project)?;
     Ok((!processed.trim().is_empty()).then_some(processed))
 }
 
 /// Applies the project directives to `source` (the text of `.bb7/instructions`), resolving includes against
 /// `project_root`. Returns every error, one per line, each naming its line.
-pub fn process_project(source: &str, project_root: &Path) -> Result<String, String> {
+pub fn process_project(source: &str, project: &ProjectDir) -> Result<String, String> {
     let mut out = String::with_capacity(source.len());
     let mut errors = Vec::new();
-    let mut includer = Includer::new(project_root);
     let mut in_fence = false;
     for (index, raw) in source.split_inclusive('\n').enumerate() {
         let line = raw.trim_end_matches(['\n', '\r']);
@@ -136,7 +136,7 @@ pub fn process_project(source: &str, project_root: &Path) -> Result<String, Stri
                 Some(inner) if !inner.is_empty() => inner,
                 _ => path,
             };
-            match includer.include(path) {
+            match include(project, path) {
                 Ok(text) => {
                     out.push_str(&text);
                     if !text.is_empty() && !text.ends_with('\n') {
@@ -159,94 +159,46 @@ pub fn process_project(source: &str, project_root: &Path) -> Result<String, Stri
     }
 }
 
-/// Reads included files from inside the project root only.
-struct Includer<'a> {
-    root: &'a Path,
-    /// The project root opened as a capability (opened on first use).
-    dir: Option<io::Result<cap_std::fs::Dir>>,
-    /// The canonical project root (computed on first use).
-    canonical_root: Option<io::Result<PathBuf>>,
-}
-
-impl<'a> Includer<'a> {
-    fn new(root: &'a Path) -> Self {
-        Includer {
-            root,
-            dir: None,
-            canonical_root: None,
-        }
+/// Reads an included file under the project path rule.
+fn include(project: &ProjectDir, path: &str) -> Result<String, String> {
+    if path.is_empty() {
+        return Err("missing path".to_string());
     }
-
-    fn include(&mut self, path: &str) -> Result<String, String> {
-        if path.is_empty() {
-            return Err("missing path".to_string());
-        }
-        let rel = Path::new(path);
-        if rel.is_absolute() || rel.has_root() {
-            return Err(format!("absolute paths are not allowed: {path}"));
-        }
-        let outside = || format!("path resolves outside the project root: {path}");
-        if escapes_lexically(rel) {
-            return Err(outside());
-        }
-        let not_found = || format!("file not found: {path}");
-
-        let root = self.root;
-        let canonical_root = self
-            .canonical_root
-            .get_or_insert_with(|| root.canonicalize())
-            .as_ref()
-            .map_err(|e| format!("cannot open the project root: {e}"))?;
-        match canonical_root.join(rel).canonicalize() {
-            Ok(target) if !target.starts_with(canonical_root) => return Err(outside()),
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(not_found()),
-            Err(e) => return Err(format!("cannot read {path}: {e}")),
-        }
-
-        let dir = self
-            .dir
-            .get_or_insert_with(|| {
-                cap_std::fs::Dir::open_ambient_dir(root, cap_std::ambient_authority())
-            })
-            .as_ref()
-            .map_err(|e| format!("cannot open the project root: {e}"))?;
-        let read_error = |e: io::Error| {
-            if e.kind() == io::ErrorKind::NotFound {
-                not_found()
-            } else if e.kind() == io::ErrorKind::PermissionDenied
-                && e.to_string().contains("outside")
-            {
-                outside()
-            } else {
-                format!("cannot read {path}: {e}")
-            }
-        };
-        if !dir.metadata(rel).map_err(read_error)?.is_file() {
-            return Err(format!("not a regular file: {path}"));
-        }
-        let file = dir.open(rel).map_err(read_error)?;
-        let meta = file.metadata().map_err(read_error)?;
-        if !meta.is_file() {
-            return Err(format!("not a regular file: {path}"));
-        }
-        if meta.len() > MAX_INCLUDE_BYTES {
-            return Err(format!(
-                "file too large: {path} ({} bytes, max {MAX_INCLUDE_BYTES})",
-                meta.len()
-            ));
-        }
-        let mut bytes = Vec::with_capacity(meta.len() as usize);
-        file.take(MAX_INCLUDE_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(read_error)?;
-        if bytes.len() as u64 > MAX_INCLUDE_BYTES {
-            return Err(format!(
-                "file too large: {path} (max {MAX_INCLUDE_BYTES} bytes)"
-            ));
-        }
-        String::from_utf8(bytes).map_err(|_| format!("file is not valid UTF-8: {path}"))
+    let rel = Path::new(path);
+    if rel.is_absolute() || rel.has_root() {
+        return Err(format!("absolute paths are not allowed: {path}"));
     }
+    if escapes_lexically(rel) {
+        return Err(format!("path resolves outside the project root: {path}"));
+    }
+    let norm = bb7_tool_logic::paths::normalize("path", path, false)
+        .map_err(|e| format!("invalid path {path}: {}", e.message))?;
+    let file = project.open_read(&norm).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => format!("file not found: {path}"),
+        _ => format!("cannot read {path}: {e}"),
+    })?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read {path}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("not a regular file: {path}"));
+    }
+    if meta.len() > MAX_INCLUDE_BYTES {
+        return Err(format!(
+            "file too large: {path} ({} bytes, max {MAX_INCLUDE_BYTES})",
+            meta.len()
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_INCLUDE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {path}: {e}"))?;
+    if bytes.len() as u64 > MAX_INCLUDE_BYTES {
+        return Err(format!(
+            "file too large: {path} (max {MAX_INCLUDE_BYTES} bytes)"
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| format!("file is not valid UTF-8: {path}"))
 }
 
 /// Whether `..` components take `path` above its starting directory, ignoring symlinks.
@@ -361,19 +313,21 @@ pub fn render_system_message(system: &str, inst: &Instructions, global_chat: boo
 pub fn prepare(
     level: &str,
     home_config_dir: Option<&Path>,
-    project_root: Option<&Path>,
+    project: Option<&ProjectDir>,
 ) -> Result<PathBuf, String> {
     let no_config_dir = || "Cannot locate ~/.config/bb7: HOME is not set".to_string();
     let (path, seed) = match level {
         "project" => {
-            let root = project_root.ok_or_else(|| {
+            let project = project.ok_or_else(|| {
                 "No project: project instructions are not available in global-only mode".to_string()
             })?;
-            let state_dir = root.join(".bb7");
-            if !state_dir.is_dir() {
-                return Err("Not initialized: no .bb7 directory in the project root".to_string());
-            }
-            (state_dir.join("instructions"), PROJECT_TEMPLATE)
+            // Created through the .bb7/ handle held since init; the path handed to the editor is
+            // checked to still lead to that directory.
+            create_if_missing_in(project.state(), "instructions", PROJECT_TEMPLATE)
+                .map_err(|e| format!("Cannot create {PROJECT_INSTRUCTIONS_PATH}: {e}"))?;
+            return project
+                .state_path("instructions")
+                .map_err(|e| format!("Cannot open {PROJECT_INSTRUCTIONS_PATH}: {e}"));
         }
         "global" => {
             let dir = home_config_dir.ok_or_else(no_config_dir)?;
@@ -392,7 +346,12 @@ pub fn prepare(
         }
     };
     let path = std::path::absolute(&path).unwrap_or(path);
-    create_if_missing(&path, seed).map_err(|e| format!("Cannot create {}: {e}", path.display()))?;
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return Err(format!("Cannot create {}", path.display()));
+    };
+    cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority())
+        .and_then(|d| create_if_missing_in(&d, name, seed))
+        .map_err(|e| format!("Cannot create {}: {e}", path.display()))?;
     Ok(path)
 }
 
@@ -400,38 +359,31 @@ fn create_dir(dir: &Path) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("Cannot create {}: {e}", dir.display()))
 }
 
-/// Creates `path` with `content` unless something already exists there. The content is written to a temporary
-/// file first and linked into place, so the file appears complete or not at all and an existing file is never
-/// replaced.
-fn create_if_missing(path: &Path, content: &str) -> io::Result<()> {
-    if std::fs::symlink_metadata(path).is_ok() {
+/// Creates `name` in `dir` with `content` unless something already exists there. The content is written to a
+/// temporary file first and linked into place, so the file appears complete or not at all and an existing file
+/// (or symlink) is never replaced or followed.
+fn create_if_missing_in(dir: &cap_std::fs::Dir, name: &str, content: &str) -> io::Result<()> {
+    if dir.symlink_metadata(name).is_ok() {
         return Ok(());
     }
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.{}-{seq}.tmp", std::process::id()));
+    let tmp = format!(".{name}.{}-{seq}.tmp", std::process::id());
     let result = (|| {
         // create_new: a file or symlink planted at the temporary name is never opened or truncated.
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
+        let mut opts = cap_std::fs::OpenOptions::new();
+        opts.write(true).create_new(true);
+        let mut file = dir.open_with(&tmp, &opts)?;
         file.write_all(content.as_bytes())?;
         file.sync_all()?;
-        match std::fs::hard_link(&tmp, path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-            Err(_) if std::fs::symlink_metadata(path).is_err() => std::fs::rename(&tmp, path),
-            Err(e) => Err(e),
+        match dir.hard_link(&tmp, dir, name) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(e),
+            _ => Ok(()),
         }
     })();
-    let _ = std::fs::remove_file(&tmp);
-    if result.is_ok()
-        && let Ok(d) = std::fs::File::open(dir)
-    {
-        let _ = d.sync_all();
+    let _ = dir.remove_file(&tmp);
+    if result.is_ok() {
+        crate::store::sync_dir(dir);
     }
     result
 }
@@ -499,7 +451,7 @@ impl Info {
 
 /// Looks at the customization files (parsing the project file to report its errors). `project_root` is `None`
 /// in global-only mode.
-pub fn info(home_config_dir: Option<&Path>, project_root: Option<&Path>) -> Info {
+pub fn info(home_config_dir: Option<&Path>, project: Option<&ProjectDir>) -> Info {
     let exists = |p: PathBuf| std::fs::metadata(p).is_ok();
     let global_exists = home_config_dir.is_some_and(|d| exists(d.join(GLOBAL_INSTRUCTIONS_FILE)));
     let system_override = home_config_dir.is_some_and(|d| exists(d.join(SYSTEM_PROMPT_FILE)));
@@ -507,10 +459,10 @@ pub fn info(home_config_dir: Option<&Path>, project_root: Option<&Path>) -> Info
         Some(d) => crate::config::display_path(&d.join(GLOBAL_INSTRUCTIONS_FILE)),
         None => GLOBAL_INSTRUCTIONS_DISPLAY.to_string(),
     };
-    let (project_exists, project_error) = match project_root {
-        Some(root) => (
-            exists(root.join(PROJECT_INSTRUCTIONS_PATH)),
-            load_project(root).err().unwrap_or_default(),
+    let (project_exists, project_error) = match project {
+        Some(p) => (
+            p.state().symlink_metadata("instructions").is_ok(),
+            load_project(p).err().unwrap_or_default(),
         ),
         None => (false, String::new()),
     };
@@ -527,7 +479,7 @@ pub fn info(home_config_dir: Option<&Path>, project_root: Option<&Path>) -> Info
 /// The `customization_info` reply's fields as JSON (see [`info`] and [`Info::customization`]).
 pub fn customization_info(
     home_config_dir: Option<&Path>,
-    project_root: Option<&Path>,
+    project_root: Option<&ProjectDir>,
 ) -> serde_json::Value {
     to_json(&info(home_config_dir, project_root).customization())
 }
@@ -536,7 +488,7 @@ pub fn customization_info(
 /// `None` as the project root for global chats.
 pub fn instructions_info(
     home_config_dir: Option<&Path>,
-    project_root: Option<&Path>,
+    project_root: Option<&ProjectDir>,
 ) -> serde_json::Value {
     to_json(&info(home_config_dir, project_root).instructions())
 }
@@ -583,15 +535,18 @@ mod tests {
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, text).unwrap();
         }
+        fn pd(&self) -> ProjectDir {
+            ProjectDir::open(&self.root).unwrap()
+        }
         fn project(&self) -> Result<Option<String>, String> {
-            load_project(&self.root)
+            load_project(&self.pd())
         }
     }
 
     #[test]
     fn nothing_present() {
         let f = fixture();
-        let inst = load(Some(&f.config), Some(&f.root));
+        let inst = load(Some(&f.config), Some(&f.pd()));
         assert_eq!(inst.global, None);
         assert_eq!(inst.project, Ok(None));
         let inst = load(None, None);
@@ -605,7 +560,7 @@ mod tests {
         let f = fixture();
         let text = "Be terse.\n@@ a comment\n@include not/a/directive\n";
         std::fs::write(f.config.join("instructions.md"), text).unwrap();
-        let inst = load(Some(&f.config), Some(&f.root));
+        let inst = load(Some(&f.config), Some(&f.pd()));
         assert_eq!(
             inst.global.as_deref(),
             Some("Be terse.\n@include not/a/directive\n")
@@ -776,31 +731,48 @@ mod tests {
         let err = f.project().unwrap_err();
         assert_eq!(err.lines().count(), 3, "{err}");
         for (path, line) in [("link.md", 1), ("outdir/secret.md", 2), ("rel-link.md", 3)] {
-            let expected = format!(
-                ".bb7/instructions line {line}: @include: path resolves outside the project root: {path}"
+            let prefix = format!(".bb7/instructions line {line}: @include: cannot read {path}: ");
+            assert!(
+                err.lines()
+                    .any(|l| l.starts_with(&prefix) && l.contains("symbolic link")),
+                "{err}"
             );
-            assert!(err.lines().any(|l| l == expected), "{err}");
             assert!(!err.contains("SECRET"));
         }
     }
 
     #[test]
-    fn symlinks_inside_the_root_are_fine() {
+    fn no_symlink_and_no_git_or_state_dir_even_inside_the_root() {
+        // One rule for every project path: a link inside the project (to .git/config, say) is
+        // refused like one leading outside, and so is naming .git/ or .bb7/ directly.
         let f = fixture();
         f.file("docs/real.md", "REAL\n");
+        f.file(".git/config", "[remote] url = https://token@host/x\n");
         symlink("docs/real.md", f.root.join("alias.md")).unwrap();
-        f.project_file("@include alias.md");
+        symlink(".git", f.root.join("g")).unwrap();
+        for inc in ["alias.md", "g/config", ".git/config", ".GIT/config", ".bb7/instructions"] {
+            f.project_file(&format!("@include {inc}\n"));
+            let err = f.project().unwrap_err();
+            assert!(!err.contains("token"), "{err}");
+            assert!(err.contains(inc), "{err}");
+        }
+        f.project_file("@include docs/real.md");
         assert_eq!(f.project().unwrap().as_deref(), Some("REAL\n"));
     }
 
     #[test]
-    fn capability_read_refuses_escapes_even_when_canonical_check_passes() {
+    fn a_replaced_state_dir_is_not_followed() {
         let f = fixture();
-        let dir =
-            cap_std::fs::Dir::open_ambient_dir(&f.root, cap_std::ambient_authority()).unwrap();
-        symlink(f.outside.join("secret.md"), f.root.join("link.md")).unwrap();
-        assert!(dir.open("link.md").is_err());
-        assert!(dir.open("../outside/secret.md").is_err());
+        let pd = f.pd();
+        f.project_file("MINE\n");
+        std::fs::rename(f.root.join(".bb7"), f.root.join("old")).unwrap();
+        std::fs::create_dir_all(f.outside.join("evil")).unwrap();
+        std::fs::write(f.outside.join("evil/instructions"), "EVIL\n").unwrap();
+        symlink(f.outside.join("evil"), f.root.join(".bb7")).unwrap();
+        assert_eq!(load_project(&pd), Ok(Some("MINE\n".to_string())));
+        std::fs::remove_file(f.outside.join("evil/instructions")).unwrap();
+        assert!(prepare("project", Some(&f.config), Some(&pd)).is_err());
+        assert!(!f.outside.join("evil/instructions").exists());
     }
 
     #[test]
@@ -870,14 +842,14 @@ mod tests {
     #[test]
     fn prepare_creates_each_level_once() {
         let f = fixture();
-        let p = prepare("project", Some(&f.config), Some(&f.root)).unwrap();
+        let p = prepare("project", Some(&f.config), Some(&f.pd())).unwrap();
         assert!(p.is_absolute());
         assert_eq!(p, f.root.join(".bb7/instructions"));
         let template = std::fs::read_to_string(&p).unwrap();
         assert!(template.lines().all(|l| l.starts_with("@@")), "{template}");
-        assert_eq!(load_project(&f.root), Ok(None));
+        assert_eq!(load_project(&f.pd()), Ok(None));
 
-        let g = prepare("global", Some(&f.config), Some(&f.root)).unwrap();
+        let g = prepare("global", Some(&f.config), Some(&f.pd())).unwrap();
         assert_eq!(g, f.config.join("instructions.md"));
         assert_eq!(std::fs::read_to_string(&g).unwrap(), "");
 
@@ -887,7 +859,7 @@ mod tests {
 
         std::fs::write(&p, "mine").unwrap();
         std::fs::write(&s, "mine too").unwrap();
-        prepare("project", Some(&f.config), Some(&f.root)).unwrap();
+        prepare("project", Some(&f.config), Some(&f.pd())).unwrap();
         prepare("system", Some(&f.config), None).unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "mine");
         assert_eq!(std::fs::read_to_string(&s).unwrap(), "mine too");
@@ -911,18 +883,18 @@ mod tests {
     fn prepare_errors() {
         let f = fixture();
         assert_eq!(
-            prepare("user", Some(&f.config), Some(&f.root)).unwrap_err(),
+            prepare("user", Some(&f.config), Some(&f.pd())).unwrap_err(),
             "Invalid level: user (must be project, global or system)"
         );
         assert!(prepare("project", Some(&f.config), None).is_err());
-        assert!(prepare("project", Some(&f.config), Some(&f.outside)).is_err());
-        assert!(prepare("global", None, Some(&f.root)).is_err());
+        assert!(ProjectDir::open(&f.outside).is_err(), "a project needs a .bb7 directory");
+        assert!(prepare("global", None, Some(&f.pd())).is_err());
     }
 
     #[test]
     fn info_reports_existence_and_errors() {
         let f = fixture();
-        let i = info(Some(&f.config), Some(&f.root));
+        let i = info(Some(&f.config), Some(&f.pd()));
         assert_eq!(
             i.customization(),
             CustomizationInfo {
@@ -938,7 +910,7 @@ mod tests {
 
         std::fs::write(f.config.join("instructions.md"), "g").unwrap();
         f.project_file("@include nope.md\n");
-        let i = info(Some(&f.config), Some(&f.root));
+        let i = info(Some(&f.config), Some(&f.pd()));
         let c = i.customization();
         assert!(c.global_instructions);
         assert!(!c.project_instructions);
@@ -953,7 +925,7 @@ mod tests {
 
         f.project_file("fine\n");
         assert!(
-            info(Some(&f.config), Some(&f.root))
+            info(Some(&f.config), Some(&f.pd()))
                 .customization()
                 .project_instructions
         );

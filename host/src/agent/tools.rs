@@ -16,7 +16,7 @@ use crate::chat::snapshots;
 use crate::config::DiffMode;
 use crate::llm::request::ToolSpec;
 use crate::llm::tool_calls::ToolCall;
-use crate::sandbox::{AuditLog, Grant, Sandbox, ToolComponent};
+use crate::sandbox::{Access, AuditLog, CallError, Grant, Sandbox, ToolComponent};
 
 /// The process's sandbox for model tool calls, created on first use.
 pub fn sandbox() -> Result<Arc<Sandbox>, String> {
@@ -125,7 +125,13 @@ pub struct ToolRunner {
     touched: Vec<Touched>,
     /// Paths whose base version is in staging.
     placed: BTreeSet<String>,
+    /// A call was abandoned while it held the staging directory read-write: its thread could still
+    /// write there, so nothing in staging is trusted any more (no further call, no commit).
+    tainted: bool,
 }
+
+/// Why a tainted reply cannot go on (see `ToolRunner::tainted`).
+const TAINTED: &str = "a tool call was abandoned while it could still write to this reply's staging directory, so the reply's file changes are discarded";
 
 impl ToolRunner {
     pub fn new(
@@ -160,6 +166,7 @@ impl ToolRunner {
             read_only,
             touched: Vec::new(),
             placed: BTreeSet::new(),
+            tainted: false,
         })
     }
 
@@ -170,6 +177,9 @@ impl ToolRunner {
 
     /// The current staged content of every changed path (for a hidden retry's request).
     pub fn pending(&self) -> Vec<(Touched, Vec<u8>)> {
+        if self.tainted {
+            return Vec::new();
+        }
         self.touched
             .iter()
             .filter_map(|t| self.staging.read(&t.path).ok().map(|c| (t.clone(), c)))
@@ -198,6 +208,9 @@ impl ToolRunner {
     /// Runs one call (blocking: call it from a blocking thread). `Err` is the message for the model.
     pub fn run(&mut self, call: &ToolCall) -> Result<CallDone, String> {
         let tool = call.name.as_str();
+        if self.tainted {
+            return Err(format!("{tool}: {TAINTED}"));
+        }
         let args = call
             .arguments
             .as_ref()
@@ -268,6 +281,9 @@ impl ToolRunner {
             &settings(self.mode),
             &call.arguments_raw,
         );
+        if matches!(result, Err(CallError::Abandoned(_))) && grant.access == Access::ReadWrite {
+            self.tainted = true;
+        }
         let value = result.map_err(|e| prefixed(tool, &e.to_string()))?;
         let mut any_new = false;
         for (rel, prior, base_id) in bases {
@@ -295,8 +311,13 @@ impl ToolRunner {
     }
 
     /// Reads every changed file out of staging (no links followed) and writes it to the chat's
-    /// `output/` atomically, in the order the reply changed them.
+    /// `output/`, all or nothing: every file is first written and fsynced under a temporary name,
+    /// then all are renamed into place; should a rename fail, the ones already renamed get their
+    /// previous content back (or are removed when they had none).
     pub fn commit(&self, chat_dir: &Dir) -> Result<Vec<Written>, String> {
+        if self.tainted {
+            return Err(format!("Cannot commit: {TAINTED}"));
+        }
         let mut staged = Vec::new();
         for t in &self.touched {
             let content = self
@@ -305,18 +326,36 @@ impl ToolRunner {
                 .map_err(|e| format!("Cannot read the staged {}: {e}", t.path))?;
             staged.push((t, content));
         }
-        let mut written = Vec::new();
-        for (t, content) in staged {
-            crate::store::write_atomic(chat_dir, paths::output_rel(&t.path), &content)
+        let mut pending = Vec::new();
+        for (t, content) in &staged {
+            let rel = paths::output_rel(&t.path);
+            let before = crate::store::read_regular(chat_dir, &rel).ok();
+            let p = crate::store::prepare_atomic(chat_dir, &rel, content)
                 .map_err(|e| format!("Cannot write the output file {}: {e}", t.path))?;
-            written.push(Written {
+            pending.push((rel, before, p));
+        }
+        let mut published: Vec<(String, Option<Vec<u8>>)> = Vec::new();
+        for (rel, before, p) in pending {
+            if let Err(e) = p.commit() {
+                for (rel, before) in published.iter().rev() {
+                    let _ = match before {
+                        Some(b) => crate::store::write_atomic(chat_dir, rel, b),
+                        None => crate::store::remove_file_if_exists(chat_dir, rel),
+                    };
+                }
+                return Err(format!("Cannot write the output file {rel}: {e}"));
+            }
+            published.push((rel, before));
+        }
+        Ok(staged
+            .into_iter()
+            .map(|(t, content)| Written {
                 version: bb7_tool_logic::file_id::file_id(&t.path, &content),
                 path: t.path.clone(),
                 prev_version: t.base_id.clone(),
                 content,
-            });
-        }
-        Ok(written)
+            })
+            .collect())
     }
 }
 

@@ -19,7 +19,7 @@ pub fn location(cf: &ContextFile) -> Result<String, String> {
 /// Reads `cf`'s snapshot.
 pub fn read(chat_dir: &Dir, cf: &ContextFile) -> io::Result<Vec<u8>> {
     let rel = location(cf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-    chat_dir.read(rel)
+    crate::store::read_regular(chat_dir, rel)
 }
 
 /// Writes `cf`'s snapshot atomically.
@@ -30,7 +30,7 @@ pub fn write(chat_dir: &Dir, cf: &ContextFile, content: &[u8]) -> io::Result<()>
 
 /// The model's version of internal file `path`, if any.
 pub fn read_output(chat_dir: &Dir, path: &str) -> Option<Vec<u8>> {
-    chat_dir.read(paths::output_rel(path)).ok()
+    crate::store::read_regular(chat_dir, paths::output_rel(path)).ok()
 }
 
 /// Every output file of a chat (relative paths, sorted).

@@ -103,7 +103,7 @@ impl ChatStore {
             if !valid_id(id) {
                 return None;
             }
-            let bytes = chats.dir().read(format!("{id}/chat.json")).ok()?;
+            let bytes = crate::store::read_regular(chats.dir(), format!("{id}/chat.json")).ok()?;
             let (chat, _) = Chat::parse(&bytes).ok()?;
             Some(IndexEntry {
                 id: id.to_string(),
@@ -171,11 +171,11 @@ impl ChatStore {
         if !valid_id(id) {
             return Err("Chat not found".into());
         }
-        let bytes = self
-            .chats
-            .dir()
-            .read(format!("{id}/chat.json"))
-            .map_err(|_| "Chat not found".to_string())?;
+        let bytes = crate::store::read_regular(self.chats.dir(), format!("{id}/chat.json"))
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => "Chat not found".to_string(),
+                _ => format!("Cannot read chat {id}: {e}"),
+            })?;
         let (mut chat, migrated) = Chat::parse(&bytes)?;
         // The directory name is the id: a copied chat directory must not write into its original.
         let renamed = chat.id != id;

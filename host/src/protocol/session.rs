@@ -1,25 +1,14 @@
 //! The state one `bb7` process serves: the project (if any), its chat store and the global one, the
 //! active chat, and caches. Handlers in [`super::actions`] operate on it.
 
-use std::path::{Path, PathBuf};
-
-use cap_std::ambient_authority;
-use cap_std::fs::Dir;
+use std::path::Path;
 
 use crate::chat::model::Chat;
 use crate::chat::paths::ClientPath;
 use crate::chat::search::SearchIndex;
 use crate::chat::store::ChatStore;
 use crate::store::StateDir;
-
-/// The opened project.
-pub struct Project {
-    /// Canonical project root.
-    pub root: PathBuf,
-    /// The project root as a capability: the host's own writes into the project (apply, apply-as)
-    /// go through it, so they cannot leave the project whatever the path says.
-    pub dir: Dir,
-}
+use crate::store::project::ProjectDir;
 
 /// The chat in use.
 pub struct Active {
@@ -33,7 +22,9 @@ pub struct Active {
 /// Everything a protocol session holds.
 pub struct Session {
     pub initialized: bool,
-    pub project: Option<Project>,
+    /// The opened project: every read and write of a project file goes through it (see
+    /// [`crate::store::project`]).
+    pub project: Option<ProjectDir>,
     project_store: Option<ChatStore>,
     global_store: Option<ChatStore>,
     pub active: Option<Active>,
@@ -83,17 +74,18 @@ impl Session {
                     state.display()
                 ));
             }
-            if !state.is_dir() {
-                // Like the reference backend: a directory without .bb7/ serves global chats only
-                // (the client always sends its working directory and branches on `global_only`).
+            // Like the reference backend: a directory without .bb7/ serves global chats only (the
+            // client always sends its working directory and branches on `global_only`). So does the
+            // home directory, whose .bb7/ *is* the global store: one directory must never be both.
+            if !state.is_dir() || is_global_state_dir(&state) {
                 self.initialized = true;
                 return Ok(());
             }
-            let dir = Dir::open_ambient_dir(&root, ambient_authority())
+            let project = ProjectDir::open(&root)
                 .map_err(|e| format!("Cannot open project {}: {e}", root.display()))?;
             let store = ChatStore::open(&state, false)
                 .map_err(|e| format!("Cannot open {}: {e}", state.display()))?;
-            self.project = Some(Project { root, dir });
+            self.project = Some(project);
             self.project_store = Some(store);
         }
         self.initialized = true;
@@ -103,8 +95,10 @@ impl Session {
     }
 
     /// A crash during `chat_move` between publishing the copy and retiring the source leaves the
-    /// chat in both stores; keep the copy with the latest `moved_at` mark (the one being moved to)
-    /// and delete the other.
+    /// chat in both stores. The copy carries the newest `moved_at` mark; the other one is deleted only
+    /// when that is provably the same chat: two different store directories, one copy marked newer,
+    /// and the same messages. Anything else is left alone (and logged): never delete what might be
+    /// the only copy of a chat.
     fn resolve_interrupted_moves(&mut self) {
         let Some(project) = self.project_store.as_ref() else {
             return;
@@ -112,33 +106,38 @@ impl Session {
         let Some(global_chats) = crate::paths::state_dir().map(|d| d.join("chats")) else {
             return;
         };
+        if same_dir(project.chats.path(), &global_chats) {
+            return;
+        }
         let both: Vec<String> = project
             .list()
             .iter()
             .filter(|e| global_chats.join(&e.id).join("chat.json").is_file())
             .map(|e| e.id.clone())
             .collect();
-        if both.is_empty() {
-            return;
-        }
-        let mark = |store: &ChatStore, id: &str| {
-            store.load(id).ok().and_then(|c| {
-                c.extra
-                    .get("moved_at")
-                    .and_then(|v| v.as_str())
-                    .map(str::to_string)
-            })
-        };
         for id in both {
-            let Ok(global) = self.store(true) else { return };
-            let in_global = mark(global, &id);
-            let Some(project) = self.project_store.as_mut() else {
-                return;
+            let Some(Ok(in_project)) = self.project_store.as_ref().map(|s| s.load(&id)) else {
+                continue;
             };
-            let in_project = mark(project, &id);
+            let Ok(Ok(in_global)) = self.store(true).map(|s| s.load(&id)) else {
+                continue;
+            };
+            let mark = |c: &Chat| c.extra.get("moved_at").and_then(|v| v.as_str()).map(str::to_string);
+            let (mg, mp) = (mark(&in_global), mark(&in_project));
+            let duplicate = mg != mp
+                && in_global.id == in_project.id
+                && in_global.messages.len() == in_project.messages.len()
+                && in_global
+                    .messages
+                    .iter()
+                    .zip(&in_project.messages)
+                    .all(|(a, b)| a.parts == b.parts && a.role == b.role);
+            if !duplicate {
+                tracing::warn!("chat {id} is in both the project and the global store; both kept");
+                continue;
+            }
             // The newer mark wins; a copy without a mark predates every move.
-            let keep_global = in_global > in_project;
-            let loser = if keep_global {
+            let loser = if mg > mp {
                 self.project_store.as_mut()
             } else {
                 self.store(true).ok()
@@ -291,7 +290,7 @@ impl Session {
     /// Classifies a client path for a chat: inside the project for project chats; for global chats
     /// every file is external (a relative path is taken relative to the open project, if any).
     pub fn classify(&self, path: &str, global_chat: bool) -> Result<ClientPath, String> {
-        let root = self.project.as_ref().map(|p| p.root.as_path());
+        let root = self.project.as_ref().map(|p| p.root());
         let cp = crate::chat::paths::classify(path, root)?;
         match (cp, global_chat, root) {
             (ClientPath::Internal(rel), true, Some(root)) => Ok(ClientPath::External(
@@ -301,20 +300,51 @@ impl Session {
         }
     }
 
-    /// Reads the user's current version of a context file: inside the project through the project
-    /// handle; an external file by its absolute path (only ever a path already in the chat's context,
-    /// and only read).
-    pub fn read_local(&self, path: &ClientPath) -> std::io::Result<Vec<u8>> {
+    /// The scope of a chat for the record of external files (see [`crate::chat::external`]).
+    pub fn external_scope(&self, global_chat: bool) -> String {
+        crate::chat::external::scope(global_chat, self.project.as_ref().map(|p| p.root()))
+    }
+
+    /// Reads the user's current version of a context file: inside the project under the project path
+    /// rule; an external file by its absolute path, only when this user added it to a chat of this
+    /// scope (a chat.json shipped by a repository cannot make the host read `~/.ssh/id_rsa`). An
+    /// external file nobody here added is refused without touching the disk, so whether it exists
+    /// is not revealed either.
+    pub fn read_local(&self, path: &ClientPath, global_chat: bool) -> std::io::Result<Vec<u8>> {
         match path {
             ClientPath::Internal(rel) => match &self.project {
-                Some(p) => crate::store::read_regular(&p.dir, rel),
+                Some(p) => p.read(rel),
                 None => Err(std::io::Error::new(
                     std::io::ErrorKind::NotFound,
                     "no project",
                 )),
             },
-            ClientPath::External(abs) => crate::store::read_regular_path(Path::new(abs)),
+            ClientPath::External(abs) => {
+                let scope = self.external_scope(global_chat);
+                if !crate::chat::external::ExternalRecord::of_user().allows(&scope, abs) {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::PermissionDenied,
+                        "external file not added by this user here",
+                    ));
+                }
+                crate::store::read_regular_path(Path::new(abs))
+            }
         }
+    }
+}
+
+/// Whether `state` (a project's `.bb7/`) is the global state directory itself (a project rooted at
+/// the home directory).
+fn is_global_state_dir(state: &Path) -> bool {
+    crate::paths::state_dir().is_some_and(|g| same_dir(state, &g))
+}
+
+/// Whether two paths name the same existing directory (same device and inode).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
     }
 }
 

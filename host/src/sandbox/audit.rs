@@ -23,6 +23,9 @@ pub struct CallRecord {
     pub network: &'static str,
     pub env: &'static str,
     pub duration_ms: f64,
+    /// How long compiling the component (or loading it from the cache) took before its first call
+    /// in this process; 0 for later calls.
+    pub compile_ms: f64,
     /// `ok`, or the error kind (`conflict`, `time-limit`, `memory-limit`, `trap`, …).
     pub outcome: String,
     /// The error message, when the call failed.

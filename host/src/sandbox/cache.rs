@@ -4,19 +4,32 @@
 //! wasmtime version and every setting that affects code generation, so a stale artifact is never
 //! loaded; one that fails to load anyway is recompiled and replaced. The cache lives under the user's
 //! cache directory, which no tool is ever granted.
+//!
+//! Integrity: a `.cwasm` is native code the host maps and runs, so it is loaded only when its
+//! HMAC-SHA256 tag (`<sha256>.cwasm.tag`, keyed with a random key made on first use, `<cache
+//! base>/integrity.key`, mode 0600) matches. A tampered, truncated or foreign artifact is never
+//! deserialised: it is recompiled from the component's bytes and replaced. (Whoever can read the key
+//! can forge a tag: that is a local attacker with the user's own rights, who could as well replace
+//! `bb7` itself; out of scope.)
 
 use std::collections::hash_map::DefaultHasher;
 use std::fs;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+type HmacSha256 = Hmac<Sha256>;
 
 /// Where compiled components are kept for an engine.
 #[derive(Debug, Clone)]
 pub struct ComponentCache {
     dir: Option<PathBuf>,
+    /// Where the integrity key lives (`None`: no key, so no artifact is trusted or written).
+    key_dir: Option<PathBuf>,
 }
 
 /// How a component came to be ready.
@@ -37,7 +50,10 @@ impl ComponentCache {
             engine.precompile_compatibility_hash().hash(&mut h);
             b.join("components").join(format!("{:016x}", h.finish()))
         });
-        ComponentCache { dir }
+        ComponentCache {
+            key_dir: dir.as_ref().and_then(|d| d.parent().map(Path::to_path_buf)),
+            dir,
+        }
     }
 
     /// The default cache base directory for this user.
@@ -58,34 +74,103 @@ impl ComponentCache {
         self.dir.as_ref().map(|d| d.join(format!("{sha256}.cwasm")))
     }
 
-    /// Loads the component whose bytes hash to `sha256`: from the cache when possible, else compiles
-    /// `bytes` and stores the result (a failure to store is not an error: the next start compiles again).
+    /// Loads the component whose bytes hash to `sha256`: from the cache when an artifact with a valid
+    /// tag is there, else compiles `bytes` and stores the result with its tag (a failure to store is
+    /// not an error: the next start compiles again).
     pub fn load(
         &self,
         engine: &Engine,
         sha256: &str,
         bytes: &[u8],
     ) -> anyhow::Result<(Component, CacheOutcome)> {
-        if let Some(path) = self.artifact(sha256) {
-            if path.is_file() {
-                // SAFETY: the artifact was written by this program with this engine configuration
-                // (the directory is keyed by the engine's compatibility hash) into the user's own
-                // cache directory, which no tool component can reach. wasmtime additionally checks
-                // the header's version and configuration, and we fall back to compiling on error.
-                if let Ok(c) = unsafe { Component::deserialize_file(engine, &path) } {
+        let key = self.key();
+        if let (Some(path), Some(key)) = (self.artifact(sha256), &key) {
+            if let Some(artifact) = read_verified(&path, key) {
+                // SAFETY: the artifact carries a valid HMAC under this user's key, so it is exactly
+                // what this program serialised with this engine configuration (the directory is
+                // keyed by the engine's compatibility hash). wasmtime additionally checks the
+                // header's version and configuration, and we fall back to compiling on error.
+                if let Ok(c) = unsafe { Component::deserialize(engine, &artifact) } {
                     return Ok((c, CacheOutcome::Hit));
                 }
             }
         }
         let component = Component::new(engine, bytes)
             .map_err(|e| anyhow::anyhow!("compiling component: {e}"))?;
-        if let Some(path) = self.artifact(sha256) {
+        if let (Some(path), Some(key)) = (self.artifact(sha256), &key) {
             if let Ok(serialized) = component.serialize() {
-                let _ = write_atomic(&path, &serialized);
+                // The tag first: an artifact without its matching tag is never loaded.
+                let _ = write_atomic(&tag_path(&path), tag(key, &serialized).as_bytes())
+                    .and_then(|_| write_atomic(&path, &serialized));
             }
         }
         Ok((component, CacheOutcome::Compiled))
     }
+
+    /// The per-user integrity key, created on first use.
+    fn key(&self) -> Option<Vec<u8>> {
+        let dir = self.key_dir.as_ref()?;
+        let state = crate::store::StateDir::open(dir, true).ok()?;
+        if let Ok(k) = crate::store::read_regular(state.dir(), KEY_FILE) {
+            if k.len() == 64 {
+                return Some(k);
+            }
+        }
+        let mut key = vec![0u8; 32];
+        rand::fill(&mut key[..]);
+        let key = hex::encode(key).into_bytes();
+        use std::os::unix::fs::PermissionsExt;
+        crate::store::write_atomic(state.dir(), KEY_FILE, &key).ok()?;
+        let _ = state
+            .dir()
+            .set_permissions(KEY_FILE, cap_std::fs::Permissions::from_std(fs::Permissions::from_mode(0o600)));
+        // Another process may have created one at the same time: use whichever won.
+        crate::store::read_regular(state.dir(), KEY_FILE).ok()
+    }
+}
+
+const KEY_FILE: &str = "integrity.key";
+
+fn tag_path(artifact: &Path) -> PathBuf {
+    let mut p = artifact.as_os_str().to_owned();
+    p.push(".tag");
+    PathBuf::from(p)
+}
+
+fn tag(key: &[u8], bytes: &[u8]) -> String {
+    let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes a key of any size");
+    mac.update(bytes);
+    hex::encode(mac.finalize().into_bytes())
+}
+
+/// The artifact at `path` if it is a regular file whose tag verifies under `key`.
+fn read_verified(path: &Path, key: &[u8]) -> Option<Vec<u8>> {
+    let expected = crate::store::read_regular_path(&tag_path(path)).ok()?;
+    let bytes = read_artifact(path)?;
+    let expected = hex::decode(expected.trim_ascii()).ok()?;
+    let mut mac = HmacSha256::new_from_slice(key).ok()?;
+    mac.update(&bytes);
+    mac.verify_slice(&expected).ok()?;
+    Some(bytes)
+}
+
+/// Reads an artifact (regular file, non-blocking open, at most 256 MiB).
+fn read_artifact(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)
+        .ok()?;
+    let meta = f.metadata().ok()?;
+    const MAX: u64 = 256 << 20;
+    if !meta.is_file() || meta.len() > MAX {
+        return None;
+    }
+    let mut out = Vec::with_capacity(meta.len() as usize);
+    f.take(MAX).read_to_end(&mut out).ok()?;
+    Some(out)
 }
 
 /// Writes an artifact with the host's atomic write (temp file, fsync, rename): a crash never leaves a

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
@@ -74,6 +75,10 @@ pub struct ToolComponent {
     pub imports: Vec<String>,
     /// Whether it was compiled now or loaded from the cache.
     pub cache: CacheOutcome,
+    /// How long compiling (or loading from the cache) took, in milliseconds.
+    pub load_ms: f64,
+    /// Whether a call record already carried `load_ms`.
+    pub(crate) load_reported: std::sync::atomic::AtomicBool,
     pub(crate) pre: ToolPre<CallState>,
 }
 
@@ -152,20 +157,55 @@ impl Registry {
     }
 
     /// A third-party component from `path`, named `name`, whose calls get one directory with `access`.
+    ///
+    /// A third-party component is bounded before it costs anything: at most
+    /// [`MAX_COMPONENT_BYTES`], and compiled within [`COMPILE_TIME_LIMIT`] (past it the load fails;
+    /// the compiling thread is abandoned and its result discarded).
     pub fn load_file(
         &self,
         name: &str,
         path: &Path,
         access: Access,
     ) -> anyhow::Result<ToolComponent> {
-        let bytes =
-            std::fs::read(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+        let bytes = read_component(path)?;
         let sha = hex::encode(Sha256::digest(&bytes));
         let policy = GrantPolicy {
             directory: "the directory named with --dir",
             access,
         };
         self.prepare(name, Origin::File(path.to_path_buf()), &bytes, sha, policy)
+    }
+
+    /// Compiles (or loads from the cache) within `limit`.
+    fn load_bounded(
+        &self,
+        sha256: &str,
+        bytes: &[u8],
+        limit: Option<Duration>,
+    ) -> anyhow::Result<(Component, CacheOutcome)> {
+        let Some(limit) = limit else {
+            return self.cache.load(&self.engine, sha256, bytes);
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (engine, cache, sha, bytes) = (
+            self.engine.clone(),
+            self.cache.clone(),
+            sha256.to_string(),
+            bytes.to_vec(),
+        );
+        std::thread::Builder::new()
+            .name("bb7-compile".into())
+            .spawn(move || {
+                let _ = tx.send(cache.load(&engine, &sha, &bytes));
+            })
+            .map_err(|e| anyhow::anyhow!("cannot start compiling: {e}"))?;
+        match rx.recv_timeout(limit) {
+            Ok(r) => r,
+            Err(_) => anyhow::bail!(
+                "compiling the component took longer than {} s; it is refused",
+                limit.as_secs()
+            ),
+        }
     }
 
     fn prepare(
@@ -176,7 +216,10 @@ impl Registry {
         sha256: String,
         policy: GrantPolicy,
     ) -> anyhow::Result<ToolComponent> {
-        let (component, cache) = self.cache.load(&self.engine, &sha256, bytes)?;
+        let t0 = Instant::now();
+        let limit = (origin != Origin::Builtin).then_some(COMPILE_TIME_LIMIT);
+        let (component, cache) = self.load_bounded(&sha256, bytes, limit)?;
+        let load_ms = t0.elapsed().as_secs_f64() * 1000.0;
         let wit_version = WitVersion::detect(&self.engine, &component).ok_or_else(|| {
             anyhow::anyhow!(
                 "the component does not export a supported bb7:tool interface (supported: {})",
@@ -208,9 +251,32 @@ impl Registry {
             policy,
             imports,
             cache,
+            load_ms,
+            load_reported: Default::default(),
             pre,
         })
     }
+}
+
+/// The largest third-party component file accepted.
+pub const MAX_COMPONENT_BYTES: u64 = 16 << 20;
+/// How long compiling a third-party component may take.
+pub const COMPILE_TIME_LIMIT: Duration = Duration::from_secs(20);
+
+/// Reads a component file: a regular file of at most [`MAX_COMPONENT_BYTES`].
+fn read_component(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+    if meta.is_file() && meta.len() > MAX_COMPONENT_BYTES {
+        anyhow::bail!(
+            "{} is {} bytes; components may be at most {} MiB",
+            path.display(),
+            meta.len(),
+            MAX_COMPONENT_BYTES >> 20
+        );
+    }
+    crate::store::read_regular_path(path)
+        .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))
 }
 
 fn imports_of(engine: &Engine, component: &Component) -> Vec<String> {

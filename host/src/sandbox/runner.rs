@@ -40,23 +40,42 @@ impl WasiView for CallState {
     }
 }
 
-/// Caps linear memory and tables, and remembers whether the cap was hit so the error can say so.
+/// Caps what one call may allocate: the **sum** of all its linear memories (a component with many
+/// core instances must not get the budget once per memory), how many instances, memories and tables
+/// it may create, and each table's size. Remembers whether the memory cap was hit so the error can
+/// say so.
 struct CallLimiter {
     memory_bytes: usize,
+    /// Bytes of linear memory the call's memories hold now, together.
+    memory_total: usize,
     memory_hit: bool,
 }
+
+/// Core instances one call may create (a built-in tool uses a handful).
+pub const MAX_INSTANCES: usize = 32;
+/// Linear memories one call may create.
+pub const MAX_MEMORIES: usize = 4;
+/// Tables one call may create.
+pub const MAX_TABLES: usize = 32;
+/// Elements one table may grow to.
+pub const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 
 impl ResourceLimiter for CallLimiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _max: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.memory_bytes {
+        let total = self
+            .memory_total
+            .saturating_sub(current)
+            .saturating_add(desired);
+        if total > self.memory_bytes {
             self.memory_hit = true;
             return Err(wasmtime::Error::msg("memory limit exceeded"));
         }
+        self.memory_total = total;
         Ok(true)
     }
 
@@ -66,7 +85,19 @@ impl ResourceLimiter for CallLimiter {
         desired: usize,
         _max: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(desired <= 1 << 20)
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+
+    fn instances(&self) -> usize {
+        MAX_INSTANCES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
     }
 }
 
@@ -78,6 +109,10 @@ pub enum CallError {
     Tool(ToolFailure),
     #[error("the tool exceeded its time limit ({0} ms) and was stopped")]
     TimeLimit(u64),
+    /// The call stayed blocked in a host call past its deadline and was abandoned: its thread may
+    /// still hold the granted directory, so whoever granted a read-write directory must discard it.
+    #[error("the tool exceeded its time limit ({0} ms) while blocked and was abandoned")]
+    Abandoned(u64),
     #[error("the tool exceeded its memory limit ({} MiB) and was stopped", .0 >> 20)]
     MemoryLimit(u64),
     #[error("the tool's result is too large ({size} bytes; the limit is {limit} bytes)")]
@@ -99,7 +134,7 @@ impl CallError {
     pub fn kind(&self) -> &str {
         match self {
             CallError::Tool(f) => &f.kind,
-            CallError::TimeLimit(_) => "time-limit",
+            CallError::TimeLimit(_) | CallError::Abandoned(_) => "time-limit",
             CallError::MemoryLimit(_) => "memory-limit",
             CallError::ResultTooLarge { .. } => "result-too-large",
             CallError::BadResult(_) => "bad-result",
@@ -191,6 +226,14 @@ impl Sandbox {
             network: "none",
             env: "none",
             duration_ms,
+            compile_ms: if tool
+                .load_reported
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                0.0
+            } else {
+                tool.load_ms
+            },
             outcome: match &result {
                 Ok(_) => "ok".to_string(),
                 Err(e) => e.kind().to_string(),
@@ -296,7 +339,7 @@ impl Sandbox {
         match ran {
             Ok(r) => r,
             Err(Overrun::Deadline) => {
-                Err(CallError::TimeLimit(limits.wall_time.as_millis() as u64))
+                Err(CallError::Abandoned(limits.wall_time.as_millis() as u64))
             }
             Err(Overrun::TooManyStuck) => Err(CallError::Unavailable),
         }
@@ -309,6 +352,7 @@ fn new_store(engine: &Engine, limits: &Limits, wasi: WasiCtx) -> Store<CallState
         table: ResourceTable::new(),
         limiter: CallLimiter {
             memory_bytes: limits.memory_bytes as usize,
+            memory_total: 0,
             memory_hit: false,
         },
     };

@@ -48,7 +48,7 @@ impl Index {
 /// Reads the index of the `chats` directory; a missing or unreadable index is empty. Accepts
 /// `{"chats":[…], …}` and a bare array.
 pub fn load(chats: &Dir) -> Index {
-    let Ok(bytes) = chats.read("index.json") else {
+    let Ok(bytes) = super::read_regular(chats, "index.json") else {
         return Index::default();
     };
     match serde_json::from_slice::<Value>(&bytes) {

@@ -29,7 +29,7 @@ pub fn state_at(chats: &Dir, chats_path: &std::path::Path, chat: &str) -> LockSt
 /// The lock state of the chat directory `chat` (relative to `chats`), removing a stale lock.
 pub fn state(chats: &Dir, chat: &str) -> LockState {
     let path = format!("{chat}/lock");
-    let Ok(bytes) = chats.read(&path) else {
+    let Ok(bytes) = super::read_regular(chats, &path) else {
         return LockState::Free;
     };
     let pid = std::str::from_utf8(&bytes)

@@ -8,6 +8,7 @@
 
 pub mod index;
 pub mod lock;
+pub mod project;
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -62,63 +63,22 @@ impl StateDir {
 /// which is fsynced and renamed over `rel`; then the directory is fsynced. A crash at any point leaves
 /// the old file or the new one, never a torn one. Missing parent directories are created.
 pub fn write_atomic(dir: &Dir, rel: impl AsRef<Path>, bytes: &[u8]) -> io::Result<()> {
-    let rel = rel.as_ref();
-    let name = rel
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "a file path is required"))?;
-    match rel.parent().filter(|p| !p.as_os_str().is_empty()) {
-        Some(p) => {
-            dir.create_dir_all(p)?;
-            replace_in(&dir.open_dir(p)?, &name.to_string_lossy(), bytes, None)
-        }
-        None => replace_in(dir, &name.to_string_lossy(), bytes, None),
-    }
+    prepare_atomic(dir, rel, bytes)?.commit()
 }
 
 /// Writes `rel` (a `/`-separated relative path) under `root` without following any symbolic link:
-/// every directory on the way must be a real directory (missing ones are created) and the target, if
-/// it exists, a regular file, whose permissions the new file keeps. This is how the host writes into
-/// a project, where a checked-in symlink (`hooks -> .git/hooks`) must not redirect a write.
+/// every directory on the way is opened with `O_NOFOLLOW` from the previous one's handle (missing ones
+/// are created) and the target, if it exists, must be a regular file, whose permissions the new file
+/// keeps. See [`project`] for the project's own, stricter rule.
 pub fn write_no_follow(root: &Dir, rel: &str, bytes: &[u8]) -> io::Result<()> {
-    let refuse = |what: String| io::Error::new(io::ErrorKind::PermissionDenied, what);
     let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
-    let Some((name, dirs)) = parts.split_last() else {
+    if parts.iter().any(|p| *p == "." || *p == "..") {
         return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "a file path is required",
+            io::ErrorKind::PermissionDenied,
+            format!("{rel} is not a normalised path"),
         ));
-    };
-    let mut cur = root.try_clone()?;
-    for (i, d) in dirs.iter().enumerate() {
-        match cur.symlink_metadata(d) {
-            Ok(m) if m.file_type().is_symlink() => {
-                return Err(refuse(format!(
-                    "{} is a symbolic link",
-                    dirs[..=i].join("/")
-                )));
-            }
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => {
-                return Err(refuse(format!(
-                    "{} is not a directory",
-                    dirs[..=i].join("/")
-                )));
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => cur.create_dir(d)?,
-            Err(e) => return Err(e),
-        }
-        cur = cur.open_dir(d)?;
     }
-    let perms = match cur.symlink_metadata(name) {
-        Ok(m) if m.file_type().is_symlink() => {
-            return Err(refuse(format!("{rel} is a symbolic link")));
-        }
-        Ok(m) if m.is_file() => Some(m.permissions()),
-        Ok(_) => return Err(refuse(format!("{rel} is not a regular file"))),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e),
-    };
-    replace_in(&cur, name, bytes, perms)
+    project::write_nofollow(root, rel, parts, bytes)
 }
 
 /// Replaces file `name` in `dir` with `bytes`: a fresh temporary file (given `perms` before any byte
@@ -129,27 +89,93 @@ fn replace_in(
     bytes: &[u8],
     perms: Option<cap_std::fs::Permissions>,
 ) -> io::Result<()> {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let tmp = format!(
-        ".{name}.tmp-{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    );
-    let mut opts = OpenOptions::new();
-    opts.write(true).create_new(true);
-    let mut f = dir.open_with(&tmp, &opts)?;
-    let written = perms
-        .map_or(Ok(()), |p| f.set_permissions(p))
-        .and_then(|_| f.write_all(bytes))
-        .and_then(|_| f.sync_all());
-    drop(f);
-    if let Err(e) = written.and_then(|_| dir.rename(&tmp, dir, name)) {
-        let _ = dir.remove_file(&tmp);
-        return Err(e);
+    Prepared::new(dir.try_clone()?, name, bytes, perms)?.commit()
+}
+
+/// A file written and fsynced under a temporary name, waiting for [`Prepared::commit`] to rename it
+/// into place. Dropped uncommitted, the temporary file is removed: nothing changed. This lets an
+/// operation that changes several files do every fallible write first and publish them last.
+#[derive(Debug)]
+pub struct Prepared {
+    dir: Dir,
+    tmp: String,
+    name: String,
+    done: bool,
+}
+
+impl Prepared {
+    fn new(
+        dir: Dir,
+        name: &str,
+        bytes: &[u8],
+        perms: Option<cap_std::fs::Permissions>,
+    ) -> io::Result<Self> {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let tmp = format!(
+            ".{name}.tmp-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut opts = OpenOptions::new();
+        opts.write(true).create_new(true);
+        let mut f = dir.open_with(&tmp, &opts)?;
+        let mut p = Prepared {
+            dir,
+            tmp,
+            name: name.to_string(),
+            done: false,
+        };
+        let written = perms
+            .map_or(Ok(()), |perm| f.set_permissions(perm))
+            .and_then(|_| f.write_all(bytes))
+            .and_then(|_| f.sync_all());
+        drop(f);
+        if let Err(e) = written {
+            p.discard();
+            return Err(e);
+        }
+        Ok(p)
     }
-    // Make the rename itself durable.
-    sync_dir(dir);
-    Ok(())
+
+    /// Renames the file into place and makes the rename durable.
+    pub fn commit(mut self) -> io::Result<()> {
+        self.dir.rename(&self.tmp, &self.dir, &self.name)?;
+        self.done = true;
+        sync_dir(&self.dir);
+        Ok(())
+    }
+
+    fn discard(&mut self) {
+        if !self.done {
+            let _ = self.dir.remove_file(&self.tmp);
+            self.done = true;
+        }
+    }
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        self.discard();
+    }
+}
+
+/// [`write_atomic`] up to the rename: `rel` inside `dir` is written under a temporary name (missing
+/// parent directories are created) and published by [`Prepared::commit`].
+pub fn prepare_atomic(dir: &Dir, rel: impl AsRef<Path>, bytes: &[u8]) -> io::Result<Prepared> {
+    let rel = rel.as_ref();
+    let name = rel
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "a file path is required"))?
+        .to_string_lossy()
+        .into_owned();
+    let parent = match rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(p) => {
+            dir.create_dir_all(p)?;
+            dir.open_dir(p)?
+        }
+        None => dir.try_clone()?,
+    };
+    Prepared::new(parent, &name, bytes, None)
 }
 
 /// fsyncs a directory (best effort: a rename is already atomic, this makes it durable).
@@ -162,14 +188,28 @@ pub fn sync_dir(dir: &Dir) {
 /// The most a user file may have for the host to read it (the protocol's own line limit).
 pub const MAX_READ: u64 = 16 << 20;
 
-/// Reads `rel` inside `dir` if it is a regular file of at most [`MAX_READ`] bytes. Opened
-/// non-blocking, so a FIFO cannot hang the host, and checked on the open handle, so a device
-/// (`/dev/zero`) cannot exhaust memory.
+/// Reads `rel` inside `dir` if it is a regular file of at most [`MAX_READ`] bytes: every read of
+/// state goes through here. Opened non-blocking, so a FIFO cannot hang the host, and checked on the
+/// open handle, so a device (`/dev/zero`) or a huge sparse file cannot exhaust memory.
 pub fn read_regular(dir: &Dir, rel: impl AsRef<Path>) -> io::Result<Vec<u8>> {
     use cap_std::fs::OpenOptionsExt;
     let mut opts = OpenOptions::new();
     opts.read(true).custom_flags(libc::O_NONBLOCK);
     check_and_read(dir.open_with(rel, &opts)?.into_std())
+}
+
+/// [`read_regular`] of `name` directly inside `dir`, refusing a symlink there (`ELOOP`).
+pub fn read_regular_nofollow(dir: &Dir, name: &str) -> io::Result<Vec<u8>> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        rustix::fs::OFlags::RDONLY
+            | rustix::fs::OFlags::NOFOLLOW
+            | rustix::fs::OFlags::NONBLOCK
+            | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    check_and_read(std::fs::File::from(fd))
 }
 
 /// [`read_regular`] for an absolute path outside every handle (external context files: only ever

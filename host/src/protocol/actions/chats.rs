@@ -33,7 +33,7 @@ fn initial_model(s: &Session, requested: Option<&str>) -> String {
 /// `last_model` from the client-owned `~/.bb7/state.json` (read, never written).
 fn last_model() -> Option<String> {
     let path = crate::paths::state_dir()?.join("state.json");
-    let v: Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    let v: Value = serde_json::from_slice(&crate::store::read_regular_path(&path).ok()?).ok()?;
     v.get("last_model")?
         .as_str()
         .filter(|m| !m.is_empty())
@@ -182,14 +182,20 @@ pub fn search(s: &mut Session, req: &Request) -> Handled {
 }
 
 /// Context warnings for the files of `snapshot` that changed or vanished since it was taken.
-fn context_warnings(s: &Session, snapshot: &[SnapshotEntry]) -> Vec<Value> {
+fn context_warnings(s: &Session, snapshot: &[SnapshotEntry], global: bool) -> Vec<Value> {
     let mut out = Vec::new();
     for e in snapshot {
         let external = std::path::Path::new(&e.path).is_absolute();
         let Ok(cp) = paths::stored(&e.path, external) else {
             continue;
         };
-        match s.read_local(&cp) {
+        match s.read_local(&cp, global) {
+            // An external file this user never added here is not read (nor its existence
+            // revealed): it leaves the context like a deleted one.
+            Err(err) if err.kind() == std::io::ErrorKind::PermissionDenied && external => out.push(
+                json!({"path": e.path, "issue": "deleted", "original_version": e.file_id,
+                       "reason": "external file not added by you in this project; not re-read"}),
+            ),
             Err(_) => {
                 out.push(json!({"path": e.path, "issue": "deleted", "original_version": e.file_id}))
             }
@@ -214,6 +220,7 @@ fn context_warnings(s: &Session, snapshot: &[SnapshotEntry]) -> Vec<Value> {
 /// warns about those); files that no longer exist are left out.
 fn restore_context(
     s: &Session,
+    global: bool,
     current: &[ContextFile],
     source: &cap_std::fs::Dir,
     snapshot: &[SnapshotEntry],
@@ -245,7 +252,7 @@ fn restore_context(
                 let Ok(cp) = paths::stored(&e.path, external) else {
                     continue;
                 };
-                let Ok(local) = s.read_local(&cp) else {
+                let Ok(local) = s.read_local(&cp, global) else {
                     continue;
                 };
                 match (e.start_line, e.end_line) {
@@ -359,12 +366,12 @@ pub fn edit(s: &mut Session, req: &Request) -> Handled {
     // Back to the context the edited message was sent with: files added since leave the context, the
     // snapshot's files come back (as they are now, when their recorded version is gone).
     let snapshot = snapshot_or_current(target, &chat.context_files);
-    let warnings = context_warnings(s, &snapshot);
+    let warnings = context_warnings(s, &snapshot, is_global);
     let dir = s
         .store(global)?
         .chat_dir(&id)
         .map_err(|e| format!("Cannot open chat: {e}"))?;
-    let restored = restore_context(s, &chat.context_files, dir.dir(), &snapshot, dir.dir())
+    let restored = restore_context(s, is_global, &chat.context_files, dir.dir(), &snapshot, dir.dir())
         .map_err(|e| format!("Failed to edit chat: {e}"))?;
     // Snapshot files of entries that leave the context stay on disk, as history (the reference
     // backend reads them when forking).
@@ -402,7 +409,7 @@ pub fn fork(s: &mut Session, req: &Request) -> Handled {
     }
     let fork_content = target.text_content();
     let snapshot = snapshot_or_current(target, &source.context_files);
-    let warnings = context_warnings(s, &snapshot);
+    let warnings = context_warnings(s, &snapshot, is_global);
     let source_dir = s
         .store(global)?
         .chat_dir(&id)
@@ -421,6 +428,7 @@ pub fn fork(s: &mut Session, req: &Request) -> Handled {
     chat.draft = fork_content.clone();
     chat.context_files = restore_context(
         s,
+        is_global,
         &source.context_files,
         source_dir.dir(),
         &snapshot,
@@ -464,7 +472,7 @@ pub fn new_with_context(s: &mut Session, req: &Request) -> Handled {
         } else {
             snapshots::client_path(c)
                 .ok()
-                .and_then(|cp| s.read_local(&cp).ok())
+                .and_then(|cp| s.read_local(&cp, is_global).ok())
                 .or_else(|| snapshots::read(source_dir.dir(), c).ok())
         };
         let Some(content) = content else { continue };
@@ -501,7 +509,7 @@ pub fn move_chat(s: &mut Session, req: &Request) -> Handled {
         Some("project") => false,
         _ => return Err("Missing or invalid field: to (must be 'global' or 'project')".into()),
     };
-    let Some(root) = s.project.as_ref().map(|p| p.root.clone()) else {
+    let Some(root) = s.project.as_ref().map(|p| p.root().to_path_buf()) else {
         return Err("Moving chats needs a project (started without a project root)".into());
     };
     let from_global = !to_global;
@@ -519,7 +527,9 @@ pub fn move_chat(s: &mut Session, req: &Request) -> Handled {
     // Re-home every context file: to global, everything becomes external and read-only (absolute
     // paths); to a project, files inside it become relative and writable again.
     let mut moved: Vec<(ContextFile, Vec<u8>)> = Vec::new();
+    let mut source_paths = Vec::new();
     for c in &chat.context_files {
+        source_paths.push(snapshots::client_path(c)?);
         let content = snapshots::read(src_dir.dir(), c)
             .map_err(|e| format!("Cannot read snapshot of {}: {e}", c.path))?;
         let mut cf = c.clone();
@@ -537,6 +547,21 @@ pub fn move_chat(s: &mut Session, req: &Request) -> Handled {
         moved.push((cf, content));
     }
     chat.context_files = moved.iter().map(|(cf, _)| cf.clone()).collect();
+    // External files stay re-readable after the move only where they were before: files of the
+    // project the user opened, or external files this user added in the source scope.
+    let record = crate::chat::external::ExternalRecord::of_user();
+    let from_scope = s.external_scope(from_global);
+    let trusted: Vec<&str> = source_paths
+        .iter()
+        .zip(&moved)
+        .filter(|(src, (cf, _))| {
+            cf.external && (!src.is_external() || record.allows(&from_scope, src.as_str()))
+        })
+        .map(|(_, (cf, _))| cf.path.as_str())
+        .collect();
+    record
+        .add(&s.external_scope(to_global), trusted)
+        .map_err(|e| format!("Failed to move chat: cannot record its external files: {e}"))?;
     s.release_active_if(&id, from_global);
 
     // Stage the complete copy under a hidden name in the destination, then flip with two renames

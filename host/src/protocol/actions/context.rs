@@ -41,6 +41,7 @@ pub fn add(s: &mut Session, req: &Request) -> Handled {
         version: file_id(cp.as_str(), content.as_bytes()),
         ..Default::default()
     };
+    record_external(s, &cp)?;
     let a = s.active_mut()?;
     snapshots::write(a.dir.dir(), &cf, content.as_bytes())
         .map_err(|e| format!("Failed to add file: {e}"))?;
@@ -55,6 +56,18 @@ pub fn add(s: &mut Session, req: &Request) -> Handled {
     a.chat.context_files.push(cf);
     s.save_active()?;
     Ok(ok())
+}
+
+/// Records an external file the user adds, so that later re-reads of it are allowed (see
+/// [`crate::chat::external`]).
+fn record_external(s: &Session, cp: &ClientPath) -> Result<(), String> {
+    let ClientPath::External(abs) = cp else {
+        return Ok(());
+    };
+    let scope = s.external_scope(s.active()?.global);
+    crate::chat::external::ExternalRecord::of_user()
+        .add(&scope, [abs.as_str()])
+        .map_err(|e| format!("Failed to add file: cannot record it in ~/.bb7: {e}"))
 }
 
 fn lines(req: &Request) -> Result<(u64, u64), String> {
@@ -81,6 +94,7 @@ pub fn add_section(s: &mut Session, req: &Request) -> Handled {
     let content = req.str("content")?;
     let (start, end) = lines(req)?;
     let cp = classify(s, path)?;
+    record_external(s, &cp)?;
     let a = s.active_mut()?;
     if a.chat
         .context_files
@@ -215,7 +229,8 @@ pub fn sync(s: &mut Session, req: &Request) -> Handled {
     let Some(i) = find_file(s, &cp)? else {
         return Ok(ok());
     };
-    let Ok(local) = s.read_local(&cp) else {
+    let global = s.active()?.global;
+    let Ok(local) = s.read_local(&cp, global) else {
         return Ok(ok());
     };
     let a = s.active()?;

@@ -68,13 +68,21 @@ pub fn diff_paths(s: &mut Session, req: &Request) -> Handled {
     if snapshots::read_output(a.dir.dir(), &path).is_none() {
         return Err("File not found: no output for this file".into());
     }
-    let root = &s.project.as_ref().ok_or("No project")?.root;
+    // The editor opens local_path by name: it is handed out only when the path follows the
+    // project rule (no symlink on the way, no .git/.bb7), and diff_local_done re-reads it under the
+    // same rule, so a link cannot make a user's write count as an apply.
+    let local = s
+        .project
+        .as_ref()
+        .ok_or("No project")?
+        .checked_path(&path)
+        .map_err(|e| format!("Cannot diff {path}: {e}"))?;
     Ok(reply(
         "diff_paths",
         json!({
             "path": path,
             "output_path": a.dir.path().join(paths::output_rel(&path)),
-            "local_path": root.join(&path),
+            "local_path": local,
         }),
     ))
 }
@@ -136,7 +144,7 @@ pub fn statuses(s: &mut Session) -> Handled {
         let Some(out) = snapshots::read_output(a.dir.dir(), &path) else {
             continue;
         };
-        let exists_locally = s.project.as_ref().is_some_and(|p| p.dir.exists(&path));
+        let exists_locally = s.project.as_ref().is_some_and(|p| p.exists(&path));
         let tokens = s.tokens.count_file(&file_id(&path, &out), &text(&out));
         files.push(json!({
             "path": path, "status": if exists_locally { "!A" } else { "A" }, "in_context": false,
@@ -147,14 +155,14 @@ pub fn statuses(s: &mut Session) -> Handled {
     Ok(reply("file_statuses", json!({"files": files})))
 }
 
-/// Writes `content` to `rel` in the project through the project handle: atomic, keeping the file's
-/// permissions, and following no symbolic link on the way (see [`crate::store::write_no_follow`]).
+/// Writes `content` to `rel` in the project under the project path rule: atomic, keeping the file's
+/// permissions, following no symbolic link (see [`crate::store::project`]).
 fn write_project(s: &Session, rel: &str, content: &[u8]) -> Result<(), String> {
     let p = s
         .project
         .as_ref()
         .ok_or("No project: global chats cannot apply files")?;
-    crate::store::write_no_follow(&p.dir, rel, content)
+    p.write(rel, content)
         .map_err(|e| format!("Cannot write file {rel}: {e}"))
 }
 
@@ -197,33 +205,72 @@ fn resnapshot_whole_file(
     Ok((version, prev))
 }
 
-/// After the project file `path` became `content`: the snapshot follows (adding the file to context
-/// when the model created it), the output goes, and the event is recorded.
-fn settle_applied(
+/// Writes `content` (the output of `source`) to project file `dest` and settles the chat: the
+/// snapshot of `dest` follows (adding it to the context, writable, when it was not there), the
+/// output of `source` goes, and `action` is recorded.
+///
+/// All or nothing up to the project write: the new snapshot is written under a temporary name first,
+/// so a chat directory that cannot take it fails the apply before the project changes. A failure
+/// after the project file was written is reported as exactly that, never as a plain error.
+fn apply_content(
     s: &mut Session,
-    path: &str,
+    source: &str,
+    dest: &str,
     content: &[u8],
     action: &str,
     original_path: Option<&str>,
 ) -> Result<(), String> {
-    let a = s.active_mut()?;
-    let (version, prev) = resnapshot_whole_file(a, path, content)?;
-    crate::store::remove_file_if_exists(a.dir.dir(), paths::output_rel(path))
-        .map_err(|e| format!("Failed to remove output: {e}"))?;
-    let mut ev = event_part(action, path, &version, prev.as_deref(), false, false);
-    if let Some(orig) = original_path {
-        ev.insert("original_path".into(), json!(orig));
-    }
-    a.chat.record_event(ev);
-    s.save_active()
+    let a = s.active()?;
+    let version = file_id(dest, content);
+    let existing = a
+        .chat
+        .context_files
+        .iter()
+        .position(|c| !c.is_section() && c.path == dest);
+    let cf = match existing {
+        Some(i) => ContextFile {
+            version: version.clone(),
+            ..a.chat.context_files[i].clone()
+        },
+        None => ContextFile {
+            path: dest.to_string(),
+            version: version.clone(),
+            ..Default::default()
+        },
+    };
+    let rel = snapshots::location(&cf)?;
+    let pending = crate::store::prepare_atomic(a.dir.dir(), &rel, content)
+        .map_err(|e| format!("Failed to update snapshot: {e}"))?;
+    write_project(s, dest, content)?;
+    let settle = |s: &mut Session| -> Result<(), String> {
+        pending
+            .commit()
+            .map_err(|e| format!("updating the snapshot failed: {e}"))?;
+        let a = s.active_mut()?;
+        let prev = match existing {
+            Some(i) => Some(std::mem::replace(&mut a.chat.context_files[i], cf).version),
+            None => {
+                a.chat.context_files.push(cf);
+                None
+            }
+        };
+        let mut ev = event_part(action, dest, &version, prev.as_deref(), false, false);
+        if let Some(orig) = original_path {
+            ev.insert("original_path".into(), json!(orig));
+        }
+        a.chat.record_event(ev);
+        let removed = crate::store::remove_file_if_exists(a.dir.dir(), paths::output_rel(source));
+        s.save_active()?;
+        removed.map_err(|e| format!("removing the output failed: {e}"))
+    };
+    settle(s).map_err(|e| format!("{dest} was written to the project, but {e}"))
 }
 
 pub fn apply(s: &mut Session, req: &Request) -> Handled {
     let path = internal_path(s, req.nonempty("path")?)?;
     let out = snapshots::read_output(s.active()?.dir.dir(), &path)
         .ok_or_else(|| format!("No output to apply: {path} not found in output"))?;
-    write_project(s, &path, &out)?;
-    settle_applied(s, &path, &out, "UserApplyFile", None)?;
+    apply_content(s, &path, &path, &out, "UserApplyFile", None)?;
     Ok(reply("ok", json!({"content": text(&out)})))
 }
 
@@ -233,7 +280,7 @@ pub fn apply_as(s: &mut Session, req: &Request) -> Handled {
     let root = s
         .project
         .as_ref()
-        .map(|p| p.root.clone())
+        .map(|p| p.root().to_path_buf())
         .ok_or("No project: global chats cannot apply files")?;
     let dest = match paths::classify(destination, Some(&root))? {
         ClientPath::Internal(d) => d,
@@ -244,12 +291,9 @@ pub fn apply_as(s: &mut Session, req: &Request) -> Handled {
     let a = s.active()?;
     let out = snapshots::read_output(a.dir.dir(), &path)
         .ok_or_else(|| format!("No output to apply: {path} not found in output"))?;
-    write_project(s, &dest, &out)?;
-    let a = s.active_mut()?;
-    crate::store::remove_file_if_exists(a.dir.dir(), paths::output_rel(&path))
-        .map_err(|e| format!("Failed to remove output: {e}"))?;
-    // The saved file joins the context (it is now the user's file); the source's output is used up.
-    settle_applied(s, &dest, &out, "UserSaveAs", Some(&path))?;
+    // The saved file joins the context (it is now the user's file); the source's output is used up,
+    // and an output the destination has of its own stays for the user to review.
+    apply_content(s, &path, &dest, &out, "UserSaveAs", Some(&path))?;
     Ok(reply("ok", json!({"content": text(&out)})))
 }
 
@@ -284,7 +328,7 @@ pub fn diff_local_done(s: &mut Session, req: &Request) -> Handled {
     let ctx = cf.and_then(|cf| snapshots::read(a.dir.dir(), cf).ok());
     let out = snapshots::read_output(a.dir.dir(), &path);
     // Nothing merged: no local file, no output to merge from, or the file is as the context has it.
-    let Ok(local) = s.read_local(&ClientPath::Internal(path.clone())) else {
+    let Ok(local) = s.read_local(&ClientPath::Internal(path.clone()), false) else {
         return Ok(reply("ok", json!({"outcome": "none"})));
     };
     let Some(out) = out else {
@@ -298,7 +342,13 @@ pub fn diff_local_done(s: &mut Session, req: &Request) -> Handled {
     }
     if snapshots::same_text(&out, &local) {
         // Everything was taken: as if applied.
-        settle_applied(s, &path, &local, "UserApplyFile", None)?;
+        let a = s.active_mut()?;
+        let (version, prev) = resnapshot_whole_file(a, &path, &local)?;
+        crate::store::remove_file_if_exists(a.dir.dir(), paths::output_rel(&path))
+            .map_err(|e| format!("Failed to remove output: {e}"))?;
+        let ev = event_part("UserApplyFile", &path, &version, prev.as_deref(), false, false);
+        a.chat.record_event(ev);
+        s.save_active()?;
         return Ok(reply("ok", json!({"outcome": "full"})));
     }
     // Some of it was taken: the snapshot becomes what the user has (added to context when the model

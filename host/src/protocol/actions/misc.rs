@@ -63,8 +63,8 @@ pub fn init(s: &mut Session, req: &Request) -> Handled {
     Ok(reply("ok", fields))
 }
 
-fn project_path(s: &Session) -> Option<&Path> {
-    s.project.as_ref().map(|p| p.root.as_path())
+fn project_path(s: &Session) -> Option<&crate::store::project::ProjectDir> {
+    s.project.as_ref()
 }
 
 /// The system prompt and the instruction blocks of a chat exactly as they are sent, for token estimates.

@@ -91,14 +91,10 @@ fn prepare(
     let provider = provider(s)?;
     let config = s.config.config().clone();
     let config_dir = crate::config::config_dir();
-    let project_root = s.project.as_ref().map(|p| p.root.clone());
+    let project_root = s.project.as_ref().map(|p| p.root().to_path_buf());
     let inst = crate::instructions::load(
         config_dir.as_deref(),
-        if global {
-            None
-        } else {
-            project_root.as_deref()
-        },
+        if global { None } else { s.project.as_ref() },
     );
     if let Err(e) = &inst.project {
         return Err(format!("Project instructions error: {e}"));

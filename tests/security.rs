@@ -1,0 +1,524 @@
+//! Regression tests for the holes an outside review found (issue 10), each through the real `bb7`
+//! binary, and what else the same causes allowed:
+//!
+//! 1. a project rooted at `$HOME` (whose `.bb7/` is the global store) must not delete global chats;
+//! 2. a chat.json shipped by a repository must not make the host read files outside the project;
+//! 3. symlinks in the project must not reach `.git/` or outside (diff paths, diff_local_done, apply,
+//!    `@include`);
+//! 4. `.bb7` replaced by a symlink after `init` must not be followed;
+//! 6. FIFOs and huge files in `.bb7/` must not hang or abort the host;
+//! 7. operations are all-or-nothing or say exactly what happened;
+//! 8. oversized third-party components are refused before compiling, and compile time is audited;
+//! 9. a tampered compiled-component cache entry is recompiled, never loaded.
+//!
+//! (5, the memory cap over all of a call's memories, is tested in `host/src/sandbox/runner.rs`
+//! with a real multi-memory component.)
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::proto::*;
+use serde_json::{Value, json};
+
+const SECRET: &str = "TOPSECRET-must-never-leak";
+
+fn start() -> (Env, Bb7) {
+    let env = Env::new();
+    let mut s = env.spawn();
+    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
+    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    (env, s)
+}
+
+fn new_chat(s: &mut Bb7, name: &str) -> String {
+    let r = s.ok(json!({"action": "chat_new", "name": name}));
+    r["id"].as_str().expect("chat id").to_string()
+}
+
+fn mkfifo(p: &Path) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo {p:?}");
+}
+
+fn no_leak(v: &Value, what: &str) {
+    assert!(!v.to_string().contains(SECRET), "{what} leaks: {v}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. A project rooted at $HOME
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_project_rooted_at_home_serves_global_chats_and_deletes_none() {
+    let env = Env::new();
+    let mut s = env.spawn();
+    s.ok(json!({"action": "init"}));
+    let mut ids = Vec::new();
+    for n in ["one", "two", "three"] {
+        ids.push(new_chat(&mut s, n));
+    }
+    s.close_stdin();
+    s.wait_exit();
+    for id in &ids {
+        assert!(env.global_chat_dir(id).join("chat.json").is_file());
+    }
+
+    // Neovim started in ~: the project root is the home directory, whose .bb7/ is the global store.
+    let home = env.home().to_str().unwrap().to_string();
+    let mut s = env.spawn();
+    let r = s.ok(json!({"action": "init", "project_root": home}));
+    assert_eq!(r["global_only"], true, "{r}");
+    let r = s.ok(json!({"action": "chat_list", "global": true}));
+    let listed: Vec<&str> = r["chats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["id"].as_str())
+        .collect();
+    for id in &ids {
+        assert!(listed.contains(&id.as_str()), "{id} missing from {r}");
+        assert!(env.global_chat_dir(id).join("chat.json").is_file(), "{id} deleted");
+    }
+    // bb7_init there is refused (it exists) rather than making the global store a project store.
+    s.err(json!({"action": "bb7_init", "project_root": home}));
+}
+
+#[test]
+fn the_interrupted_move_clean_up_deletes_only_proven_duplicates() {
+    let (env, mut s) = start();
+    let id = new_chat(&mut s, "mine");
+    s.close_stdin();
+    s.wait_exit();
+    // A chat with the same id in the global store, but with its own history and a newer move mark:
+    // not provably a copy of the project's chat, so neither may be deleted.
+    let mut other = env.chat_json(&id);
+    other["messages"] = json!([{"role": "user", "parts": [{"type": "text", "content": "only here"}]}]);
+    other["moved_at"] = json!("2099-01-01T00:00:00.000000000Z");
+    let dir = env.global_chat_dir(&id);
+    fs::create_dir_all(dir.join("context")).unwrap();
+    fs::write(dir.join("chat.json"), other.to_string()).unwrap();
+    let mut s = env.start();
+    s.ok(json!({"action": "ping"}));
+    assert!(env.chat_dir(&id).join("chat.json").is_file(), "project copy deleted");
+    assert!(dir.join("chat.json").is_file(), "global copy deleted");
+
+    // A real interrupted move (same history, the copy marked newer) is still resolved.
+    s.close_stdin();
+    s.wait_exit();
+    let mut copy = env.chat_json(&id);
+    copy["moved_at"] = json!("2099-01-01T00:00:00.000000000Z");
+    fs::write(dir.join("chat.json"), copy.to_string()).unwrap();
+    let mut s = env.start();
+    s.ok(json!({"action": "ping"}));
+    assert!(!env.chat_dir(&id).exists(), "the older copy of a proven duplicate stays");
+    assert!(dir.join("chat.json").is_file());
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. A committed chat.json naming external files
+// ---------------------------------------------------------------------------------------------
+
+/// Plants a chat in the project (as a repository would ship it) whose context and history name
+/// `paths` (absolute, outside the project), and makes it the active chat.
+fn plant_chat(env: &Env, id: &str, paths: &[String]) {
+    let files: Vec<Value> = paths
+        .iter()
+        .map(|p| json!({"path": p, "readonly": true, "external": true, "version": "0123456789abcdef"}))
+        .collect();
+    let snapshot: Vec<Value> = paths
+        .iter()
+        .map(|p| json!({"path": p, "file_id": "fedcba9876543210"}))
+        .collect();
+    let chat = json!({
+        "version": 2, "id": id, "name": "planted", "created": "2025-01-01T00:00:00Z",
+        "model": DEFAULT_MODEL, "context_files": files, "draft": "",
+        "messages": [
+            {"role": "user", "parts": [{"type": "text", "content": "q"}], "context_snapshot": snapshot},
+            {"role": "assistant", "parts": [{"type": "text", "content": "a"}]}
+        ]
+    });
+    let dir = env.chat_dir(id);
+    fs::create_dir_all(dir.join("context")).unwrap();
+    fs::write(dir.join("chat.json"), chat.to_string()).unwrap();
+    fs::write(
+        env.chats().join("index.json"),
+        json!({"chats": [{"id": id, "name": "planted"}], "active_chat_id": id}).to_string(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_committed_chat_cannot_make_the_host_read_external_files() {
+    let env = Env::new();
+    let mut s = env.spawn();
+    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
+    s.close_stdin();
+    s.wait_exit();
+    let secret = env.outside().join("id_rsa");
+    fs::write(&secret, format!("{SECRET}\n")).unwrap();
+    let present = secret.to_str().unwrap().to_string();
+    let absent = env.outside().join("nope").to_str().unwrap().to_string();
+    let id = "20250101-000000-planted";
+    plant_chat(&env, id, &[present.clone(), absent.clone()]);
+
+    let mut s = env.start();
+    s.ok(json!({"action": "chat_select", "id": id}));
+    let warnings_of = |r: &Value| -> Vec<Value> {
+        r["context_warnings"].as_array().cloned().unwrap_or_default()
+    };
+    for req in [
+        json!({"action": "fork_chat", "chat_id": id, "fork_message_index": 0}),
+        json!({"action": "chat_new_with_context", "source_chat_id": id}),
+        json!({"action": "chat_edit", "chat_id": id, "message_index": 0, "content": "again"}),
+    ] {
+        if req["action"] != "fork_chat" && req["action"] != "chat_new_with_context" {
+            s.ok(json!({"action": "chat_select", "id": id}));
+        }
+        let r = s.ok(req.clone());
+        no_leak(&r, &req.to_string());
+        // An existing and a missing file get the same warning: existence is not revealed.
+        let w = warnings_of(&r);
+        if !w.is_empty() {
+            let strip = |v: &Value, p: &str| v.to_string().replace(p, "P");
+            let a = w.iter().find(|x| x["path"] == present.as_str()).unwrap();
+            let b = w.iter().find(|x| x["path"] == absent.as_str()).unwrap();
+            assert_eq!(strip(a, &present), strip(b, &absent), "{r}");
+        }
+        let ctx = s.ok(json!({"action": "context_list"}));
+        no_leak(&ctx, "context_list");
+        for f in ctx["files"].as_array().unwrap() {
+            let c = s.req(json!({"action": "get_context_file", "path": f["path"]}));
+            no_leak(&c, "get_context_file");
+        }
+        let est = s.ok(json!({"action": "estimate_tokens"}));
+        no_leak(&est, "estimate_tokens");
+    }
+    // context_sync of the planted path re-reads nothing either.
+    s.ok(json!({"action": "chat_select", "id": id}));
+    s.req(json!({"action": "context_sync", "path": present}));
+    for entry in walk(&env.bb7()) {
+        if entry.is_file() {
+            let bytes = fs::read(&entry).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(SECRET),
+                "{} holds the secret",
+                entry.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn external_files_the_user_added_are_still_re_read() {
+    let (env, mut s) = start();
+    let _id = new_chat(&mut s, "ext");
+    let ext = env.outside().join("notes.txt");
+    fs::write(&ext, "v1\n").unwrap();
+    let p = ext.to_str().unwrap().to_string();
+    s.ok(json!({"action": "context_add", "path": p, "content": "v1\n"}));
+    fs::write(&ext, "v2\n").unwrap();
+    let id = s.ok(json!({"action": "chat_active"}))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = s.ok(json!({"action": "chat_new_with_context", "source_chat_id": id}));
+    let _ = r;
+    let c = s.ok(json!({"action": "get_context_file", "path": p}));
+    assert_eq!(c["content"], "v2\n", "{c}");
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Symlinks in the project
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn diff_paths_apply_and_diff_local_done_follow_no_link() {
+    let (env, mut s) = start();
+    let id = new_chat(&mut s, "links");
+    fs::create_dir_all(env.proj().join(".git/hooks")).unwrap();
+    fs::write(env.proj().join(".git/config"), "[core]\n").unwrap();
+    symlink(env.outside(), env.proj().join("out")).unwrap();
+    symlink(".git/hooks", env.proj().join("hooks")).unwrap();
+    symlink(".git/config", env.proj().join("cfg")).unwrap();
+    let before = env.outside_state();
+    for (rel, content) in [
+        ("out/x.txt", "MODEL\n"),
+        ("hooks/pre-commit", "#!/bin/sh\n"),
+        ("cfg", "[evil]\n"),
+    ] {
+        env.write_output(&id, rel, content);
+        let r = s.req(json!({"action": "get_diff_paths", "path": rel}));
+        assert_eq!(r["type"], "error", "{rel}: {r}");
+        assert!(r["message"].as_str().unwrap().contains("symbolic link"), "{r}");
+        let r = s.req(json!({"action": "apply_file", "path": rel}));
+        assert_eq!(r["type"], "error", "{rel}: {r}");
+        let r = s.req(json!({"action": "apply_file_as", "path": rel, "destination": rel}));
+        assert_eq!(r["type"], "error", "{rel}: {r}");
+    }
+    // The user "saves" the output through the link (what the editor would do): not an apply.
+    fs::write(env.outside().join("x.txt"), "MODEL\n").unwrap();
+    let r = s.ok(json!({"action": "diff_local_done", "path": "out/x.txt"}));
+    assert_eq!(r["outcome"], "none", "{r}");
+    fs::remove_file(env.outside().join("x.txt")).unwrap();
+    assert_eq!(before, env.outside_state());
+    assert!(!env.proj().join(".git/hooks/pre-commit").exists());
+    assert_eq!(fs::read_to_string(env.proj().join(".git/config")).unwrap(), "[core]\n");
+    let chat = env.chat_json(&id);
+    assert!(!chat.to_string().contains("UserApplyFile"), "{chat}");
+    // A real directory still works, and a new folder is fine for the editor to create.
+    env.write_output(&id, "src/new/a.txt", "A\n");
+    let r = s.ok(json!({"action": "get_diff_paths", "path": "src/new/a.txt"}));
+    assert_eq!(r["local_path"], env.proj().join("src/new/a.txt").to_str().unwrap());
+}
+
+#[test]
+fn instructions_include_no_link_and_nothing_under_git() {
+    let (env, mut s) = start();
+    new_chat(&mut s, "inst");
+    fs::create_dir_all(env.proj().join(".git")).unwrap();
+    fs::write(
+        env.proj().join(".git/config"),
+        format!("[remote] url = https://{SECRET}@example.invalid/x\n"),
+    )
+    .unwrap();
+    fs::write(env.proj().join("docs.md"), "DOCS\n").unwrap();
+    symlink(".git/config", env.proj().join("cfg")).unwrap();
+    symlink(".git", env.proj().join("g")).unwrap();
+    for inc in ["cfg", ".git/config", "g/config", "./.git/config", "docs.md/../.git/config"] {
+        fs::write(env.bb7().join("instructions"), format!("@include {inc}\n")).unwrap();
+        let r = s.ok(json!({"action": "get_customization_info"}));
+        no_leak(&r, inc);
+        assert_eq!(r["project_instructions"], false, "{inc}: {r}");
+        assert!(
+            !r["project_instructions_error"].as_str().unwrap_or("").is_empty(),
+            "{inc}: {r}"
+        );
+        let est = s.ok(json!({"action": "estimate_tokens"}));
+        no_leak(&est, inc);
+    }
+    fs::write(env.bb7().join("instructions"), "@include docs.md\n").unwrap();
+    let r = s.ok(json!({"action": "get_customization_info"}));
+    assert_eq!(r["project_instructions"], true, "{r}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. .bb7 replaced after init
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_state_dir_replaced_after_init_is_not_followed() {
+    let (env, mut s) = start();
+    new_chat(&mut s, "x");
+    fs::write(env.bb7().join("instructions"), "MINE\n").unwrap();
+    let evil = env.outside().join("evil");
+    fs::create_dir_all(&evil).unwrap();
+    fs::write(evil.join("instructions"), format!("{SECRET}\n")).unwrap();
+    fs::rename(env.bb7(), env.proj().join("real-state")).unwrap();
+    symlink(&evil, env.bb7()).unwrap();
+    let r = s.ok(json!({"action": "estimate_tokens"}));
+    no_leak(&r, "estimate_tokens");
+    let r = s.ok(json!({"action": "get_customization_info"}));
+    assert_eq!(r["project_instructions"], true, "the held directory is still used: {r}");
+    fs::remove_file(evil.join("instructions")).unwrap();
+    let before = env.outside_state();
+    let r = s.req(json!({"action": "prepare_instructions", "level": "project"}));
+    assert_eq!(r["type"], "error", "{r}");
+    assert_eq!(before, env.outside_state(), "nothing created outside");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. Special and huge files in .bb7/
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn fifos_in_the_state_dir_never_block_the_host() {
+    let (env, mut s) = start();
+    let id = new_chat(&mut s, "fifo");
+    s.ok(json!({"action": "context_add", "path": "a.txt", "content": "A\n"}));
+    let other = new_chat(&mut s, "other");
+    let locked = new_chat(&mut s, "locked");
+    s.close_stdin();
+    s.wait_exit();
+    mkfifo(&env.chat_dir(&locked).join("lock"));
+    let dir = env.chat_dir(&id);
+    for rel in ["context/a.txt", "output/b.txt"] {
+        let p = dir.join(rel);
+        let _ = fs::remove_file(&p);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        mkfifo(&p);
+    }
+    let od = env.chat_dir(&other);
+    fs::remove_file(od.join("chat.json")).unwrap();
+    mkfifo(&od.join("chat.json"));
+    fs::remove_file(env.chats().join("index.json")).unwrap();
+    mkfifo(&env.chats().join("index.json"));
+
+    let t0 = Instant::now();
+    let mut s = env.start();
+    s.ok(json!({"action": "chat_list"}));
+    s.ok(json!({"action": "chat_select", "id": id}));
+    s.ok(json!({"action": "get_file_statuses"}));
+    s.ok(json!({"action": "estimate_tokens"}));
+    s.req(json!({"action": "chat_select", "id": other}));
+    s.req(json!({"action": "chat_select", "id": locked}));
+    s.ok(json!({"action": "ping"}));
+    assert!(t0.elapsed() < Duration::from_secs(20));
+}
+
+#[test]
+fn a_huge_sparse_output_file_does_not_abort_the_host() {
+    let (env, mut s) = start();
+    let id = new_chat(&mut s, "huge");
+    let p = env.output_path(&id, "big.log");
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    let f = fs::File::create(&p).unwrap();
+    f.set_len(2 << 30).unwrap();
+    s.ok(json!({"action": "get_file_statuses"}));
+    s.ok(json!({"action": "estimate_tokens"}));
+    s.req(json!({"action": "get_output_file", "path": "big.log"}));
+    s.req(json!({"action": "apply_file", "path": "big.log"}));
+    assert!(!env.proj().join("big.log").exists());
+    s.ok(json!({"action": "ping"}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. All or nothing
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn an_apply_whose_snapshot_cannot_be_written_changes_nothing() {
+    let (env, mut s) = start();
+    let id = new_chat(&mut s, "atomic");
+    env.write_local("src/a.txt", "old\n");
+    s.ok(json!({"action": "context_add", "path": "src/a.txt", "content": "old\n"}));
+    env.write_output(&id, "src/a.txt", "new\n");
+    // The snapshot's directory is made unusable (a file where the directory must be).
+    let ctx = env.chat_dir(&id).join("context/src");
+    fs::remove_dir_all(&ctx).unwrap();
+    fs::write(&ctx, "not a directory").unwrap();
+    let r = s.req(json!({"action": "apply_file", "path": "src/a.txt"}));
+    assert_eq!(r["type"], "error", "{r}");
+    assert_eq!(fs::read_to_string(env.proj().join("src/a.txt")).unwrap(), "old\n");
+    assert!(env.output_path(&id, "src/a.txt").is_file(), "the output stays");
+    // apply_file_as likewise, to a new name under the broken directory.
+    let r = s.req(json!({"action": "apply_file_as", "path": "src/a.txt", "destination": "src/b.txt"}));
+    assert_eq!(r["type"], "error", "{r}");
+    assert!(!env.proj().join("src/b.txt").exists());
+}
+
+#[test]
+fn apply_as_keeps_the_destination_s_own_output() {
+    let (env, mut s) = start();
+    let id = new_chat(&mut s, "as");
+    env.write_output(&id, "a.txt", "A from model\n");
+    env.write_output(&id, "b.txt", "B from model\n");
+    s.ok(json!({"action": "apply_file_as", "path": "a.txt", "destination": "b.txt"}));
+    assert_eq!(fs::read_to_string(env.proj().join("b.txt")).unwrap(), "A from model\n");
+    assert!(!env.output_path(&id, "a.txt").exists());
+    assert_eq!(
+        fs::read_to_string(env.output_path(&id, "b.txt")).unwrap(),
+        "B from model\n"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 8, 9. Components: size bound, compile time audited, tampered cache entries
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn an_oversized_component_is_refused_before_compiling() {
+    let home = common::Home::new();
+    let big = home.path().join("big.wasm");
+    let f = fs::File::create(&big).unwrap();
+    f.set_len(17 << 20).unwrap();
+    fs::create_dir_all(home.path().join("d")).unwrap();
+    let t0 = Instant::now();
+    let out = home.run(&[
+        "tools",
+        "call",
+        "x",
+        "--component",
+        big.to_str().unwrap(),
+        "--dir",
+        home.path().join("d").to_str().unwrap(),
+        "--args",
+        "{}",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("at most 16 MiB"), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn a_tampered_cache_entry_is_recompiled_never_loaded() {
+    let home = common::Home::new();
+    let cache = home.path().join("cache");
+    let run = |args: &[&str]| {
+        let mut c = home.cmd();
+        c.env("BB7_CACHE_DIR", &cache).args(args);
+        c.output().unwrap()
+    };
+    let work = home.path().join("w");
+    fs::create_dir_all(&work).unwrap();
+    fs::write(work.join("a.txt"), "hello\n").unwrap();
+    let call = |log: &str| {
+        run(&[
+            "tools",
+            "call",
+            "read_file",
+            "--dir",
+            work.to_str().unwrap(),
+            "--args",
+            r#"{"file_path":"a.txt"}"#,
+            "--audit-log",
+            home.path().join(log).to_str().unwrap(),
+        ])
+    };
+    let out = call("first.jsonl");
+    assert!(out.status.success(), "{out:?}");
+    let first: Value =
+        serde_json::from_str(fs::read_to_string(home.path().join("first.jsonl")).unwrap().trim())
+            .unwrap();
+    assert!(first["compile_ms"].as_f64().is_some(), "{first}");
+    // Tamper with every artifact (flip a byte in the middle) and with one tag.
+    let mut artifacts = Vec::new();
+    for p in walk(&cache) {
+        if p.extension().is_some_and(|e| e == "cwasm") {
+            let mut b = fs::read(&p).unwrap();
+            let mid = b.len() / 2;
+            b[mid] ^= 0xff;
+            fs::write(&p, &b).unwrap();
+            artifacts.push((p, b));
+        }
+    }
+    assert!(!artifacts.is_empty(), "the first run must fill the cache");
+    let out = call("second.jsonl");
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("hello"));
+    // The read_file artifact was replaced by a fresh compile (its bytes differ from the tampered ones).
+    let replaced = artifacts
+        .iter()
+        .filter(|(p, b)| fs::read(p).map(|now| &now != b).unwrap_or(true))
+        .count();
+    assert!(replaced >= 1, "a tampered artifact was kept");
+}
