@@ -45,13 +45,14 @@ impl ComponentCache {
     /// The cache for `engine` under `base` (`$BB7_CACHE_DIR`, else `$XDG_CACHE_HOME/bb7`, else
     /// `~/.cache/bb7`). `None` disables caching.
     pub fn new(engine: &Engine, base: Option<PathBuf>) -> Self {
+        let key_dir = base.clone();
         let dir = base.map(|b| {
             let mut h = DefaultHasher::new();
             engine.precompile_compatibility_hash().hash(&mut h);
             b.join("components").join(format!("{:016x}", h.finish()))
         });
         ComponentCache {
-            key_dir: dir.as_ref().and_then(|d| d.parent().map(Path::to_path_buf)),
+            key_dir,
             dir,
         }
     }

@@ -408,6 +408,57 @@ fn canonical_or_lexical(p: &Path) -> PathBuf {
 mod tests {
     use super::*;
 
+    /// A component with `n` core instances of a module holding one memory of `pages` 64 KiB pages.
+    fn many_memories(n: u32, pages: u64) -> Vec<u8> {
+        use wasm_encoder::{
+            Component, InstanceSection, MemorySection, MemoryType, Module, ModuleArg,
+            ModuleSection,
+        };
+        let mut module = Module::new();
+        let mut mems = MemorySection::new();
+        mems.memory(MemoryType {
+            minimum: pages,
+            maximum: None,
+            memory64: false,
+            shared: false,
+            page_size_log2: None,
+        });
+        module.section(&mems);
+        let mut c = Component::new();
+        c.section(&ModuleSection(&module));
+        let mut inst = InstanceSection::new();
+        for _ in 0..n {
+            inst.instantiate(0, Vec::<(&str, ModuleArg)>::new());
+        }
+        c.section(&inst);
+        c.finish()
+    }
+
+    fn instantiate(bytes: &[u8]) -> (Result<(), String>, bool) {
+        let limits = Limits::default();
+        let engine = engine::shared(&limits).unwrap();
+        let component = wasmtime::component::Component::new(&engine, bytes).unwrap();
+        let mut store = new_store(&engine, &limits, WasiCtxBuilder::new().build());
+        let linker = wasmtime::component::Linker::<CallState>::new(&engine);
+        let r = linker
+            .instantiate(&mut store, &component)
+            .map(|_| ())
+            .map_err(|e| format!("{e:#}"));
+        (r, store.data().limiter.memory_hit)
+    }
+
+    #[test]
+    fn the_memory_budget_is_for_all_of_a_call_s_memories_together() {
+        // Three memories of 64 MiB fit the 256 MiB budget; three of 100 MiB do not, although each
+        // alone would (the hole: the cap was per memory).
+        assert_eq!(instantiate(&many_memories(3, 1024)).0, Ok(()));
+        let (r, hit) = instantiate(&many_memories(3, 1600));
+        assert!(r.is_err() && hit, "{r:?}");
+        // And no more memories than MAX_MEMORIES, however small.
+        let (r, _) = instantiate(&many_memories(MAX_MEMORIES as u32 + 4, 1));
+        assert!(r.is_err(), "{r:?}");
+    }
+
     #[test]
     fn truncation_respects_char_boundaries() {
         let s = "é".repeat(10);
