@@ -30,13 +30,15 @@ M.defaults = {
   stream_interval = 30,
   -- Reasoning blocks start collapsed in the chat view.
   collapse_reasoning = true,
+  -- Largest file (bytes) `:BB7Add` sends; larger files, binaries and non-UTF-8 files are refused.
+  max_file_bytes = 1024 * 1024,
   -- Keymaps inside the plugin's windows (buffer-local). Set a key to `false` to disable it.
   keymaps = {
     all = {
       close = "q",
       next_pane = "<Tab>",
       prev_pane = "<S-Tab>",
-      help = "?",
+      help = "g?", -- not `?`: that is backward search
       cancel = "<C-c>",
       model = "gm",
       focus_chats = "gc",
@@ -68,16 +70,17 @@ M.defaults = {
     },
     preview = {
       toggle = "<CR>",
-      fork = "<C-f>",
-      edit = "<C-e>",
+      -- Never Vim's scrolling keys (<C-e>, <C-f>): `c` forks, `i` edits (asks first).
+      fork = "c",
+      edit = "i",
       chat = "<BS>",
       follow = "G",
     },
     input = {
       send = "<CR>",
       send_insert = "<C-s>",
-      edit_last = "<C-e>",
-      fork_last = "<C-f>",
+      edit_last = "<M-e>", -- asks first
+      fork_last = "<M-f>",
     },
   },
 }

@@ -42,6 +42,15 @@ function M.notify(msg, level)
 end
 local notify = M.notify
 
+--- Asks before a destructive action (`vim.ui.select`, so the user's picker is used); runs `fn` on "Yes".
+function M.confirm(prompt, fn)
+  vim.ui.select({ "No", "Yes" }, { prompt = prompt }, function(choice)
+    if choice == "Yes" then
+      fn()
+    end
+  end)
+end
+
 --- Notifies a failed host reply the way SPEC.md words it.
 ---@param action string  what failed, for "Failed to {action}"
 ---@param reply table
@@ -98,6 +107,11 @@ function M.ensure()
   local a = host.call("chat_active", {})
   if ok(a) and a.id then
     M.load_chat()
+  end
+  if M.initialized then
+    -- After a restart (the host died) the list is reloaded at once, never left blank.
+    M.list_chats()
+    M.emit("chats")
   end
   return M.initialized
 end
@@ -179,6 +193,17 @@ function M.load_chat()
     return false
   end
   set_chat(r)
+  if M.lost_reply and M.lost_reply.chat_id == r.id and host.running() then
+    -- The host died while this chat's reply streamed: the chat keeps a note saying so.
+    local note = M.lost_reply.note
+    M.lost_reply = nil
+    if ok(host.call("add_system_message", { message = note })) then
+      local again = host.call("chat_get", {})
+      if ok(again) then
+        set_chat(again)
+      end
+    end
+  end
   M.refresh_files()
   M.emit("chat")
   return true
@@ -282,7 +307,7 @@ function M.rename_chat(id, name)
   end
   M.list_chats()
   M.emit("chats")
-  notify("Renamed chat to " .. name)
+  notify("Renamed chat to " .. util.oneline(name))
   return true
 end
 
@@ -324,7 +349,7 @@ end
 
 local function warn_context(warnings)
   for _, w in ipairs(warnings or {}) do
-    notify(("Context file %s was %s since that message"):format(w.path, w.issue), L.WARN)
+    notify(("Context file %s was %s since that message"):format(util.oneline(w.path), util.oneline(w.issue)), L.WARN)
   end
 end
 
@@ -463,6 +488,16 @@ end
 ---@return table|nil target {path, abs, start_line?, end_line?}
 function M.resolve_target(arg, range)
   local t
+  if arg == "%" then
+    arg = nil -- asked for explicitly: the current file
+  elseif arg == "#" then
+    local alt = vim.fn.bufnr("#") > 0 and vim.api.nvim_buf_get_name(vim.fn.bufnr("#")) or ""
+    if alt == "" then
+      notify("No alternate file", L.WARN)
+      return nil
+    end
+    arg = alt
+  end
   if arg and arg ~= "" then
     local err
     t, err = util.parse_target(arg)
@@ -496,6 +531,17 @@ function M.resolve_target(arg, range)
   return t
 end
 
+--- Whether `text` (the content of `path`) can go into the context; says why not when it cannot
+--- (a binary file, not UTF-8, larger than `max_file_bytes`), before anything is sent to the host.
+function M.sendable(path, text)
+  local why = util.unsendable(text, config.options.max_file_bytes)
+  if why then
+    notify(("Cannot add %s: %s"):format(util.oneline(path), why), L.ERROR)
+    return false
+  end
+  return true
+end
+
 --- `:BB7Add` / `:BB7AddReadonly` / the Files pane's add.
 function M.add(arg, opts)
   opts = opts or {}
@@ -509,6 +555,9 @@ function M.add(arg, opts)
   local text = M.local_text(t.abs)
   if not text then
     notify("Cannot read file " .. t.path, L.ERROR)
+    return false
+  end
+  if not M.sendable(t.path, text) then
     return false
   end
   local r
@@ -580,6 +629,9 @@ function M.update(path)
     notify("Cannot read file " .. path, L.ERROR)
     return false
   end
+  if not M.sendable(path, text) then
+    return false
+  end
   local r = host.call("context_update", { path = path, content = text })
   if not ok(r) then
     M.fail("update " .. path, r)
@@ -638,6 +690,11 @@ function M.apply(path, quiet)
     return false
   end
   local abs = M.abspath(path)
+  local unsafe = not f.external and util.unsafe_local(M.root or config.root(), path)
+  if unsafe then
+    notify(("Cannot write file %s: %s"):format(util.oneline(path), unsafe), L.ERROR)
+    return false
+  end
   local buf = vim.fn.bufnr(abs)
   if buf > 0 and vim.api.nvim_buf_is_loaded(buf) and vim.bo[buf].modified then
     notify("Cannot write file " .. path .. ": its buffer has unsaved changes (save or undo them first)", L.ERROR)
@@ -757,6 +814,9 @@ function M.current_model()
   if M.model_override and (not M.chat or M.model_override.chat == M.chat.id) then
     return M.model_override.model
   end
+  if M.chat and M.chat.settings_model and M.chat.settings_model ~= "" then
+    return M.chat.settings_model -- the chat's own pick, kept across chat switches and restarts
+  end
   if M.chat and M.chat.model and M.chat.model ~= "" then
     return M.chat.model
   end
@@ -774,6 +834,8 @@ function M.set_model(id)
     local r = host.call("save_chat_settings", { model = id })
     if not ok(r) then
       M.fail("save the model", r)
+    else
+      M.chat.settings_model = id
     end
   end
   notify("Model " .. id)
@@ -902,6 +964,13 @@ function M._finish_send(st, r)
       L.WARN
     )
   elseif r.type == "error" then
+    local code = tostring(r.message or ""):match("^BB%-7 host exited %(code (%-?%d+)%)")
+    if code then
+      M.lost_reply = {
+        chat_id = st.chat_id,
+        note = ("The reply to the message above was lost: the BB-7 host exited (code %s) while it was being written."):format(code),
+      }
+    end
     if r.message == "Response aborted by user." then
       notify("Response aborted by user.", L.INFO)
     else

@@ -18,6 +18,7 @@ local function status(path)
 end
 
 return {
+  scenario = true, -- one story, step by step: the cases share one Neovim
   {
     "setup: project, chat, two files in context (LF and CRLF)",
     function()
@@ -58,6 +59,7 @@ return {
       t.ok(not session.apply("src/a.txt"), "refused")
       t.eq(E, t.notes[1].level, "error level")
       t.ok(t.notes[1].msg:find("^BB%-7: Cannot write file src/a.txt"), t.notes[1].msg)
+      t.expect_error("BB-7: Cannot write file src/a.txt")
       t.eq("alpha\nbeta\ngamma\n", t.read(env.project .. "/src/a.txt"), "disk untouched")
       vim.api.nvim_buf_call(buf, function()
         vim.cmd("silent edit!")
@@ -173,10 +175,14 @@ return {
       local ui = require("bb7.ui")
       t.cmd("BB7")
       ui.focus("files")
-      local orig_input = vim.ui.input
-      local answer
+      local orig_input, orig_select = vim.ui.input, vim.ui.select
+      local answer, asked
       vim.ui.input = function(_, cb)
         cb(answer)
+      end
+      vim.ui.select = function(_, o, cb)
+        asked = o.prompt
+        cb("Yes")
       end
       local function press(keys)
         vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(keys, true, false, true), "x", false)
@@ -218,6 +224,7 @@ return {
         ui.focus("files")
         on("keys.txt")
         press("x")
+        t.eq("Reject (delete) the output of keys.txt?", asked, "x asks first")
         t.eq("", status("keys.txt"), "x: output rejected")
         t.write(out_dir() .. "keys.txt", "k1\nK2\nk3\n")
         session.refresh_files()
@@ -229,7 +236,7 @@ return {
         press("d")
         t.eq(nil, status("keys.txt"), "d: removed")
       end)
-      vim.ui.input = orig_input
+      vim.ui.input, vim.ui.select = orig_input, orig_select
       ui.close()
       assert(ok, err)
       t.no_errors()

@@ -106,6 +106,7 @@ local function preview_text()
 end
 
 return {
+  scenario = true, -- one story, step by step: the cases share one Neovim
   {
     ":BB7Init, :BB7 open, new chat, :BB7Add a file and a section",
     function()
@@ -156,7 +157,8 @@ return {
       local text = preview_text()
       t.ok(text:find("word" .. WORDS, 1, true), "whole reply")
       t.ok(text:find("▸ Reasoning", 1, true), "reasoning collapsed after done")
-      t.ok(text:find("Assistant modified: src/main.rs", 1, true) or text:find("src/main.rs", 1, true), "output noted")
+      -- (this used to accept any "src/main.rs", which the context events above always held)
+      t.ok(text:find("\n  → Output: src/main.rs\n", 1, true) or text:find("\n  → Output: src/main.rs$"), "output noted:\n" .. text)
       local f = session.status_of("src/main.rs")
       t.eq("M", f and f.status, "edited file shows M")
       t.ok(t.buf_text(ui.bufs.files):find("M   src/main.rs", 1, true), "M in the Files pane")
@@ -358,7 +360,7 @@ return {
       t.ok(row, "user message in the preview")
       vim.api.nvim_win_set_cursor(ui.wins.preview, { row, 0 })
       t.clear_notes()
-      vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes("<C-f>", true, false, true), "x", false)
+      vim.api.nvim_feedkeys("c", "x", false) -- fork (never <C-f>: that is Vim's page down)
       t.note("BB-7: Forked into a new chat", I)
       t.ok(session.chat.id ~= old, "new chat active")
       t.eq("Make the greeting friendlier.", t.buf_text(require("bb7.ui.input").buf()), "draft in the input")
@@ -390,10 +392,15 @@ return {
           idx = i - 1
         end
       end
-      -- <C-e> in the input edits the last user message (the retry).
+      -- <M-e> in the input edits the last user message (the retry), after asking.
       ui.open("input")
       local n0 = #session.chat.messages
-      vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes("<C-e>", true, false, true), "x", false)
+      local orig_select, asked = vim.ui.select, {}
+      vim.ui.select = function(_, o, cb)
+        asked[#asked + 1] = o.prompt
+        cb("Yes")
+      end
+      vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes("<M-e>", true, false, true), "x", false)
       t.eq("Please fix the edits that failed.", t.buf_text(require("bb7.ui.input").buf()), "last message in the input")
       t.ok(#session.chat.messages < n0, "cut at the last message")
       -- <C-e> in the preview edits the message under the cursor.
@@ -406,7 +413,9 @@ return {
         end
       end
       vim.api.nvim_win_set_cursor(ui.wins.preview, { row, 0 })
-      vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes("<C-e>", true, false, true), "x", false)
+      vim.api.nvim_feedkeys("i", "x", false) -- edit (never <C-e>: that is Vim's scroll)
+      vim.ui.select = orig_select
+      t.eq(2, #asked, "both edits asked first")
       t.ok(#session.chat.messages < before, "truncated")
       t.eq(idx, #session.chat.messages, "ends before the edited message")
       t.eq("Write a long answer.", t.buf_text(require("bb7.ui.input").buf()), "draft restored into the input")

@@ -5,6 +5,7 @@ local W, I = vim.log.levels.WARN, vim.log.levels.INFO
 local env
 
 return {
+  scenario = true, -- one story, step by step: the cases share one Neovim
   {
     "not initialized: :BB7, :BB7Add, :BB7AddReadonly, :BB7Remove warn",
     function()
@@ -318,6 +319,7 @@ return {
       end, 15000, "models error")
       t.eq(vim.log.levels.ERROR, t.notes[1].level, "error level")
       t.ok(t.notes[1].msg:find("^BB%-7: Failed to load models: "), t.notes[1].msg)
+      t.expect_error("BB-7: Failed to load models: ")
       t.clear_notes()
       t.ok(session.send("hello"), "send started")
       t.wait(function()
@@ -327,7 +329,7 @@ return {
       for _, n in ipairs(t.notes) do
         t.ok(not n.msg:find("traceback", 1, true) and not n.msg:find("internal error", 1, true), n.msg)
         if n.msg:find("^BB%-7: Failed to send: ") and n.level == vim.log.levels.ERROR then
-          found = true
+          found, n.expected = true, true
         end
       end
       t.ok(found, vim.inspect(t.notes))

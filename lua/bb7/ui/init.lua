@@ -3,6 +3,7 @@
 local config = require("bb7.config")
 local session = require("bb7.session")
 local keymaps = require("bb7.ui.keymaps")
+local util = require("bb7.util")
 
 local M = {}
 
@@ -84,10 +85,46 @@ function M.origin_buf()
   end
 end
 
---- Whether the UI is open.
+--- Whether the UI is open (in the current tab page).
 function M.is_open()
   local w = M.wins.preview
-  return w ~= nil and vim.api.nvim_win_is_valid(w)
+  return w ~= nil
+    and vim.api.nvim_win_is_valid(w)
+    and vim.api.nvim_win_get_tabpage(w) == vim.api.nvim_get_current_tabpage()
+end
+
+-- Pane windows left in another tab page, closed when that tab page is current again. Closing a
+-- float of a tab page that is not current (its current window, typically) leaves Neovim with a
+-- dangling window pointer: the tabline then reads freed memory and Neovim crashes (SIGSEGV), or
+-- the next API call finds an invalid current window. So a close from another tab page waits.
+local stale = {} ---@type integer[]
+
+local function close_stale()
+  local here = vim.api.nvim_get_current_tabpage()
+  local keep = {}
+  for _, w in ipairs(stale) do
+    if vim.api.nvim_win_is_valid(w) then
+      if vim.api.nvim_win_get_tabpage(w) == here then
+        pcall(vim.api.nvim_win_close, w, true)
+      else
+        keep[#keep + 1] = w
+      end
+    end
+  end
+  stale = keep
+  if #stale == 0 then
+    pcall(vim.api.nvim_del_augroup_by_name, "bb7_ui_stale")
+  end
+end
+
+local function leave_stale(w)
+  stale[#stale + 1] = w
+  vim.api.nvim_create_autocmd("TabEnter", {
+    group = vim.api.nvim_create_augroup("bb7_ui_stale", { clear = true }),
+    callback = function()
+      vim.schedule(close_stale) -- never while the tab page is being entered
+    end,
+  })
 end
 
 local function geometry()
@@ -116,7 +153,7 @@ function M.status_text()
   local model = session.current_model()
   if model then
     local effort = session.chat and session.chat.reasoning_effort or ""
-    parts[#parts + 1] = model .. (effort ~= "" and (" (reasoning " .. effort .. ")") or "")
+    parts[#parts + 1] = util.oneline(model) .. (effort ~= "" and (" (reasoning " .. util.oneline(effort) .. ")") or "")
   end
   local u = session.last_usage
   if u then
@@ -144,7 +181,7 @@ function M.update_titles()
   if not M.is_open() then
     return
   end
-  local name = session.chat and session.chat.name or "no chat"
+  local name = util.oneline(session.chat and session.chat.name or "no chat")
   local mode = M.panes.preview and M.panes.preview.mode_title and M.panes.preview.mode_title() or nil
   pcall(vim.api.nvim_win_set_config, M.wins.preview, {
     title = " " .. (mode or name) .. " ",
@@ -166,8 +203,19 @@ function M.update_titles()
   })
 end
 
---- Opens the windows (if closed) and focuses `focus`.
+--- Opens the windows (if closed) and focuses `focus`. The layout is built completely or not at all:
+--- when any step fails, whatever was opened is closed again and the error is reported.
 function M.open(focus)
+  local ok, err = pcall(M._open, focus)
+  if not ok then
+    pcall(M.close)
+    session.notify("Failed to open the UI: " .. util.oneline(err), vim.log.levels.ERROR)
+    return false
+  end
+  return true
+end
+
+function M._open(focus)
   M.setup_buffers()
   if not M.is_open() then
     local cur = vim.api.nvim_get_current_win()
@@ -233,6 +281,9 @@ function M.open(focus)
     for _, name in ipairs(M.order) do
       pane(name).render()
     end
+    if M._fail_open then -- tests: a failure in the middle of opening
+      error(M._fail_open)
+    end
     M.update_titles()
     if not session.balance then
       session.fetch_balance()
@@ -270,9 +321,14 @@ function M.close()
     M.panes.chats.query, M.panes.chats.results = nil, nil
     M.panes.chats.render()
   end
+  local here = vim.api.nvim_get_current_tabpage()
   for name, w in pairs(M.wins) do
     if vim.api.nvim_win_is_valid(w) then
-      pcall(vim.api.nvim_win_close, w, true)
+      if vim.api.nvim_win_get_tabpage(w) == here then
+        pcall(vim.api.nvim_win_close, w, true)
+      else
+        leave_stale(w)
+      end
     end
     M.wins[name] = nil
   end

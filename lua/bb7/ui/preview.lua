@@ -115,7 +115,7 @@ function M.show_file(f)
     end
     content = r.content or ""
   end
-  M.mode, M.title = "file", ("%s (%s) — <BS> back to chat"):format(f.path, label)
+  M.mode, M.title = "file", ("%s (%s) — <BS> back to chat"):format(util.oneline(f.path), label)
   local ft = vim.filetype.match({ filename = f.path }) or ""
   set_lines(util.lines(content), nil, ft)
   if win() then
@@ -137,7 +137,7 @@ function M.show_diff(path)
     return false
   end
   local lines = util.unified_diff(f.context_content or "", f.output_content or "", path)
-  M.mode, M.title = "diff", ("diff %s — <BS> back to chat"):format(path)
+  M.mode, M.title = "diff", ("diff %s — <BS> back to chat"):format(util.oneline(path))
   set_lines(lines, nil, "diff")
   if win() then
     vim.api.nvim_win_set_cursor(win(), { 1, 0 })
@@ -195,7 +195,7 @@ local function start_stream(st)
   -- The user's message and the assistant header, then stream below them.
   local lines = { "", "▌ You" }
   vim.list_extend(lines, util.lines(st.text))
-  vim.list_extend(lines, { "", "▌ Assistant  ·  " .. (session.current_model() or ""), "" })
+  vim.list_extend(lines, { "", "▌ Assistant  ·  " .. util.oneline(session.current_model() or ""), "" })
   local n = vim.api.nvim_buf_line_count(buf)
   local first = vim.api.nvim_buf_get_lines(buf, 0, 1, false)[1]
   local start = n
@@ -228,10 +228,23 @@ local function on_chunk(kind, text)
   end
 end
 
-local function end_stream()
+local function end_stream(r)
   if M.stream then
     M.stream:stop()
     M.stream = nil
+    if r and r.type == "error" and r.message ~= "Response aborted by user." and vim.api.nvim_buf_is_valid(buf) then
+      -- Say under the message that its reply is missing (kept until the chat is re-rendered; a
+      -- reply lost to a host exit is also recorded in the chat, see session.lost_reply).
+      local n = vim.api.nvim_buf_line_count(buf)
+      vim.bo[buf].modifiable = true
+      vim.api.nvim_buf_set_lines(buf, n, n, false, { "", "⚠ No reply: " .. util.oneline(r.message or "unknown error") })
+      vim.bo[buf].modifiable = false
+      vim.api.nvim_buf_set_extmark(buf, ns, n + 1, 0, { line_hl_group = "WarningMsg" })
+      local w = win()
+      if w then
+        pcall(vim.api.nvim_win_set_cursor, w, { n + 2, 0 })
+      end
+    end
   end
   M.jump_to_end = true
 end
@@ -261,11 +274,17 @@ function M.attach(b, u)
           session.notify("Put the cursor on one of your messages to edit it", vim.log.levels.WARN)
           return
         end
-        if session.edit_message(mi) then
-          ui.focus("input")
-        end
+        local later = #(session.chat.messages or {}) - mi - 1
+        session.confirm(
+          ("Edit this message? The chat is cut here (%d later message%s removed)"):format(later, later == 1 and "" or "s"),
+          function()
+            if session.edit_message(mi) then
+              ui.focus("input")
+            end
+          end
+        )
       end,
-      "edit the user message under the cursor (truncates the chat there)",
+      "edit the user message under the cursor (truncates the chat there; asks first)",
     },
     chat = { M.show_chat, "back to the chat view" },
     follow = {
