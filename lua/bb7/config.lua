@@ -67,6 +67,7 @@ M.defaults = {
       reject = "x",
       diff = "D",
       diff_local = "L",
+      pick = "A", -- pick files with vim.ui.select (your Telescope / fzf-lua / snacks / mini.pick)
     },
     preview = {
       toggle = "<CR>",
@@ -75,6 +76,12 @@ M.defaults = {
       edit = "i",
       chat = "<BS>",
       follow = "G",
+      next_message = "]]",
+      prev_message = "[[",
+      yank_code = "yc", -- the code block under the cursor, into the unnamed and + registers
+      apply = "p", -- in a file or diff view: apply that file's output
+      apply_all = "P",
+      retry = "R", -- after edits failed: let the model retry them
     },
     input = {
       send = "<CR>",
@@ -96,14 +103,27 @@ function M.setup(opts)
   return M.options
 end
 
---- The project root for this session.
+--- The project root for this session: the `root` option, else the nearest directory from the
+--- current one upwards that has `.bb7/` (the global state directory `~/.bb7` does not count), else
+--- the current directory.
 ---@return string
 function M.root()
   local r = M.options.root
   if type(r) == "function" then
     r = r()
   end
-  return vim.fs.normalize(r or vim.fn.getcwd())
+  if r then
+    return vim.fs.normalize(r)
+  end
+  local cwd = vim.fs.normalize(vim.fn.getcwd())
+  local state = vim.fs.normalize(M.state_dir())
+  for dir in vim.fs.parents(cwd .. "/x") do
+    local cand = dir .. "/.bb7"
+    if vim.fn.isdirectory(cand) == 1 and vim.fs.normalize(cand) ~= state then
+      return dir == "" and "/" or dir
+    end
+  end
+  return cwd
 end
 
 --- The environment the host runs with: Neovim's own, overlaid with `env`.

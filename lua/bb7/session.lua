@@ -156,6 +156,11 @@ function M.init_project()
     return false
   end
   M.root, M.initialized = nil, false
+  -- Chats are private by default: git ignores `.bb7/` (delete the file to share chats).
+  local gi = root .. "/.bb7/.gitignore"
+  if not vim.uv.fs_lstat(gi) then
+    util.write_file(gi, "# BB-7 chats are private by default; delete this file to commit them.\n*\n")
+  end
   M.ensure()
   notify("Initialized in " .. root)
   M.emit("chats")
@@ -585,12 +590,95 @@ function M.add(arg, opts)
     return false
   end
   if t.start_line then
-    notify(("Added %s:%d:%d"):format(t.path, t.start_line, t.end_line))
+    notify(("Added %s:%d-%d"):format(t.path, t.start_line, t.end_line))
   else
     notify("Added " .. t.path)
   end
   M.load_chat() -- context events are messages: the chat view shows them
   return true
+end
+
+--- Files of the project for a picker: relative paths, sorted, at most `limit` (`.git/`, `.bb7/`,
+--- `node_modules/` and `target/` are skipped).
+function M.project_files(limit)
+  limit = limit or 5000
+  local root = M.root or config.root()
+  local skip = { [".git"] = true, [".bb7"] = true, node_modules = true, target = true }
+  local out = {}
+  for name, type in vim.fs.dir(root, {
+    depth = 20,
+    skip = function(dir)
+      return not skip[vim.fs.basename(dir)]
+    end,
+  }) do
+    if type == "file" then
+      out[#out + 1] = name
+      if #out >= limit then
+        break
+      end
+    end
+  end
+  table.sort(out)
+  return out
+end
+
+--- The distinct files of the quickfix list, as `:BB7Add` arguments (absolute paths).
+function M.quickfix_files()
+  local seen, out = {}, {}
+  for _, item in ipairs(vim.fn.getqflist()) do
+    local name = item.bufnr > 0 and vim.api.nvim_buf_get_name(item.bufnr) or ""
+    if name ~= "" and not seen[name] then
+      seen[name] = true
+      out[#out + 1] = name
+    end
+  end
+  return out
+end
+
+--- Adds each of `paths`; returns how many were added.
+function M.add_many(paths)
+  local n = 0
+  for _, p in ipairs(paths) do
+    if M.add(p) then
+      n = n + 1
+    end
+  end
+  return n
+end
+
+--- The context picker: `vim.ui.select` (so the user's picker plugin shows it) over the file being
+--- edited, the quickfix list's files and the project's files.
+function M.pick_context()
+  if not M.ensure_chat() then
+    return
+  end
+  local items = {}
+  local origin = require("bb7.ui").origin_buf()
+  local cur = origin and vim.api.nvim_buf_get_name(origin) or ""
+  if cur ~= "" and vim.bo[origin].buftype == "" then
+    items[#items + 1] = { label = "Current buffer: " .. util.oneline(util.relpath(cur, M.root or config.root())), paths = { cur } }
+  end
+  local qf = M.quickfix_files()
+  if #qf > 0 then
+    items[#items + 1] = { label = ("Quickfix list: %d file%s"):format(#qf, #qf == 1 and "" or "s"), paths = qf }
+  end
+  for _, p in ipairs(M.project_files()) do
+    items[#items + 1] = { label = util.oneline(p), paths = { p } }
+  end
+  vim.ui.select(items, {
+    prompt = "Add to the context",
+    format_item = function(it)
+      return it.label
+    end,
+  }, function(choice)
+    if choice then
+      if #choice.paths > 1 then
+        notify(("Added %d of %d files"):format(M.add_many(choice.paths), #choice.paths))
+      else
+        M.add(choice.paths[1])
+      end
+    end
+  end)
 end
 
 --- `:BB7Remove` / the Files pane's remove.
@@ -617,7 +705,7 @@ function M.remove(arg, opts)
     end
     return false
   end
-  notify("Removed " .. (t.start_line and ("%s:%d:%d"):format(t.path, t.start_line, t.end_line) or t.path))
+  notify("Removed " .. (t.start_line and ("%s:%d-%d"):format(t.path, t.start_line, t.end_line) or t.path))
   M.load_chat() -- context events are messages: the chat view shows them
   return true
 end
@@ -956,10 +1044,11 @@ function M._finish_send(st, r)
   M.emit("stream_end", r)
   if r.type == "diff_error" then
     M.retry_context = { errors = r.errors or {}, tool_calls = r.tool_calls or {} }
+    -- One short line (a long one would stop the editor at a "Press ENTER" prompt); the errors
+    -- themselves are shown in the chat, under the reply.
     notify(
-      ("%d edit(s) could not be applied: %s. Send an empty message to let the model retry"):format(
-        #(r.errors or {}),
-        table.concat(r.errors or {}, "; ")
+      ("%d edit(s) could not be applied; R in the preview retries"):format(
+        #(r.errors or {})
       ),
       L.WARN
     )

@@ -429,4 +429,247 @@ return {
       t.eq("system", last.role, "stored as a system message")
     end,
   },
+  {
+    "p and P work from the diff view: D, then p applies the file shown",
+    function()
+      local env, session, ui = project({
+        script = { replies = { write_reply("out.txt", "made\n"), text_reply("Title") } },
+      })
+      send(session, "make out.txt")
+      t.cmd("BB7")
+      ui.focus("files")
+      for i, l in ipairs(vim.api.nvim_buf_get_lines(ui.bufs.files, 0, -1, false)) do
+        if l:find("out.txt", 1, true) then
+          vim.api.nvim_win_set_cursor(ui.wins.files, { i, 0 })
+        end
+      end
+      vim.api.nvim_feedkeys("D", "x", false)
+      t.eq("preview", ui.current_pane(), "the diff is in the preview")
+      t.clear_notes()
+      vim.api.nvim_feedkeys("p", "x", false)
+      t.note("BB-7: Applied out.txt", I)
+      t.eq("made\n", t.read(env.project .. "/out.txt"), "written")
+      t.eq("chat", require("bb7.ui.preview").mode, "back to the chat")
+      -- In the chat view p says what it is for instead of raising E21.
+      t.clear_notes()
+      vim.api.nvim_feedkeys("p", "x", false)
+      t.note("BB-7: Open a file or diff first (<CR> or D in the Files pane); p applies it", W)
+    end,
+  },
+  {
+    "a failed edit is written into the chat with a retry key (R), never a long notification",
+    function()
+      local env, session, ui = project({
+        script = {
+          replies = {
+            {
+              stream = {
+                { content = "Trying an edit." },
+                {
+                  tool_call = {
+                    index = 0,
+                    id = "call_bad",
+                    name = "edit_file",
+                    arguments = vim.json.encode({
+                      edits = { { path = "a.txt", file_id = "{{file_id:a.txt}}", old_string = "not there", new_string = "x" } },
+                    }),
+                  },
+                },
+                { finish = "tool_calls" },
+                { usage = { prompt_tokens = 50, completion_tokens = 5, cost = 0.0001 } },
+                "done",
+              },
+            },
+            text_reply("Title"),
+            text_reply("Retried: nothing else to change."),
+          },
+        },
+      })
+      t.write(env.project .. "/a.txt", "alpha\n")
+      t.cmd("BB7Add a.txt")
+      t.cmd("BB7")
+      send(session, "edit a.txt")
+      local preview = t.buf_text(ui.bufs.preview)
+      t.ok(preview:find("⚠ 1 edit(s) could not be applied:", 1, true), preview)
+      t.ok(preview:find("  R lets the model retry them", 1, true), preview)
+      for _, n in ipairs(t.notes) do
+        t.ok(#n.msg < vim.o.columns, "short enough for one line (no Press ENTER): " .. n.msg)
+      end
+      ui.focus("preview")
+      vim.api.nvim_feedkeys("R", "x", false)
+      t.wait(function()
+        return session.stream == nil and t.buf_text(ui.bufs.preview):find("Retried: nothing else to change.", 1, true)
+      end, 10000, "retry reply")
+      t.ok(not t.buf_text(ui.bufs.preview):find("could not be applied", 1, true), "the failure note is gone after the retry")
+    end,
+  },
+  {
+    "the chat is Markdown with treesitter (code blocks injected); ]] / [[ between messages; yc yanks a block",
+    function()
+      local _, session, ui = project({
+        script = { replies = { text_reply("Here:\n\n```lua\nlocal x = 1\nprint(x)\n```\n\nDone."), text_reply("Title"), text_reply("Second.") } },
+      })
+      t.cmd("BB7")
+      send(session, "show code")
+      send(session, "again")
+      local preview = require("bb7.ui.preview")
+      if pcall(vim.treesitter.language.add, "markdown") then
+        t.eq("markdown", preview.treesitter, "treesitter highlights the chat")
+        local parser = vim.treesitter.get_parser(ui.bufs.preview, "markdown")
+        parser:parse(true)
+        t.ok(parser:children().lua ~= nil, "the lua block is injected: " .. vim.inspect(vim.tbl_keys(parser:children())))
+      else
+        t.eq("markdown", vim.bo[ui.bufs.preview].syntax, "syntax fallback")
+      end
+      ui.focus("preview")
+      local w = ui.wins.preview
+      vim.api.nvim_win_set_cursor(w, { 1, 0 })
+      local lines = vim.api.nvim_buf_get_lines(ui.bufs.preview, 0, -1, false)
+      local heads = {}
+      for i, l in ipairs(lines) do
+        if l:match("^▌ ") then
+          heads[#heads + 1] = i
+        end
+      end
+      t.ok(#heads >= 4, "four messages: " .. table.concat(lines, "\n"))
+      vim.api.nvim_feedkeys("]]", "x", false)
+      t.eq(heads[2], vim.api.nvim_win_get_cursor(w)[1], "]] to the next message")
+      vim.api.nvim_feedkeys("]]", "x", false)
+      t.eq(heads[3], vim.api.nvim_win_get_cursor(w)[1], "]] again")
+      vim.api.nvim_feedkeys("[[", "x", false)
+      t.eq(heads[2], vim.api.nvim_win_get_cursor(w)[1], "[[ back")
+      for i, l in ipairs(lines) do
+        if l == "print(x)" then
+          vim.api.nvim_win_set_cursor(w, { i, 0 })
+        end
+      end
+      vim.api.nvim_feedkeys("yc", "x", false)
+      t.eq("local x = 1\nprint(x)\n", vim.fn.getreg('"'), "the block yanked")
+      t.note("BB-7: Yanked 2 lines of lua", I)
+    end,
+  },
+  {
+    "context picker (vim.ui.select): the current buffer, the quickfix list, project files",
+    function()
+      local env, session, ui = project()
+      t.write(env.project .. "/a.txt", "a\n")
+      t.write(env.project .. "/sub/b.txt", "b\n")
+      t.write(env.project .. "/c.txt", "c\n")
+      t.write(env.project .. "/node_modules/x.js", "x\n")
+      t.cmd("edit c.txt")
+      vim.fn.setqflist({ { filename = env.project .. "/a.txt", lnum = 1 }, { filename = env.project .. "/sub/b.txt", lnum = 1 } })
+      t.cmd("BB7")
+      local labels
+      local function pick(label)
+        local orig = vim.ui.select
+        vim.ui.select = function(items, o, cb)
+          vim.ui.select = orig
+          labels = vim.tbl_map(o.format_item, items)
+          for _, it in ipairs(items) do
+            if o.format_item(it) == label then
+              return cb(it)
+            end
+          end
+          error("no item " .. label .. " in " .. vim.inspect(labels))
+        end
+        ui.focus("files")
+        vim.api.nvim_feedkeys("A", "x", false)
+      end
+      pick("Current buffer: c.txt")
+      t.note("BB-7: Added c.txt", I)
+      t.ok(vim.tbl_contains(labels, "sub/b.txt") and not vim.tbl_contains(labels, "node_modules/x.js"), vim.inspect(labels))
+      pick("Quickfix list: 2 files")
+      t.note("BB-7: Added 2 of 2 files", I)
+      local paths = {}
+      for _, f in ipairs(require("bb7.host").call("context_list", {}).files) do
+        paths[#paths + 1] = f.path
+      end
+      table.sort(paths)
+      t.eq({ "a.txt", "c.txt", "sub/b.txt" }, paths, "context")
+    end,
+  },
+  {
+    "the project is found from a subdirectory (not ~/.bb7); :BB7Init writes .bb7/.gitignore",
+    function()
+      local env = t.env()
+      t.cmd("BB7Init")
+      t.eq("*", vim.split(t.read(env.project .. "/.bb7/.gitignore"), "\n")[2], "chats are ignored by git")
+      vim.fn.mkdir(env.project .. "/src/deep", "p")
+      t.cmd("cd src/deep")
+      t.eq(env.project, require("bb7.config").root(), "found walking up")
+      t.cmd("BB7NewChat")
+      t.ok(require("bb7.session").chat, "works from the subdirectory")
+      -- The global state directory is not a project.
+      vim.fn.mkdir(env.home .. "/.bb7", "p")
+      vim.fn.mkdir(env.home .. "/work", "p")
+      t.cmd("cd " .. env.home .. "/work")
+      t.eq(env.home .. "/work", require("bb7.config").root(), "~/.bb7 is not a project marker")
+    end,
+  },
+  {
+    ":BB7Add does not expand % or # inside a path; % alone means the current file",
+    function()
+      local env = project()
+      t.write(env.project .. "/a%b.txt", "literal\n")
+      t.write(env.project .. "/cur.txt", "cur\n")
+      t.cmd("edit cur.txt")
+      t.cmd("BB7Add a%b.txt")
+      t.note("BB-7: Added a%b.txt", I)
+      t.cmd("BB7Add %")
+      t.note("BB-7: Added cur.txt", I)
+    end,
+  },
+  {
+    "while streaming the footer shows a spinner and the elapsed time",
+    function()
+      local _, session, ui = project({ script = { replies = { slow_reply(30), text_reply("Title") } } })
+      t.cmd("BB7")
+      t.ok(session.send("go"), "sent")
+      t.wait(function()
+        return ui.status_text():find("streaming 0.[3-9] s", 1) ~= nil
+      end, 5000, "elapsed time")
+      local a = ui.status_text()
+      t.ok(a:find("<C-c> cancels", 1, true), a)
+      local spin = false
+      for _, f in ipairs(ui.SPINNER) do
+        spin = spin or a:find(f, 1, true) ~= nil
+      end
+      t.ok(spin, "a spinner frame: " .. a)
+      t.wait(function()
+        local footer = vim.api.nvim_win_get_config(ui.wins.input).footer
+        local text = type(footer) == "table" and footer[1][1] or tostring(footer)
+        return text:find("streaming 1.", 1, true)
+      end, 5000, "the footer itself moves")
+      session.cancel()
+      t.wait(function()
+        return session.stream == nil
+      end, 10000, "cancelled")
+    end,
+  },
+  {
+    "small things: :help bb7 opens at the top; the search prompt starts empty; titles keep their indicators",
+    function()
+      vim.cmd("helptags " .. t.repo .. "/doc")
+      t.cmd("help bb7")
+      t.eq(1, vim.fn.line("."), "at the top")
+      t.cmd("helpclose")
+      vim.fn.delete(t.repo .. "/doc/tags")
+      local _, _, ui = project()
+      t.cmd("BB7")
+      local chats = require("bb7.ui.chats")
+      chats.search("something")
+      local got = "unset"
+      local orig = vim.ui.input
+      vim.ui.input = function(o, cb)
+        vim.ui.input = orig
+        got = o.default
+        cb(nil)
+      end
+      ui.focus("chats")
+      vim.api.nvim_feedkeys("/", "x", false)
+      t.eq(nil, got, "no default text")
+      t.eq("…to/file.rs (output) — <BS> back to chat", ui.fit_title("some/very/long/path/to/file.rs (output) — <BS> back to chat", 40), "suffix kept")
+      t.eq("A chat name that is…", ui.fit_title("A chat name that is quite long indeed", 20), "name start kept")
+    end,
+  },
 }

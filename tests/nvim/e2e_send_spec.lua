@@ -122,7 +122,7 @@ return {
       t.cmd("edit src/lib.rs")
       t.clear_notes()
       t.cmd("2,3BB7Add")
-      t.note("BB-7: Added src/lib.rs:2:3", I)
+      t.note("BB-7: Added src/lib.rs:2-3", I)
       t.cmd("edit src/main.rs")
       t.cmd("BB7")
       -- :BB7Add from inside the UI adds the file that was being edited.
@@ -147,7 +147,7 @@ return {
       t.ok(session.stream ~= nil and not preview_text():find("word" .. WORDS, 1, true), "seen before the end")
       t.ok(preview_text():find("▾ Reasoning", 1, true), "reasoning streamed")
       t.ok(preview_text():find("Make the greeting friendlier.", 1, true), "user message shown at once")
-      t.ok(preview_text():find("• Added section src/lib.rs:2:3", 1, true), "earlier history kept above the stream")
+      t.ok(preview_text():find("• Added section src/lib.rs:2-3", 1, true), "earlier history kept above the stream")
       t.wait(function()
         return session.stream == nil
       end, 15000, "done")

@@ -64,7 +64,7 @@ return {
       t.note("BB-7: File already in context", W)
       t.clear_notes()
       t.cmd("2,3BB7Add")
-      t.note("BB-7: Added src/a.txt:2:3", I)
+      t.note("BB-7: Added src/a.txt:2-3", I)
       t.clear_notes()
       t.cmd("BB7Add src/a.txt:2:3")
       t.note("BB-7: File already in context", W)

@@ -140,7 +140,7 @@ return {
       local open = render.chat(chat, { expanded = { ["2:1"] = true } })
       t.ok(vim.tbl_contains(open.lines, "  step 2"), "expanded reasoning")
       t.eq("Saved a as b", render.event_line({ action = "UserSaveAs", path = "b", original_path = "a" }), "save as")
-      t.eq("Added section x:1:2", render.event_line({ action = "UserAddSection", path = "x", start_line = 1, end_line = 2 }), "section")
+      t.eq("Added section x:1-2", render.event_line({ action = "UserAddSection", path = "x", start_line = 1, end_line = 2 }), "section")
     end,
   },
   {

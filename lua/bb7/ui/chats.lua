@@ -142,7 +142,7 @@ local function pin()
 end
 
 local function search()
-  vim.ui.input({ prompt = "Search chats: ", default = M.query or "" }, function(q)
+  vim.ui.input({ prompt = "Search chats: " }, function(q) -- starts empty
     if q then
       M.search(q)
     end

@@ -110,6 +110,7 @@ function M.attach(b, u)
       end,
       "add a file or section to the context",
     },
+    pick = { session.pick_context, "pick files to add (current buffer, quickfix list, project files)" },
     remove = {
       with_file(function(f)
         if f.start_line then

@@ -13,6 +13,7 @@ M.bufs = {} ---@type table<string, integer>
 M.wins = {} ---@type table<string, integer>
 
 local augroup = nil
+local tick -- the footer's spinner while streaming (below)
 
 local function pane(name)
   if not M.panes[name] then
@@ -73,7 +74,10 @@ function M.setup_buffers()
   session.subscribe("status", M.update_titles)
   session.subscribe("chat", M.update_titles)
   session.subscribe("chat_title", M.update_titles)
-  session.subscribe("stream_start", M.update_titles)
+  session.subscribe("stream_start", function()
+    tick(true)
+    M.update_titles()
+  end)
   session.subscribe("stream_end", M.update_titles)
 end
 
@@ -171,9 +175,71 @@ function M.status_text()
     parts[#parts + 1] = "balance " .. require("bb7.util").money((b.total_credits or 0) - (b.total_usage or 0))
   end
   if session.stream then
-    parts[#parts + 1] = "streaming… <C-c> cancels"
+    local secs = (vim.uv.hrtime() - (session.stream.started or vim.uv.hrtime())) / 1e9
+    local frame = M.SPINNER[math.floor(secs * 10) % #M.SPINNER + 1]
+    parts[#parts + 1] = ("%s streaming %.1f s · <C-c> cancels"):format(frame, secs)
   end
   return " " .. table.concat(parts, "  ·  ") .. " "
+end
+
+M.SPINNER = { "⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏" }
+local ticker = nil
+
+--- While a reply streams, the footer's spinner and elapsed time move (10 times a second).
+tick = function(on)
+  if on and not ticker then
+    ticker = vim.uv.new_timer()
+    ticker:start(100, 100, vim.schedule_wrap(function()
+      if not session.stream then
+        return tick(false)
+      end
+      M.update_titles()
+    end))
+  elseif not on and ticker then
+    ticker:stop()
+    ticker:close()
+    ticker = nil
+  end
+end
+
+--- `title` shortened to `width` display cells without cutting its own indicators: a suffix after
+--- " — " (what <BS> does, ...) is kept, the part before it loses its start ("…ng/path.rs").
+function M.fit_title(title, width)
+  local dw = vim.fn.strdisplaywidth
+  if width < 4 or dw(title) <= width then
+    return title
+  end
+  local main, suffix = title:match("^(.-)( — .*)$")
+  if not main then
+    main, suffix = title, ""
+  end
+  local room = width - dw(suffix) - 1
+  if room < 4 then
+    main, suffix, room = title, "", width - 1
+  end
+  local chars = vim.fn.split(main, "\\zs")
+  local out, used = {}, 0
+  if suffix == "" then
+    -- A plain name keeps its start.
+    for _, c in ipairs(chars) do
+      local w = dw(c)
+      if used + w > room then
+        break
+      end
+      out[#out + 1] = c
+      used = used + w
+    end
+    return table.concat(out) .. "…"
+  end
+  for i = #chars, 1, -1 do
+    local w = dw(chars[i])
+    if used + w > room then
+      break
+    end
+    table.insert(out, 1, chars[i])
+    used = used + w
+  end
+  return "…" .. table.concat(out) .. suffix
 end
 
 --- Refreshes window titles and the status footer.
@@ -183,8 +249,9 @@ function M.update_titles()
   end
   local name = util.oneline(session.chat and session.chat.name or "no chat")
   local mode = M.panes.preview and M.panes.preview.mode_title and M.panes.preview.mode_title() or nil
+  local pw = vim.api.nvim_win_get_width(M.wins.preview)
   pcall(vim.api.nvim_win_set_config, M.wins.preview, {
-    title = " " .. (mode or name) .. " ",
+    title = " " .. M.fit_title(mode or name, pw - 4) .. " ",
     title_pos = "center",
   })
   local est = session.chat and session.estimate

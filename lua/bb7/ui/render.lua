@@ -27,7 +27,7 @@ function M.event_line(p)
   end
   local path = util.oneline(p.path or "?")
   if p.start_line and p.end_line then
-    path = ("%s:%d:%d"):format(path, p.start_line, p.end_line)
+    path = ("%s:%d-%d"):format(path, p.start_line, p.end_line) -- sections read `path:2-3` everywhere
   end
   if p.action == "UserSaveAs" and p.original_path then
     return ("Saved %s as %s"):format(util.oneline(p.original_path), path)
@@ -141,6 +141,17 @@ function M.chat(chat, opts)
         add("  → Output: " .. util.oneline(table.concat(m.output_files, ", ")), "Directory", mi)
       end
     end
+  end
+  if opts.failed and #opts.failed > 0 then
+    -- The edits of the last reply that could not be applied, and how to retry them.
+    add("", nil, nil)
+    add(("⚠ %d edit(s) could not be applied:"):format(#opts.failed), "WarningMsg")
+    for _, e in ipairs(opts.failed) do
+      for i, l in ipairs(vim.split(tostring(e):gsub("\r\n", "\n"), "\n", { plain = true })) do
+        add((i == 1 and "  • " or "    ") .. l, "WarningMsg")
+      end
+    end
+    add("  R lets the model retry them (or send an empty message).", "Comment")
   end
   return { lines = lines, hls = hls, msg_at = msg_at, fold_at = fold_at }
 end
