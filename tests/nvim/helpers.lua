@@ -194,7 +194,10 @@ function M.env(opts)
   local home = M.tmpdir("home")
   local project = M.tmpdir("proj")
   local base_url = opts.base_url or (opts.script and M.mock(opts.script)) or "http://127.0.0.1:9/api/v1"
-  M.write(home .. "/.config/bb7/config.json", vim.json.encode({ api_key = "test", base_url = base_url }))
+  M.write(
+    home .. "/.config/bb7/config.json",
+    vim.json.encode(vim.tbl_extend("force", { api_key = "test", base_url = base_url }, opts.config or {}))
+  )
   local cache = vim.env.BB7_CACHE_DIR
   if not cache or cache == "" then
     cache = vim.fn.stdpath("cache") .. "/bb7-test-components"
