@@ -60,6 +60,14 @@ function M.on_exit(fn)
   table.insert(exit_handlers, fn)
 end
 
+local start_handlers = {} ---@type fun()[]
+
+--- Registers a handler run after the host started (and answered the version check), before any
+--- other request goes out: the session re-initializes a restarted host there.
+function M.on_start(fn)
+  table.insert(start_handlers, fn)
+end
+
 local function notify(msg, level)
   vim.schedule(function()
     vim.notify("BB-7: " .. msg, level or vim.log.levels.ERROR)
@@ -294,6 +302,12 @@ function M.start()
     return true
   end
   M.version = reply.version
+  for _, fn in ipairs(start_handlers) do
+    local ok, err = pcall(fn)
+    if not ok then
+      notify("internal error after start: " .. tostring(err))
+    end
+  end
   local want = M.required_version
   if type(M.version) ~= "string" or M.version:sub(1, #want + 1) ~= want .. "." then
     notify(

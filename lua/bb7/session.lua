@@ -78,10 +78,15 @@ end
 
 --- Starts the host and initializes the session for the current project when needed.
 --- Returns true when the project is initialized (project mode).
+local ensuring = false
+
 function M.ensure()
   local root = config.root()
   if not host.running() then
-    if not host.start() then
+    ensuring = true
+    local started = host.start()
+    ensuring = false
+    if not started then
       return false
     end
     M.root = nil
@@ -103,13 +108,16 @@ function M.ensure()
   end
   M.root, M.initialized = root, not r.global_only
   M.default_model = r.default_model
-  M.chat, M.statuses, M.chats = nil, {}, nil
+  M.chat, M.statuses = nil, {}
+  if M.chats_root ~= root then
+    M.chats = nil -- the list of another project; the same project's list stays shown until reloaded
+  end
   local a = host.call("chat_active", {})
   if ok(a) and a.id then
     M.load_chat()
   end
-  if M.initialized then
-    -- After a restart (the host died) the list is reloaded at once, never left blank.
+  if M.initialized and package.loaded["bb7.ui"] and require("bb7.ui").is_open() then
+    -- After a restart (the host died) with the UI open, the list is reloaded at once.
     M.list_chats()
     M.emit("chats")
   end
@@ -254,6 +262,7 @@ function M.list_chats()
     return M.chats or {}
   end
   M.chats = util.order_chats(r.chats or {}, M.pinned())
+  M.chats_root = M.root or config.root()
   return M.chats
 end
 
@@ -1116,7 +1125,18 @@ function M.hook()
   end)
   host.on_exit(function()
     -- Pending requests (a send included) were failed by the host module; re-init on next use.
+    if M.initialized then
+      M.reinit = true
+    end
     M.root, M.initialized = nil, false
+  end)
+  host.on_start(function()
+    -- A host started by any request after the last one died (not through `ensure`) is put back
+    -- in the project first, so that request (a chat select, a list) works instead of failing.
+    if M.reinit and not ensuring then
+      M.reinit = false
+      M.ensure()
+    end
   end)
 end
 

@@ -420,6 +420,18 @@ return {
       t.wait(function()
         return t.buf_text(ui.bufs.chats):find("second", 1, true)
       end, 2000, "chat list kept")
+      -- Any request restarts the host in the project: the list is there, a chat can be selected.
+      local first
+      for _, c in ipairs(session.list_chats()) do
+        if c.name ~= "second" then
+          first = c.id
+        end
+      end
+      t.ok(first, "the list comes from the restarted host")
+      local second = session.chat.id
+      t.ok(session.select_chat(first), "select works after the restart")
+      t.ok(t.buf_text(ui.bufs.chats):find("second", 1, true), "list still shown")
+      t.ok(session.select_chat(second), "and back to the chat whose reply was lost")
       -- The next use restarts the host: the list is there at once, the chat keeps a note.
       ui.close()
       t.cmd("BB7")
