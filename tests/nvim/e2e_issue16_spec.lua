@@ -682,6 +682,16 @@ return {
       t.eq(nil, got, "no default text")
       t.eq("…to/file.rs (output) — <BS> back to chat", ui.fit_title("some/very/long/path/to/file.rs (output) — <BS> back to chat", 40), "suffix kept")
       t.eq("A chat name that is…", ui.fit_title("A chat name that is quite long indeed", 20), "name start kept")
+      -- The Files title picks the longest form that fits instead of being cut.
+      local session = require("bb7.session")
+      session.estimate = { total = 971, potential_savings = 14 }
+      for _, width in ipairs({ 60, 30, 22, 12 }) do
+        vim.api.nvim_win_set_width(ui.wins.files, width)
+        ui.update_titles()
+        local title = vim.api.nvim_win_get_config(ui.wins.files).title[1][1]
+        t.ok(vim.fn.strdisplaywidth(title) <= width - 2 or title == " 971 tok ", ("fits in %d: %q"):format(width, title))
+        t.ok(title:find("971", 1, true) and title:sub(-1) == " ", "whole: " .. title)
+      end
     end,
   },
 }

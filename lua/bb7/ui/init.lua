@@ -260,7 +260,21 @@ function M.update_titles()
     local util = require("bb7.util")
     files_title = (" Files · %s tokens "):format(util.tokens(est.total))
     if (est.potential_savings or 0) > 0 then
-      files_title = files_title:sub(1, -2) .. (" (apply to save %s) "):format(util.tokens(est.potential_savings))
+      -- The longest form that fits the pane: a title is never cut in the middle of what it says.
+      local fw = vim.api.nvim_win_get_width(M.wins.files) - 2
+      local saving = util.tokens(est.potential_savings)
+      for _, cand in ipairs({
+        (" Files · %s tokens (apply to save %s) "):format(util.tokens(est.total), saving),
+        (" Files · %s tok, apply: -%s "):format(util.tokens(est.total), saving),
+        (" %s tok, apply: -%s "):format(util.tokens(est.total), saving),
+        files_title,
+        (" %s tok "):format(util.tokens(est.total)),
+      }) do
+        files_title = cand
+        if vim.fn.strdisplaywidth(cand) <= fw then
+          break
+        end
+      end
     end
   end
   pcall(vim.api.nvim_win_set_config, M.wins.files, { title = files_title, title_pos = "center" })
