@@ -141,7 +141,7 @@ return {
       vim.api.nvim_buf_set_lines(buf, 0, 1, false, { "ONE" })
       vim.api.nvim_exec_autocmds("TextChanged", { buffer = buf })
       t.eq("~", statuses()["src/a.txt"], "buffer differs from the snapshot")
-      t.ok(t.buf_text(ui.bufs.files):find("~", 1, true) ~= nil, "rendered")
+      t.ok(t.buf_text(ui.bufs.files):find("~   src/a.txt", 1, true) ~= nil, "rendered: " .. t.buf_text(ui.bufs.files))
       -- Update the snapshot from the buffer: in sync again.
       t.clear_notes()
       require("bb7.session").update("src/a.txt")

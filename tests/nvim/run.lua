@@ -2,7 +2,8 @@
 --   nvim --headless -u NONE -l tests/nvim/run.lua tests/nvim/<file>_spec.lua [filter]
 -- A spec file returns a list of { name, fn }. Each case runs in a fresh Neovim of its own; a spec
 -- marked `scenario = true` runs its cases in order in one Neovim (a story built step by step).
--- A case fails on any ERROR notification or callback error it did not expect (helpers.lua).
+-- A case fails on any ERROR notification, scheduled-callback error or Vim error (v:errmsg, e.g.
+-- from an autocommand callback) it did not expect (helpers.lua).
 -- Exits non-zero when any test fails.
 local spec = arg[1]
 local filter = arg[2]
@@ -71,12 +72,16 @@ for i, case in ipairs(tests) do
   local name, fn = case[1], case[2]
   if (only == nil or only == i) and (not filter or name:find(filter, 1, true)) then
     t.notes, t.errors = {}, {}
+    vim.v.errmsg = "" -- errors in autocommand callbacks and keys land here
     local t0 = vim.uv.hrtime()
     local ok, err = xpcall(fn, debug.traceback)
     -- Let callbacks already scheduled run, then fail on any error nobody expected.
     vim.wait(20, function()
       return false
     end, 5)
+    if vim.v.errmsg ~= "" then
+      table.insert(t.errors, { msg = "Vim error: " .. vim.v.errmsg, level = vim.log.levels.ERROR, callback = true })
+    end
     local unexpected = t.unexpected_errors()
     if ok and #unexpected > 0 then
       ok, err = false, "unexpected errors (ERROR notifications or callback errors):\n  " .. table.concat(unexpected, "\n  ")

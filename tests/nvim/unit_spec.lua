@@ -372,7 +372,7 @@ return {
     end,
   },
   {
-    "runner: a case fails on an unexpected ERROR notification or an error in a scheduled callback",
+    "runner: a case fails on an unexpected ERROR notification, a scheduled-callback or autocmd error; no state leaks",
     function()
       local dir = vim.fn.tempname()
       vim.fn.mkdir(dir, "p")
@@ -383,6 +383,7 @@ return {
         "  { 'callback error', function() vim.schedule(function() error('boom in a callback') end) end },",
         "  { 'error notification', function() vim.notify('BB-7: oops', vim.log.levels.ERROR) end },",
         "  { 'expected error', function() vim.notify('BB-7: fine', vim.log.levels.ERROR); t.note('BB-7: fine', vim.log.levels.ERROR) end },",
+        "  { 'autocmd error', function() vim.api.nvim_create_autocmd('User', { pattern = 'M', callback = function() error('boom in an autocmd') end }); pcall(vim.api.nvim_exec_autocmds, 'User', { pattern = 'M' }) end },",
         "  { 'state does not leak', function() assert(_G.leak == nil, 'leaked'); _G.leak = true end },",
         "  { 'state does not leak (2)', function() assert(_G.leak == nil, 'leaked'); _G.leak = true end },",
         "}",
@@ -394,8 +395,9 @@ return {
       t.ok(out:find("FAIL meta_spec: callback error", 1, true) and out:find("boom in a callback", 1, true), out)
       t.ok(out:find("FAIL meta_spec: error notification", 1, true) and out:find("BB-7: oops", 1, true), out)
       t.ok(out:find("ok   meta_spec: expected error", 1, true), out)
+      t.ok(out:find("FAIL meta_spec: autocmd error", 1, true) and out:find("boom in an autocmd", 1, true), out)
       t.ok(out:find("ok   meta_spec: state does not leak (2)", 1, true), out)
-      t.ok(out:find("meta_spec: 3 passed, 2 failed", 1, true), out)
+      t.ok(out:find("meta_spec: 3 passed, 3 failed", 1, true), out)
     end,
   },
 }
