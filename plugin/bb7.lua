@@ -41,3 +41,5 @@ cmd("BB7EditInstructions", "edit_instructions", {
 })
 cmd("BB7Version", "version", { desc = "BB-7: plugin and host versions" })
 cmd("BB7Restart", "restart", { desc = "BB-7: restart the host process" })
+cmd("BB7Pick", "pick", { desc = "BB-7: pick files to add (vim.ui.select)" })
+cmd("BB7AddQuickfix", "add_quickfix", { desc = "BB-7: add the quickfix list's files" })

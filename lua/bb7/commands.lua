@@ -249,6 +249,26 @@ function M.version()
   )
 end
 
+--- `:BB7Pick`: the context picker (vim.ui.select) of the Files pane's `A`.
+function M.pick()
+  session.hook()
+  session.pick_context()
+end
+
+--- `:BB7AddQuickfix`: adds every file of the quickfix list.
+function M.add_quickfix()
+  session.hook()
+  if not session.ensure_chat() then
+    return
+  end
+  local files = session.quickfix_files()
+  if #files == 0 then
+    session.notify("The quickfix list has no files", L.WARN)
+    return
+  end
+  session.notify(("Added %d of %d files"):format(session.add_many(files), #files))
+end
+
 function M.restart()
   session.hook()
   local was_open = ui().is_open()

@@ -598,6 +598,23 @@ return {
       end
       table.sort(paths)
       t.eq({ "a.txt", "c.txt", "sub/b.txt" }, paths, "context")
+      -- The same from commands: :BB7AddQuickfix and :BB7Pick.
+      t.write(env.project .. "/d.txt", "d\n")
+      vim.fn.setqflist({ { filename = env.project .. "/d.txt", lnum = 1 }, { filename = env.project .. "/a.txt", lnum = 1 } })
+      t.clear_notes()
+      t.cmd("BB7AddQuickfix")
+      t.note("BB-7: Added d.txt", I)
+      t.note("BB-7: File already in context", W)
+      t.note("BB-7: Added 1 of 2 files", I)
+      local asked
+      local orig = vim.ui.select
+      vim.ui.select = function(items, o, cb)
+        vim.ui.select = orig
+        asked = o.prompt
+        cb(nil)
+      end
+      t.cmd("BB7Pick")
+      t.eq("Add to the context", asked, ":BB7Pick opens the picker")
     end,
   },
   {
