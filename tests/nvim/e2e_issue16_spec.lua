@@ -201,6 +201,20 @@ return {
       t.eq(nil, vim.b.bb7_pane, "the cursor is back in the user's window")
       t.cmd("BB7")
       t.ok(ui.is_open(), "opens on the next try")
+      t.cmd("BB7")
+      -- A failure while the panes' buffers and keymaps are set up: next time they are built anew.
+      local fresh = vim.fn.bufnr("bb7://chats")
+      ui.ready = false
+      ui._fail_setup = "boom in setup"
+      t.cmd("BB7")
+      ui._fail_setup = nil
+      t.expect_error("BB-7: Failed to open the UI:")
+      t.eq(before, floats(), "nothing left open")
+      t.cmd("BB7")
+      t.ok(ui.is_open(), "built anew")
+      t.ok(ui.bufs.chats ~= fresh, "new pane buffers")
+      ui.focus("chats")
+      t.ok(vim.fn.maparg("q", "n", false, true).buffer == 1, "keymaps in place")
     end,
   },
   {

@@ -41,9 +41,19 @@ end
 
 --- Creates the pane buffers and their keymaps (once).
 function M.setup_buffers()
-  if M.bufs.chats and vim.api.nvim_buf_is_valid(M.bufs.chats) then
+  if M.ready and M.bufs.chats and vim.api.nvim_buf_is_valid(M.bufs.chats) then
     return
   end
+  -- What a failed earlier attempt left (buffers without keymaps) is dropped, never reused; a buffer
+  -- still displayed somewhere is left alone.
+  for name, b in pairs(M.bufs) do
+    if vim.api.nvim_buf_is_valid(b) and #vim.fn.win_findbuf(b) == 0 then
+      pcall(vim.api.nvim_buf_delete, b, { force = true })
+    end
+    M.bufs[name] = nil
+  end
+  M.ready = false
+  keymaps.registered = {} -- the help lists each key once
   set_highlights()
   for _, name in ipairs(M.order) do
     local buf = vim.api.nvim_create_buf(false, true)
@@ -71,6 +81,10 @@ function M.setup_buffers()
       focus_input = { function() M.focus("input") end, "go to the Input pane" },
     })
   end
+  if M._fail_setup then -- tests: a failure while the panes are being set up
+    error(M._fail_setup)
+  end
+  M.ready = true
   session.subscribe("status", M.update_titles)
   session.subscribe("chat", M.update_titles)
   session.subscribe("chat_title", M.update_titles)
