@@ -12,7 +12,8 @@ M.defaults = {
   cmd = nil,
   -- Extra environment for the host process (e.g. `{ HOME = "/tmp/x", BB7_CACHE_DIR = "/tmp/c" }`).
   env = nil,
-  -- Project root: a directory, or a function returning one. `nil`: the current working directory.
+  -- Project root: a directory, or a function returning one. `nil`: the nearest directory upwards
+  -- with `.bb7/` (not `~/.bb7`), else the current working directory.
   root = nil,
   -- Request timeout (ms) for synchronous calls to the host.
   timeout = 10000,

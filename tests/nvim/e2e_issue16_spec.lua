@@ -244,6 +244,25 @@ return {
     end,
   },
   {
+    "bug 4 (unit): unsafe_local names links, .git/, .bb7/ and escapes; plain and new paths are fine",
+    function()
+      local util = require("bb7.util")
+      local root = t.tmpdir("root")
+      local outside = t.tmpdir("outside")
+      vim.fn.mkdir(root .. "/real/dir", "p")
+      vim.uv.fs_symlink(outside, root .. "/link")
+      vim.uv.fs_symlink(outside .. "/f.txt", root .. "/real/filelink")
+      t.eq(nil, util.unsafe_local(root, "real/dir/x.txt"), "plain")
+      t.eq(nil, util.unsafe_local(root, "new/dir/x.txt"), "new folders")
+      t.eq("it goes through the symbolic link link", util.unsafe_local(root, "link/x.txt"), "dir link")
+      t.eq("it goes through the symbolic link real/filelink", util.unsafe_local(root, "real/filelink"), "file link")
+      t.eq("it is inside .git/", util.unsafe_local(root, ".git/hooks/pre-commit"), ".git")
+      t.eq("it is inside .bb7/", util.unsafe_local(root, ".bb7/instructions"), ".bb7")
+      t.eq("it is outside the project", util.unsafe_local(root, "../x"), "..")
+      t.eq("it is outside the project", util.unsafe_local(root, "/etc/passwd"), "absolute")
+    end,
+  },
+  {
     "bug 3: :BB7Add refuses Latin-1, binary and huge files at once with a clear message",
     function()
       local env, session = project()
