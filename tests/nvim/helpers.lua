@@ -20,6 +20,7 @@ end
 -- Errors inside vim.schedule / vim.schedule_wrap / vim.defer_fn callbacks are otherwise only
 -- printed (and `nvim -l` still exits 0): record them so the case fails.
 local real_schedule = vim.schedule
+M.real_schedule = real_schedule -- the benchmarks time the plugin without this wrapper
 vim.schedule = function(fn)
   return real_schedule(function()
     local ok, err = xpcall(fn, debug.traceback)
