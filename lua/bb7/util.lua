@@ -9,6 +9,9 @@ function M.parse_target(arg)
     return nil, "missing path"
   end
   local path, s, e = arg:match("^(.-):(%d+):(%d+)$")
+  if not path then
+    path, s, e = arg:match("^(.-):(%d+)%-(%d+)$") -- `path:2-3`, as sections are shown
+  end
   if path and path ~= "" then
     s, e = tonumber(s), tonumber(e)
     if s < 1 or e < s then

@@ -252,6 +252,8 @@ return {
       vim.fn.mkdir(root .. "/real/dir", "p")
       vim.uv.fs_symlink(outside, root .. "/link")
       vim.uv.fs_symlink(outside .. "/f.txt", root .. "/real/filelink")
+      t.eq({ path = "a.txt", start_line = 2, end_line = 3 }, util.parse_target("a.txt:2-3"), "path:2-3 as shown")
+      t.eq({ path = "a.txt", start_line = 2, end_line = 3 }, util.parse_target("a.txt:2:3"), "path:2:3")
       t.eq(nil, util.unsafe_local(root, "real/dir/x.txt"), "plain")
       t.eq(nil, util.unsafe_local(root, "new/dir/x.txt"), "new folders")
       t.eq("it goes through the symbolic link link", util.unsafe_local(root, "link/x.txt"), "dir link")
