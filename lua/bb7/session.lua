@@ -1125,8 +1125,8 @@ function M.hook()
   end)
   host.on_exit(function()
     -- Pending requests (a send included) were failed by the host module; re-init on next use.
-    if M.initialized then
-      M.reinit = true
+    if M.initialized and not host._stopping then
+      M.reinit = true -- it died: the next start (from any request) puts it back in the project
     end
     M.root, M.initialized = nil, false
   end)

@@ -271,23 +271,27 @@ function M.update_titles()
   local est = session.chat and session.estimate
   local files_title = " Files "
   if est and est.total then
-    local util = require("bb7.util")
-    files_title = (" Files · %s tokens "):format(util.tokens(est.total))
+    -- The longest form that fits the pane: a title is never cut in the middle of what it says.
+    local total = util.tokens(est.total)
+    local cands = {}
     if (est.potential_savings or 0) > 0 then
-      -- The longest form that fits the pane: a title is never cut in the middle of what it says.
-      local fw = vim.api.nvim_win_get_width(M.wins.files) - 2
       local saving = util.tokens(est.potential_savings)
-      for _, cand in ipairs({
-        (" Files · %s tokens (apply to save %s) "):format(util.tokens(est.total), saving),
-        (" Files · %s tok, apply: -%s "):format(util.tokens(est.total), saving),
-        (" %s tok, apply: -%s "):format(util.tokens(est.total), saving),
-        files_title,
-        (" %s tok "):format(util.tokens(est.total)),
-      }) do
-        files_title = cand
-        if vim.fn.strdisplaywidth(cand) <= fw then
-          break
-        end
+      cands = {
+        (" Files · %s tokens (apply to save %s) "):format(total, saving),
+        (" Files · %s tok, apply: -%s "):format(total, saving),
+        (" %s tok, apply: -%s "):format(total, saving),
+      }
+    end
+    vim.list_extend(cands, {
+      (" Files · %s tokens "):format(total),
+      (" %s tokens "):format(total),
+      (" %s tok "):format(total),
+    })
+    local fw = vim.api.nvim_win_get_width(M.wins.files) - 2
+    for _, cand in ipairs(cands) do
+      files_title = cand
+      if vim.fn.strdisplaywidth(cand) <= fw then
+        break
       end
     end
   end
