@@ -15,16 +15,23 @@ local function levels()
   return { "project", "global", "system" }
 end
 
+-- Path completion without `-complete=file`, which would expand `%`, `#` and wildcards inside a
+-- path argument (`a%b.txt` must stay `a%b.txt`). An argument that is exactly `%` or `#` still means
+-- the current or alternate file (see `:help :BB7Add`).
+local function paths(arglead)
+  return vim.fn.getcompletion(arglead, "file")
+end
+
 cmd("BB7Init", "init", { desc = "BB-7: initialize .bb7/ in the current directory" })
 cmd("BB7", "toggle", { desc = "BB-7: toggle the UI" })
-cmd("BB7Add", "add", { nargs = "?", range = true, complete = "file", desc = "BB-7: add a file or section to the context" })
-cmd("BB7AddReadonly", "add_readonly", { nargs = "?", range = true, complete = "file", desc = "BB-7: add a file read-only" })
-cmd("BB7Remove", "remove", { nargs = "?", range = true, complete = "file", desc = "BB-7: remove a file from the context" })
+cmd("BB7Add", "add", { nargs = "?", range = true, complete = paths, desc = "BB-7: add a file or section to the context" })
+cmd("BB7AddReadonly", "add_readonly", { nargs = "?", range = true, complete = paths, desc = "BB-7: add a file read-only" })
+cmd("BB7Remove", "remove", { nargs = "?", range = true, complete = paths, desc = "BB-7: remove a file from the context" })
 cmd("BB7NewChat", "new_chat", { nargs = "?", desc = "BB-7: new chat" })
 cmd("BB7Model", "model", { desc = "BB-7: pick the model" })
 cmd("BB7Search", "search", { nargs = "?", desc = "BB-7: search chats" })
-cmd("BB7Diff", "diff", { nargs = "?", complete = "file", desc = "BB-7: context → output diff" })
-cmd("BB7DiffLocal", "diff_local_cmd", { nargs = "?", complete = "file", desc = "BB-7: local ↔ output side-by-side diff" })
+cmd("BB7Diff", "diff", { nargs = "?", complete = paths, desc = "BB-7: context → output diff" })
+cmd("BB7DiffLocal", "diff_local_cmd", { nargs = "?", complete = paths, desc = "BB-7: local ↔ output side-by-side diff" })
 cmd("BB7EditInstructions", "edit_instructions", {
   nargs = "?",
   complete = function()
@@ -34,3 +41,5 @@ cmd("BB7EditInstructions", "edit_instructions", {
 })
 cmd("BB7Version", "version", { desc = "BB-7: plugin and host versions" })
 cmd("BB7Restart", "restart", { desc = "BB-7: restart the host process" })
+cmd("BB7Pick", "pick", { desc = "BB-7: pick files to add (vim.ui.select)" })
+cmd("BB7AddQuickfix", "add_quickfix", { desc = "BB-7: add the quickfix list's files" })

@@ -2845,3 +2845,43 @@ fn special_files_in_context_paths_do_not_hang_or_exhaust_the_host() {
     s.ok(json!({"action": "ping"}));
     s.shutdown();
 }
+
+#[test]
+fn control_characters_in_chat_names_are_refused() {
+    let (_env, mut s, id) = start_chat();
+    for bad in [
+        "two\nlines",
+        "cr\rhere",
+        "tab\tname",
+        "esc\u{1b}[2J",
+        "nul\u{0}",
+    ] {
+        s.err_has(
+            json!({"action": "chat_rename", "id": id, "name": bad}),
+            "control character",
+        );
+        s.err_has(
+            json!({"action": "chat_new", "name": bad}),
+            "control character",
+        );
+    }
+    // The chat keeps its name, and one-line names (any script) still work.
+    let r = s.ok(json!({"action": "chat_get"}));
+    assert!(
+        !r["name"].as_str().unwrap_or_default().contains('\n'),
+        "{r}"
+    );
+    s.ok(json!({"action": "chat_rename", "id": id, "name": "Überprüfung — 日本 ✓"}));
+    let r = s.ok(json!({"action": "chat_get"}));
+    assert_eq!(r["name"], "Überprüfung — 日本 ✓", "{r}");
+    s.shutdown();
+}
+
+#[test]
+fn the_chat_reply_carries_the_chosen_model() {
+    let (_env, mut s, _id) = start_chat();
+    s.ok(json!({"action": "save_chat_settings", "model": "mock/chosen"}));
+    let r = s.ok(json!({"action": "chat_get"}));
+    assert_eq!(r["settings_model"], "mock/chosen", "{r}");
+    s.shutdown();
+}

@@ -1645,3 +1645,24 @@ fn a_server_that_never_answers_times_out() {
     assert_eq!(last["role"], "system");
     drop(silent);
 }
+
+#[test]
+fn a_model_written_path_with_control_characters_is_refused() {
+    let mut t = setup(vec![
+        Reply::sse()
+            .content("Writing.")
+            .tool_call(write_call(0, "c_nl", "evil\nname.txt", "x\n"))
+            .finish_ok("tool_calls"),
+    ]);
+    let (_evs, term) = t.send("write");
+    assert_eq!(term["type"], "diff_error", "{term}");
+    let errors = list(&term["errors"]);
+    assert_eq!(errors.len(), 1, "{term}");
+    let e = errors[0].as_str().unwrap_or_default();
+    assert!(e.contains("control character"), "{term}");
+    assert!(t.output_files().is_empty(), "{:?}", t.output_files());
+    assert!(
+        !t.env.proj().join("evil\nname.txt").exists(),
+        "nothing written in the project"
+    );
+}

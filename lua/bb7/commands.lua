@@ -50,7 +50,7 @@ end
 function M.new_chat(opts)
   session.hook()
   if session.new_chat(opts.args ~= "" and opts.args or nil) then
-    session.notify("New chat " .. (session.chat and session.chat.name or ""))
+    session.notify("New chat " .. require("bb7.util").oneline(session.chat and session.chat.name or ""))
     if ui().is_open() then
       ui().focus("input")
     end
@@ -69,8 +69,9 @@ function M.search(opts)
   end
   local function run(q)
     session.list_chats()
-    ui().open("chats")
-    require("bb7.ui.chats").search(q)
+    if ui().open("chats") then
+      require("bb7.ui.chats").search(q)
+    end
   end
   if opts.args ~= "" then
     run(opts.args)
@@ -103,8 +104,9 @@ function M.diff(opts)
     session.notify("No output for " .. path, L.WARN)
     return
   end
-  ui().open("preview")
-  require("bb7.ui.preview").show_diff(path)
+  if ui().open("preview") then
+    require("bb7.ui.preview").show_diff(path)
+  end
 end
 
 --- Native side-by-side local ↔ output diff in a new tab. Writing the local buffer reports the merge
@@ -113,13 +115,25 @@ function M.diff_local(path)
   if not session.ensure_chat() then
     return false
   end
+  local util = require("bb7.util")
   local r = host.call("get_diff_paths", { path = path })
   if r.type == "error" then
     if tostring(r.message):find("not found", 1, true) then
-      session.notify("No output for " .. path, L.WARN)
+      session.notify("No output for " .. util.oneline(path), L.WARN)
     else
-      session.fail("open diff", r)
+      session.fail("open the diff of " .. util.oneline(path), r)
     end
+    return false
+  end
+  -- Only the paths the host vouched for are opened, and only when writing the local one cannot
+  -- land outside the project (a symbolic link on the way, .git/, .bb7/).
+  local root = session.root or require("bb7.config").root()
+  local want = vim.fs.normalize(root .. "/" .. path)
+  local why = type(r.local_path) ~= "string" and "the host gave no local path"
+    or (vim.fs.normalize(r.local_path) ~= want and ("the host gave another local path (%s)"):format(util.oneline(r.local_path)))
+    or util.unsafe_local(root, path)
+  if why then
+    session.notify(("Failed to open the diff of %s: %s"):format(util.oneline(path), why), L.ERROR)
     return false
   end
   if ui().is_open() then
@@ -136,6 +150,40 @@ function M.diff_local(path)
   vim.cmd("wincmd h")
   vim.cmd("diffupdate")
   local group = vim.api.nvim_create_augroup("bb7_diff_local_" .. local_buf, { clear = true })
+  -- The plugin writes the local file itself: checked again right before (a link may have appeared
+  -- since), its folder created when it is new.
+  vim.api.nvim_create_autocmd("BufWriteCmd", {
+    group = group,
+    buffer = local_buf,
+    callback = function(ev)
+      local unsafe = util.unsafe_local(root, path)
+      if unsafe then
+        session.notify(("Cannot write file %s: %s"):format(util.oneline(path), unsafe), L.ERROR)
+        return
+      end
+      local target = vim.fs.normalize(vim.api.nvim_buf_get_name(ev.buf))
+      if target ~= want then
+        session.notify(("Cannot write file %s: the buffer was renamed"):format(util.oneline(path)), L.ERROR)
+        return
+      end
+      vim.fn.mkdir(vim.fn.fnamemodify(want, ":h"), "p")
+      local lines = vim.api.nvim_buf_get_lines(ev.buf, 0, -1, false)
+      local flags = (vim.bo[ev.buf].eol or vim.bo[ev.buf].fixeol) and "" or "b"
+      if vim.bo[ev.buf].fileformat == "dos" then
+        for i, l in ipairs(lines) do
+          if i < #lines or flags == "" then
+            lines[i] = l .. "\r"
+          end
+        end
+      end
+      if vim.fn.writefile(lines, want, flags) ~= 0 then
+        session.notify("Cannot write file " .. util.oneline(path), L.ERROR)
+        return
+      end
+      vim.bo[ev.buf].modified = false
+      vim.api.nvim_exec_autocmds("BufWritePost", { buffer = ev.buf })
+    end,
+  })
   vim.api.nvim_create_autocmd("BufWritePost", {
     group = group,
     buffer = local_buf,
@@ -199,6 +247,26 @@ function M.version()
   session.notify(
     ("plugin %s, host %s (%s)"):format(M.plugin_version, host.version or "not running", host.bin_path or "?")
   )
+end
+
+--- `:BB7Pick`: the context picker (vim.ui.select) of the Files pane's `A`.
+function M.pick()
+  session.hook()
+  session.pick_context()
+end
+
+--- `:BB7AddQuickfix`: adds every file of the quickfix list.
+function M.add_quickfix()
+  session.hook()
+  if not session.ensure_chat() then
+    return
+  end
+  local files = session.quickfix_files()
+  if #files == 0 then
+    session.notify("The quickfix list has no files", L.WARN)
+    return
+  end
+  session.notify(("Added %d of %d files"):format(session.add_many(files), #files))
 end
 
 function M.restart()

@@ -12,7 +12,8 @@ M.defaults = {
   cmd = nil,
   -- Extra environment for the host process (e.g. `{ HOME = "/tmp/x", BB7_CACHE_DIR = "/tmp/c" }`).
   env = nil,
-  -- Project root: a directory, or a function returning one. `nil`: the current working directory.
+  -- Project root: a directory, or a function returning one. `nil`: the nearest directory upwards
+  -- with `.bb7/` (not `~/.bb7`), else the current working directory.
   root = nil,
   -- Request timeout (ms) for synchronous calls to the host.
   timeout = 10000,
@@ -30,13 +31,15 @@ M.defaults = {
   stream_interval = 30,
   -- Reasoning blocks start collapsed in the chat view.
   collapse_reasoning = true,
+  -- Largest file (bytes) `:BB7Add` sends; larger files, binaries and non-UTF-8 files are refused.
+  max_file_bytes = 1024 * 1024,
   -- Keymaps inside the plugin's windows (buffer-local). Set a key to `false` to disable it.
   keymaps = {
     all = {
       close = "q",
       next_pane = "<Tab>",
       prev_pane = "<S-Tab>",
-      help = "?",
+      help = "g?", -- not `?`: that is backward search
       cancel = "<C-c>",
       model = "gm",
       focus_chats = "gc",
@@ -65,19 +68,27 @@ M.defaults = {
       reject = "x",
       diff = "D",
       diff_local = "L",
+      pick = "A", -- pick files with vim.ui.select (your Telescope / fzf-lua / snacks / mini.pick)
     },
     preview = {
       toggle = "<CR>",
-      fork = "<C-f>",
-      edit = "<C-e>",
+      -- Never Vim's scrolling keys (<C-e>, <C-f>): `c` forks, `i` edits (asks first).
+      fork = "c",
+      edit = "i",
       chat = "<BS>",
       follow = "G",
+      next_message = "]]",
+      prev_message = "[[",
+      yank_code = "yc", -- the code block under the cursor, into the unnamed and + registers
+      apply = "p", -- in a file or diff view: apply that file's output
+      apply_all = "P",
+      retry = "R", -- after edits failed: let the model retry them
     },
     input = {
       send = "<CR>",
       send_insert = "<C-s>",
-      edit_last = "<C-e>",
-      fork_last = "<C-f>",
+      edit_last = "<M-e>", -- asks first
+      fork_last = "<M-f>",
     },
   },
 }
@@ -93,14 +104,27 @@ function M.setup(opts)
   return M.options
 end
 
---- The project root for this session.
+--- The project root for this session: the `root` option, else the nearest directory from the
+--- current one upwards that has `.bb7/` (the global state directory `~/.bb7` does not count), else
+--- the current directory.
 ---@return string
 function M.root()
   local r = M.options.root
   if type(r) == "function" then
     r = r()
   end
-  return vim.fs.normalize(r or vim.fn.getcwd())
+  if r then
+    return vim.fs.normalize(r)
+  end
+  local cwd = vim.fs.normalize(vim.fn.getcwd())
+  local state = vim.fs.normalize(M.state_dir())
+  for dir in vim.fs.parents(cwd .. "/x") do
+    local cand = dir .. "/.bb7"
+    if vim.fn.isdirectory(cand) == 1 and vim.fs.normalize(cand) ~= state then
+      return dir == "" and "/" or dir
+    end
+  end
+  return cwd
 end
 
 --- The environment the host runs with: Neovim's own, overlaid with `env`.

@@ -60,6 +60,14 @@ function M.on_exit(fn)
   table.insert(exit_handlers, fn)
 end
 
+local start_handlers = {} ---@type fun()[]
+
+--- Registers a handler run after the host started (and answered the version check), before any
+--- other request goes out: the session re-initializes a restarted host there.
+function M.on_start(fn)
+  table.insert(start_handlers, fn)
+end
+
 local function notify(msg, level)
   vim.schedule(function()
     vim.notify("BB-7: " .. msg, level or vim.log.levels.ERROR)
@@ -99,6 +107,7 @@ end
 local queue, q_head, q_tail = {}, 1, 0
 local scheduled, draining = false, false
 local BUDGET_NS = 4e6
+local MAX_LINE = 16 * 1024 * 1024
 local DECODE_OPTS = { luanil = { object = true, array = true } }
 
 local drain
@@ -174,10 +183,37 @@ function M._feed(data)
           pending[rid] = nil
           p.cb(msg)
         end
+      elseif not rid and piece:find('"type":"error"', 1, true) then
+        -- An error the host could not attribute (it could not read the request line): handled
+        -- right here, so a synchronous call waiting for it fails now instead of timing out.
+        local msg = decode(piece)
+        if msg then
+          M._unattributed(msg)
+        end
       else
         enqueue(piece)
       end
     end
+  end
+end
+
+--- An `error` without a `request_id`: the host could not read one of our lines. It fails the oldest
+--- synchronous call still waiting (the editor is blocked on it), or is shown to the user at once.
+function M._unattributed(msg)
+  local oldest, oldest_n = nil, math.huge
+  for rid, p in pairs(pending) do
+    local n = tonumber(rid) or math.huge
+    if p.sync and n < oldest_n then
+      oldest, oldest_n = rid, n
+    end
+  end
+  local text = "the host could not read a request: " .. tostring(msg.message or "unknown error")
+  if oldest then
+    local p = pending[oldest]
+    pending[oldest] = nil
+    p.cb({ type = "error", request_id = oldest, message = text })
+  else
+    notify(text)
   end
 end
 
@@ -266,6 +302,12 @@ function M.start()
     return true
   end
   M.version = reply.version
+  for _, fn in ipairs(start_handlers) do
+    local ok, err = pcall(fn)
+    if not ok then
+      notify("internal error after start: " .. tostring(err))
+    end
+  end
   local want = M.required_version
   if type(M.version) ~= "string" or M.version:sub(1, #want + 1) ~= want .. "." then
     notify(
@@ -297,8 +339,16 @@ function M.request(action, params, cb, on_event, sync)
   local req = vim.deepcopy(params or {})
   req.action = action
   req.request_id = rid
+  local line = vim.json.encode(req)
+  -- The host reads UTF-8 JSON lines of at most 16 MiB; anything else could never be answered.
+  local bad = #line > MAX_LINE and ("request too large (%d bytes)"):format(#line)
+    or (require("bb7.util").invalid_utf8(line) and "request holds text that is not UTF-8")
+  if bad then
+    cb({ type = "error", message = bad })
+    return nil
+  end
   pending[rid] = { cb = cb, on_event = on_event, sync = sync }
-  local ok = pcall(vim.fn.chansend, job, vim.json.encode(req) .. "\n")
+  local ok = pcall(vim.fn.chansend, job, line .. "\n")
   if not ok then
     pending[rid] = nil
     cb({ type = "error", message = "cannot write to the host" })

@@ -42,6 +42,15 @@ function M.notify(msg, level)
 end
 local notify = M.notify
 
+--- Asks before a destructive action (`vim.ui.select`, so the user's picker is used); runs `fn` on "Yes".
+function M.confirm(prompt, fn)
+  vim.ui.select({ "No", "Yes" }, { prompt = prompt }, function(choice)
+    if choice == "Yes" then
+      fn()
+    end
+  end)
+end
+
 --- Notifies a failed host reply the way SPEC.md words it.
 ---@param action string  what failed, for "Failed to {action}"
 ---@param reply table
@@ -69,10 +78,15 @@ end
 
 --- Starts the host and initializes the session for the current project when needed.
 --- Returns true when the project is initialized (project mode).
+local ensuring = false
+
 function M.ensure()
   local root = config.root()
   if not host.running() then
-    if not host.start() then
+    ensuring = true
+    local started = host.start()
+    ensuring = false
+    if not started then
       return false
     end
     M.root = nil
@@ -94,10 +108,18 @@ function M.ensure()
   end
   M.root, M.initialized = root, not r.global_only
   M.default_model = r.default_model
-  M.chat, M.statuses, M.chats = nil, {}, nil
+  M.chat, M.statuses = nil, {}
+  if M.chats_root ~= root then
+    M.chats = nil -- the list of another project; the same project's list stays shown until reloaded
+  end
   local a = host.call("chat_active", {})
   if ok(a) and a.id then
     M.load_chat()
+  end
+  if M.initialized and package.loaded["bb7.ui"] and require("bb7.ui").is_open() then
+    -- After a restart (the host died) with the UI open, the list is reloaded at once.
+    M.list_chats()
+    M.emit("chats")
   end
   return M.initialized
 end
@@ -142,6 +164,11 @@ function M.init_project()
     return false
   end
   M.root, M.initialized = nil, false
+  -- Chats are private by default: git ignores `.bb7/` (delete the file to share chats).
+  local gi = root .. "/.bb7/.gitignore"
+  if not vim.uv.fs_lstat(gi) then
+    util.write_file(gi, "# BB-7 chats are private by default; delete this file to commit them.\n*\n")
+  end
   M.ensure()
   notify("Initialized in " .. root)
   M.emit("chats")
@@ -179,6 +206,17 @@ function M.load_chat()
     return false
   end
   set_chat(r)
+  if M.lost_reply and M.lost_reply.chat_id == r.id and host.running() then
+    -- The host died while this chat's reply streamed: the chat keeps a note saying so.
+    local note = M.lost_reply.note
+    M.lost_reply = nil
+    if ok(host.call("add_system_message", { message = note })) then
+      local again = host.call("chat_get", {})
+      if ok(again) then
+        set_chat(again)
+      end
+    end
+  end
   M.refresh_files()
   M.emit("chat")
   return true
@@ -224,6 +262,7 @@ function M.list_chats()
     return M.chats or {}
   end
   M.chats = util.order_chats(r.chats or {}, M.pinned())
+  M.chats_root = M.root or config.root()
   return M.chats
 end
 
@@ -282,7 +321,7 @@ function M.rename_chat(id, name)
   end
   M.list_chats()
   M.emit("chats")
-  notify("Renamed chat to " .. name)
+  notify("Renamed chat to " .. util.oneline(name))
   return true
 end
 
@@ -324,7 +363,7 @@ end
 
 local function warn_context(warnings)
   for _, w in ipairs(warnings or {}) do
-    notify(("Context file %s was %s since that message"):format(w.path, w.issue), L.WARN)
+    notify(("Context file %s was %s since that message"):format(util.oneline(w.path), util.oneline(w.issue)), L.WARN)
   end
 end
 
@@ -463,6 +502,16 @@ end
 ---@return table|nil target {path, abs, start_line?, end_line?}
 function M.resolve_target(arg, range)
   local t
+  if arg == "%" then
+    arg = nil -- asked for explicitly: the current file
+  elseif arg == "#" then
+    local alt = vim.fn.bufnr("#") > 0 and vim.api.nvim_buf_get_name(vim.fn.bufnr("#")) or ""
+    if alt == "" then
+      notify("No alternate file", L.WARN)
+      return nil
+    end
+    arg = alt
+  end
   if arg and arg ~= "" then
     local err
     t, err = util.parse_target(arg)
@@ -496,6 +545,17 @@ function M.resolve_target(arg, range)
   return t
 end
 
+--- Whether `text` (the content of `path`) can go into the context; says why not when it cannot
+--- (a binary file, not UTF-8, larger than `max_file_bytes`), before anything is sent to the host.
+function M.sendable(path, text)
+  local why = util.unsendable(text, config.options.max_file_bytes)
+  if why then
+    notify(("Cannot add %s: %s"):format(util.oneline(path), why), L.ERROR)
+    return false
+  end
+  return true
+end
+
 --- `:BB7Add` / `:BB7AddReadonly` / the Files pane's add.
 function M.add(arg, opts)
   opts = opts or {}
@@ -509,6 +569,9 @@ function M.add(arg, opts)
   local text = M.local_text(t.abs)
   if not text then
     notify("Cannot read file " .. t.path, L.ERROR)
+    return false
+  end
+  if not M.sendable(t.path, text) then
     return false
   end
   local r
@@ -536,12 +599,95 @@ function M.add(arg, opts)
     return false
   end
   if t.start_line then
-    notify(("Added %s:%d:%d"):format(t.path, t.start_line, t.end_line))
+    notify(("Added %s:%d-%d"):format(t.path, t.start_line, t.end_line))
   else
     notify("Added " .. t.path)
   end
   M.load_chat() -- context events are messages: the chat view shows them
   return true
+end
+
+--- Files of the project for a picker: relative paths, sorted, at most `limit` (`.git/`, `.bb7/`,
+--- `node_modules/` and `target/` are skipped).
+function M.project_files(limit)
+  limit = limit or 5000
+  local root = M.root or config.root()
+  local skip = { [".git"] = true, [".bb7"] = true, node_modules = true, target = true }
+  local out = {}
+  for name, type in vim.fs.dir(root, {
+    depth = 20,
+    skip = function(dir)
+      return not skip[vim.fs.basename(dir)]
+    end,
+  }) do
+    if type == "file" then
+      out[#out + 1] = name
+      if #out >= limit then
+        break
+      end
+    end
+  end
+  table.sort(out)
+  return out
+end
+
+--- The distinct files of the quickfix list, as `:BB7Add` arguments (absolute paths).
+function M.quickfix_files()
+  local seen, out = {}, {}
+  for _, item in ipairs(vim.fn.getqflist()) do
+    local name = item.bufnr > 0 and vim.api.nvim_buf_get_name(item.bufnr) or ""
+    if name ~= "" and not seen[name] then
+      seen[name] = true
+      out[#out + 1] = name
+    end
+  end
+  return out
+end
+
+--- Adds each of `paths`; returns how many were added.
+function M.add_many(paths)
+  local n = 0
+  for _, p in ipairs(paths) do
+    if M.add(p) then
+      n = n + 1
+    end
+  end
+  return n
+end
+
+--- The context picker: `vim.ui.select` (so the user's picker plugin shows it) over the file being
+--- edited, the quickfix list's files and the project's files.
+function M.pick_context()
+  if not M.ensure_chat() then
+    return
+  end
+  local items = {}
+  local origin = require("bb7.ui").origin_buf()
+  local cur = origin and vim.api.nvim_buf_get_name(origin) or ""
+  if cur ~= "" and vim.bo[origin].buftype == "" then
+    items[#items + 1] = { label = "Current buffer: " .. util.oneline(util.relpath(cur, M.root or config.root())), paths = { cur } }
+  end
+  local qf = M.quickfix_files()
+  if #qf > 0 then
+    items[#items + 1] = { label = ("Quickfix list: %d file%s"):format(#qf, #qf == 1 and "" or "s"), paths = qf }
+  end
+  for _, p in ipairs(M.project_files()) do
+    items[#items + 1] = { label = util.oneline(p), paths = { p } }
+  end
+  vim.ui.select(items, {
+    prompt = "Add to the context",
+    format_item = function(it)
+      return it.label
+    end,
+  }, function(choice)
+    if choice then
+      if #choice.paths > 1 then
+        notify(("Added %d of %d files"):format(M.add_many(choice.paths), #choice.paths))
+      else
+        M.add(choice.paths[1])
+      end
+    end
+  end)
 end
 
 --- `:BB7Remove` / the Files pane's remove.
@@ -568,7 +714,7 @@ function M.remove(arg, opts)
     end
     return false
   end
-  notify("Removed " .. (t.start_line and ("%s:%d:%d"):format(t.path, t.start_line, t.end_line) or t.path))
+  notify("Removed " .. (t.start_line and ("%s:%d-%d"):format(t.path, t.start_line, t.end_line) or t.path))
   M.load_chat() -- context events are messages: the chat view shows them
   return true
 end
@@ -578,6 +724,9 @@ function M.update(path)
   local text = M.local_text(M.abspath(path))
   if not text then
     notify("Cannot read file " .. path, L.ERROR)
+    return false
+  end
+  if not M.sendable(path, text) then
     return false
   end
   local r = host.call("context_update", { path = path, content = text })
@@ -638,6 +787,11 @@ function M.apply(path, quiet)
     return false
   end
   local abs = M.abspath(path)
+  local unsafe = not f.external and util.unsafe_local(M.root or config.root(), path)
+  if unsafe then
+    notify(("Cannot write file %s: %s"):format(util.oneline(path), unsafe), L.ERROR)
+    return false
+  end
   local buf = vim.fn.bufnr(abs)
   if buf > 0 and vim.api.nvim_buf_is_loaded(buf) and vim.bo[buf].modified then
     notify("Cannot write file " .. path .. ": its buffer has unsaved changes (save or undo them first)", L.ERROR)
@@ -757,6 +911,9 @@ function M.current_model()
   if M.model_override and (not M.chat or M.model_override.chat == M.chat.id) then
     return M.model_override.model
   end
+  if M.chat and M.chat.settings_model and M.chat.settings_model ~= "" then
+    return M.chat.settings_model -- the chat's own pick, kept across chat switches and restarts
+  end
   if M.chat and M.chat.model and M.chat.model ~= "" then
     return M.chat.model
   end
@@ -774,6 +931,8 @@ function M.set_model(id)
     local r = host.call("save_chat_settings", { model = id })
     if not ok(r) then
       M.fail("save the model", r)
+    else
+      M.chat.settings_model = id
     end
   end
   notify("Model " .. id)
@@ -894,14 +1053,22 @@ function M._finish_send(st, r)
   M.emit("stream_end", r)
   if r.type == "diff_error" then
     M.retry_context = { errors = r.errors or {}, tool_calls = r.tool_calls or {} }
+    -- One short line (a long one would stop the editor at a "Press ENTER" prompt); the errors
+    -- themselves are shown in the chat, under the reply.
     notify(
-      ("%d edit(s) could not be applied: %s. Send an empty message to let the model retry"):format(
-        #(r.errors or {}),
-        table.concat(r.errors or {}, "; ")
+      ("%d edit(s) could not be applied; R in the preview retries"):format(
+        #(r.errors or {})
       ),
       L.WARN
     )
   elseif r.type == "error" then
+    local code = tostring(r.message or ""):match("^BB%-7 host exited %(code (%-?%d+)%)")
+    if code then
+      M.lost_reply = {
+        chat_id = st.chat_id,
+        note = ("The reply to the message above was lost: the BB-7 host exited (code %s) while it was being written."):format(code),
+      }
+    end
     if r.message == "Response aborted by user." then
       notify("Response aborted by user.", L.INFO)
     else
@@ -958,7 +1125,18 @@ function M.hook()
   end)
   host.on_exit(function()
     -- Pending requests (a send included) were failed by the host module; re-init on next use.
+    if M.initialized and not host._stopping then
+      M.reinit = true -- it died: the next start (from any request) puts it back in the project
+    end
     M.root, M.initialized = nil, false
+  end)
+  host.on_start(function()
+    -- A host started by any request after the last one died (not through `ensure`) is put back
+    -- in the project first, so that request (a chat select, a list) works instead of failing.
+    if M.reinit and not ensuring then
+      M.reinit = false
+      M.ensure()
+    end
   end)
 end
 

@@ -9,6 +9,9 @@ function M.parse_target(arg)
     return nil, "missing path"
   end
   local path, s, e = arg:match("^(.-):(%d+):(%d+)$")
+  if not path then
+    path, s, e = arg:match("^(.-):(%d+)%-(%d+)$") -- `path:2-3`, as sections are shown
+  end
   if path and path ~= "" then
     s, e = tonumber(s), tonumber(e)
     if s < 1 or e < s then
@@ -156,6 +159,7 @@ function M.unified_diff(a, b, name)
   a = (a or ""):gsub("\r\n", "\n")
   b = (b or ""):gsub("\r\n", "\n")
   local diff = vim.diff(a, b, { result_type = "unified", ctxlen = 3, algorithm = "histogram" })
+  name = M.oneline(name)
   local out = { "--- a/" .. name .. " (context)", "+++ b/" .. name .. " (output)" }
   if type(diff) ~= "string" or diff == "" then
     return { "No differences between context and output for " .. name }
@@ -255,6 +259,139 @@ function M.write_json(path, value)
     return nil, err
   end
   return vim.uv.fs_rename(tmp, path)
+end
+
+local ESCAPES = { ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
+
+--- `s` as one displayable line: line breaks, tabs and every other control character shown escaped
+--- (`\n`, `\t`, `\x1b`, ...). For strings that come from the host or the model (chat names, paths):
+--- a buffer line cannot hold a newline, and a terminal escape must never reach the screen raw.
+---@param s any
+---@return string
+function M.oneline(s)
+  if s == nil then
+    return ""
+  end
+  s = tostring(s)
+  if not s:find("[%z\1-\31\127]") then
+    return s
+  end
+  return (s:gsub("[%z\1-\31\127]", function(c)
+    return ESCAPES[c] or ("\\x%02x"):format(c:byte())
+  end))
+end
+
+--- Why `text` cannot be sent as a context file, or nil when it can: it is binary (holds NUL bytes),
+--- is not valid UTF-8, or is larger than `max_bytes`.
+---@param text string
+---@param max_bytes integer|nil
+---@return string|nil reason
+function M.unsendable(text, max_bytes)
+  if max_bytes and #text > max_bytes then
+    return ("it is too large (%s, the limit is %s)"):format(M.bytes(#text), M.bytes(max_bytes))
+  end
+  if text:find("%z") then
+    return "it is a binary file"
+  end
+  local bad = M.invalid_utf8(text)
+  if bad then
+    return ("it is not UTF-8 text (invalid byte at offset %d)"):format(bad - 1)
+  end
+  return nil
+end
+
+--- The 1-based position of the first byte that makes `s` invalid UTF-8, or nil when it is valid.
+---@param s string
+---@return integer|nil
+function M.invalid_utf8(s)
+  local i = s:find("[\128-\255]")
+  if not i then
+    return nil
+  end
+  local n = #s
+  local byte = string.byte
+  while i <= n do
+    local c = byte(s, i)
+    if c < 0x80 then
+      i = i + 1
+    else
+      local len, min
+      if c >= 0xC2 and c <= 0xDF then
+        len, min = 2, 0x80
+      elseif c >= 0xE0 and c <= 0xEF then
+        len, min = 3, 0x800
+      elseif c >= 0xF0 and c <= 0xF4 then
+        len, min = 4, 0x10000
+      else
+        return i
+      end
+      if i + len - 1 > n then
+        return i
+      end
+      local cp = c % (2 ^ (7 - len))
+      for k = 1, len - 1 do
+        local cc = byte(s, i + k)
+        if cc < 0x80 or cc > 0xBF then
+          return i
+        end
+        cp = cp * 64 + (cc - 0x80)
+      end
+      if cp < min or cp > 0x10FFFF or (cp >= 0xD800 and cp <= 0xDFFF) then
+        return i
+      end
+      i = i + len
+      local j = s:find("[\128-\255]", i)
+      if not j then
+        return nil
+      end
+      i = j
+    end
+  end
+  return nil
+end
+
+--- Why the local file `rel` (a path relative to `root`) must not be written from Neovim, or nil when
+--- it may: it goes through a symbolic link (which could lead anywhere), or into `.git/` or `.bb7/`,
+--- or out of the project. Only the components under `root` are looked at (`root` itself may be a link).
+---@param root string
+---@param rel string
+---@return string|nil reason
+function M.unsafe_local(root, rel)
+  if rel == "" or rel:sub(1, 1) == "/" then
+    return "it is outside the project"
+  end
+  local parts = vim.split(rel, "/", { plain = true })
+  local first = parts[1]
+  if first == ".git" or first == ".bb7" then
+    return ("it is inside %s/"):format(first)
+  end
+  local cur = root:gsub("/$", "")
+  for _, p in ipairs(parts) do
+    if p == ".." then
+      return "it is outside the project"
+    end
+    if p ~= "" and p ~= "." then
+      cur = cur .. "/" .. p
+      local st = vim.uv.fs_lstat(cur)
+      if not st then
+        return nil -- the rest does not exist yet: nothing to follow
+      end
+      if st.type == "link" then
+        return ("it goes through the symbolic link %s"):format(M.oneline(M.relpath(cur, root)))
+      end
+    end
+  end
+  return nil
+end
+
+--- A byte count for display (2048 -> "2.0 KiB").
+function M.bytes(n)
+  if n >= 1024 * 1024 then
+    return ("%.1f MiB"):format(n / 1024 / 1024)
+  elseif n >= 1024 then
+    return ("%.1f KiB"):format(n / 1024)
+  end
+  return n .. " B"
 end
 
 return M

@@ -17,27 +17,28 @@ local function status(path)
   end
 end
 
+--- Every case starts here, in its own Neovim: a project, a chat, two files in context (LF and
+--- CRLF), the UI open.
+local function setup()
+  env = t.env()
+  session = require("bb7.session")
+  t.write(env.project .. "/src/a.txt", "alpha\nbeta\ngamma\n")
+  t.write(env.project .. "/win.txt", "one\r\ntwo\r\n")
+  t.cmd("BB7Init")
+  t.cmd("BB7NewChat")
+  t.cmd("edit src/a.txt")
+  t.cmd("BB7Add")
+  t.cmd("BB7Add win.txt")
+  t.clear_notes()
+  t.cmd("BB7")
+  t.ok(require("bb7.ui").is_open(), "UI open")
+end
+
 return {
-  {
-    "setup: project, chat, two files in context (LF and CRLF)",
-    function()
-      env = t.env()
-      session = require("bb7.session")
-      t.write(env.project .. "/src/a.txt", "alpha\nbeta\ngamma\n")
-      t.write(env.project .. "/win.txt", "one\r\ntwo\r\n")
-      t.cmd("BB7Init")
-      t.cmd("BB7NewChat")
-      t.cmd("edit src/a.txt")
-      t.cmd("BB7Add")
-      t.cmd("BB7Add win.txt")
-      t.clear_notes()
-      t.cmd("BB7")
-      t.ok(require("bb7.ui").is_open(), "UI open")
-    end,
-  },
   {
     "output shows M; the context → output diff renders in the preview",
     function()
+      setup()
       t.write(out_dir() .. "src/a.txt", "alpha\nBETA\ngamma\n")
       session.refresh_files()
       t.eq("M", status("src/a.txt"), "modified")
@@ -51,6 +52,9 @@ return {
   {
     "~M when the buffer is modified too; apply is refused until it is saved or undone",
     function()
+      setup()
+      t.write(out_dir() .. "src/a.txt", "alpha\nBETA\ngamma\n")
+      session.refresh_files()
       local buf = vim.fn.bufnr(env.project .. "/src/a.txt")
       vim.api.nvim_buf_set_lines(buf, 0, 1, false, { "ALPHA" })
       t.eq("~M", status("src/a.txt"), "conflict computed against the buffer")
@@ -58,6 +62,7 @@ return {
       t.ok(not session.apply("src/a.txt"), "refused")
       t.eq(E, t.notes[1].level, "error level")
       t.ok(t.notes[1].msg:find("^BB%-7: Cannot write file src/a.txt"), t.notes[1].msg)
+      t.expect_error("BB-7: Cannot write file src/a.txt")
       t.eq("alpha\nbeta\ngamma\n", t.read(env.project .. "/src/a.txt"), "disk untouched")
       vim.api.nvim_buf_call(buf, function()
         vim.cmd("silent edit!")
@@ -68,6 +73,9 @@ return {
   {
     "apply writes the file, updates the open buffer, syncs the snapshot",
     function()
+      setup()
+      t.write(out_dir() .. "src/a.txt", "alpha\nBETA\ngamma\n")
+      session.refresh_files()
       t.clear_notes()
       t.ok(session.apply("src/a.txt"), "applied")
       t.note("BB-7: Applied src/a.txt", I)
@@ -87,6 +95,7 @@ return {
   {
     "apply keeps CRLF line endings of the local file",
     function()
+      setup()
       t.write(out_dir() .. "win.txt", "one\nTWO\nthree\n")
       session.refresh_files()
       t.eq("M", status("win.txt"), "modified")
@@ -98,6 +107,7 @@ return {
   {
     "apply all: M and A files; then nothing left to apply",
     function()
+      setup()
       t.write(out_dir() .. "src/a.txt", "alpha\nBETA\ngamma\ndelta\n")
       t.write(out_dir() .. "src/new.txt", "brand new\n")
       session.refresh_files()
@@ -115,6 +125,7 @@ return {
   {
     "local file already equal to the output: File already applied",
     function()
+      setup()
       t.write(out_dir() .. "win.txt", "one\nTWO\nthree\nfour\n")
       t.write(env.project .. "/win.txt", "one\r\nTWO\r\nthree\r\nfour\r\n") -- the user made the same change
       session.refresh_files()
@@ -128,6 +139,7 @@ return {
   {
     "!A for a new file that exists locally; reject deletes the output",
     function()
+      setup()
       t.write(env.project .. "/exists.txt", "mine\n")
       t.write(out_dir() .. "exists.txt", "theirs\n")
       session.refresh_files()
@@ -142,6 +154,13 @@ return {
   {
     ":BB7DiffLocal: take one hunk with :diffget, write → partially applied; take the rest → applied",
     function()
+      setup()
+      -- The local file and its snapshot as an earlier apply left them.
+      t.write(env.project .. "/src/a.txt", "alpha\nBETA\ngamma\ndelta\n")
+      vim.api.nvim_buf_call(vim.fn.bufnr(env.project .. "/src/a.txt"), function()
+        vim.cmd("silent edit!")
+      end)
+      t.ok(session.update("src/a.txt"), "snapshot updated")
       t.write(out_dir() .. "src/a.txt", "ALPHA\nBETA\ngamma\nDELTA\n")
       session.refresh_files()
       t.cmd("BB7DiffLocal src/a.txt")
@@ -170,13 +189,17 @@ return {
   {
     "files pane keys: a add, r read-only, u update, D diff, x reject, P apply all, d remove",
     function()
+      setup()
       local ui = require("bb7.ui")
-      t.cmd("BB7")
       ui.focus("files")
-      local orig_input = vim.ui.input
-      local answer
+      local orig_input, orig_select = vim.ui.input, vim.ui.select
+      local answer, asked
       vim.ui.input = function(_, cb)
         cb(answer)
+      end
+      vim.ui.select = function(_, o, cb)
+        asked = o.prompt
+        cb("Yes")
       end
       local function press(keys)
         vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(keys, true, false, true), "x", false)
@@ -218,6 +241,7 @@ return {
         ui.focus("files")
         on("keys.txt")
         press("x")
+        t.eq("Reject (delete) the output of keys.txt?", asked, "x asks first")
         t.eq("", status("keys.txt"), "x: output rejected")
         t.write(out_dir() .. "keys.txt", "k1\nK2\nk3\n")
         session.refresh_files()
@@ -229,7 +253,7 @@ return {
         press("d")
         t.eq(nil, status("keys.txt"), "d: removed")
       end)
-      vim.ui.input = orig_input
+      vim.ui.input, vim.ui.select = orig_input, orig_select
       ui.close()
       assert(ok, err)
       t.no_errors()

@@ -66,40 +66,78 @@ local function slow_reply()
   return { stream = stream }
 end
 
-local SCRIPT = {
-  replies = {
-    reply1(), -- the first send, with a tool call (edit mode: one request per reply)
-    text_reply("Friendlier Greeting Change"), -- the title
-    slow_reply(), -- the send we cancel
-    { -- an edit that cannot apply: diff_error
-      stream = {
-        { content = "Trying an edit." },
-        {
-          tool_call = {
-            index = 0,
-            id = "call_bad",
-            name = "edit_file",
-            arguments = vim.json.encode({
-              edits = {
-                {
-                  path = "src/main.rs",
-                  file_id = "{{file_id:src/main.rs}}",
-                  old_string = "this text is not in the file",
-                  new_string = "x",
-                },
-              },
-            }),
+local DIFF_ERROR = { -- an edit that cannot apply: diff_error
+  stream = {
+    { content = "Trying an edit." },
+    {
+      tool_call = {
+        index = 0,
+        id = "call_bad",
+        name = "edit_file",
+        arguments = vim.json.encode({
+          edits = {
+            {
+              path = "src/main.rs",
+              file_id = "{{file_id:src/main.rs}}",
+              old_string = "this text is not in the file",
+              new_string = "x",
+            },
           },
-        },
-        { finish = "tool_calls" },
-        { usage = { prompt_tokens = 50, completion_tokens = 5, cost = 0.0001 } },
-        "done",
+        }),
       },
     },
-    text_reply("Retried: nothing else to change."), -- the retry
+    { finish = "tool_calls" },
+    { usage = { prompt_tokens = 50, completion_tokens = 5, cost = 0.0001 } },
+    "done",
   },
-  fallback = text_reply("fallback reply"),
 }
+
+local TITLE_MODEL = "mock/title"
+
+--- Every case runs in its own Neovim with its own mock (titles come from their own model, so
+--- `replies` are exactly the case's sends) and starts from a stage:
+---   "A": initialized, the UI opened once, a chat, src/lib.rs:2-3 and src/main.rs in context, the
+---        UI open on the input;
+---   "B": A, then "Make the greeting friendlier." sent and answered (reasoning, an edit of
+---        src/main.rs) and the title "Friendlier Greeting Change" arrived.
+local function given(stage, replies)
+  replies = replies or {}
+  if stage == "B" then
+    table.insert(replies, 1, reply1())
+  end
+  env = t.env({
+    script = {
+      replies = replies,
+      fallback = text_reply("fallback reply"),
+      by_model = { [TITLE_MODEL] = text_reply("Friendlier Greeting Change") },
+    },
+    config = { title_model = TITLE_MODEL },
+  })
+  session, ui, preview = require("bb7.session"), require("bb7.ui"), require("bb7.ui.preview")
+  t.write(env.project .. "/src/main.rs", 'fn main() {\n    println!("hello");\n}\n')
+  t.write(env.project .. "/src/lib.rs", "pub fn a() {}\npub fn b() {}\npub fn c() {}\n")
+  t.cmd("BB7Init")
+  t.cmd("BB7")
+  t.cmd("BB7NewChat")
+  ui.close()
+  t.cmd("edit src/lib.rs")
+  t.cmd("2,3BB7Add")
+  t.cmd("edit src/main.rs")
+  t.cmd("BB7")
+  t.cmd("BB7Add")
+  if stage == "B" then
+    local input = require("bb7.ui.input")
+    vim.api.nvim_buf_set_lines(input.buf(), 0, -1, false, { "Make the greeting friendlier." })
+    input.send()
+    t.wait(function()
+      return session.stream == nil
+    end, 15000, "first reply done")
+    t.wait(function()
+      return session.chat.name == "Friendlier Greeting Change"
+    end, 5000, "title")
+  end
+  t.clear_notes()
+end
 
 local function preview_text()
   return t.buf_text(preview.buf())
@@ -109,7 +147,7 @@ return {
   {
     ":BB7Init, :BB7 open, new chat, :BB7Add a file and a section",
     function()
-      env = t.env({ script = SCRIPT })
+      env = t.env({ script = { replies = {}, fallback = text_reply("fallback reply") } })
       session, ui, preview = require("bb7.session"), require("bb7.ui"), require("bb7.ui.preview")
       t.write(env.project .. "/src/main.rs", 'fn main() {\n    println!("hello");\n}\n')
       t.write(env.project .. "/src/lib.rs", "pub fn a() {}\npub fn b() {}\npub fn c() {}\n")
@@ -121,7 +159,7 @@ return {
       t.cmd("edit src/lib.rs")
       t.clear_notes()
       t.cmd("2,3BB7Add")
-      t.note("BB-7: Added src/lib.rs:2:3", I)
+      t.note("BB-7: Added src/lib.rs:2-3", I)
       t.cmd("edit src/main.rs")
       t.cmd("BB7")
       -- :BB7Add from inside the UI adds the file that was being edited.
@@ -134,6 +172,7 @@ return {
   {
     "send: the reply streams into the preview, then M; usage, cost and balance shown; title arrives",
     function()
+      given("A", { reply1() })
       local input = require("bb7.ui.input")
       vim.api.nvim_buf_set_lines(input.buf(), 0, -1, false, { "Make the greeting friendlier." })
       input.send()
@@ -146,7 +185,7 @@ return {
       t.ok(session.stream ~= nil and not preview_text():find("word" .. WORDS, 1, true), "seen before the end")
       t.ok(preview_text():find("▾ Reasoning", 1, true), "reasoning streamed")
       t.ok(preview_text():find("Make the greeting friendlier.", 1, true), "user message shown at once")
-      t.ok(preview_text():find("• Added section src/lib.rs:2:3", 1, true), "earlier history kept above the stream")
+      t.ok(preview_text():find("• Added section src/lib.rs:2-3", 1, true), "earlier history kept above the stream")
       t.wait(function()
         return session.stream == nil
       end, 15000, "done")
@@ -156,7 +195,8 @@ return {
       local text = preview_text()
       t.ok(text:find("word" .. WORDS, 1, true), "whole reply")
       t.ok(text:find("▸ Reasoning", 1, true), "reasoning collapsed after done")
-      t.ok(text:find("Assistant modified: src/main.rs", 1, true) or text:find("src/main.rs", 1, true), "output noted")
+      -- (this used to accept any "src/main.rs", which the context events above always held)
+      t.ok(text:find("\n  → Output: src/main.rs\n", 1, true) or text:find("\n  → Output: src/main.rs$"), "output noted:\n" .. text)
       local f = session.status_of("src/main.rs")
       t.eq("M", f and f.status, "edited file shows M")
       t.ok(t.buf_text(ui.bufs.files):find("M   src/main.rs", 1, true), "M in the Files pane")
@@ -178,6 +218,7 @@ return {
   {
     "preview: <CR> expands and collapses reasoning; Files <CR> shows the output, <BS> returns; token estimate",
     function()
+      given("B")
       ui.focus("preview")
       local function find(prefix)
         for i, l in ipairs(vim.api.nvim_buf_get_lines(preview.buf(), 0, -1, false)) do
@@ -215,6 +256,7 @@ return {
   {
     "apply: the file on disk and the open buffer change",
     function()
+      given("B")
       local buf = vim.fn.bufnr(env.project .. "/src/main.rs")
       t.ok(buf > 0 and vim.api.nvim_buf_is_loaded(buf), "buffer open")
       ui.focus("files")
@@ -237,6 +279,7 @@ return {
   {
     "model picker lists models with prices; picking sets the chat's model",
     function()
+      given("A")
       local models = require("bb7.ui.models")
       local got
       session.fetch_models(function(m)
@@ -277,6 +320,10 @@ return {
   {
     "cancel mid-stream with <C-c>: partial reply kept, exact message",
     function()
+      given("A", { slow_reply() })
+      session.set_model("mock/model")
+      session.set_reasoning_effort("low")
+      t.clear_notes()
       ui.open("input")
       local input = require("bb7.ui.input")
       vim.api.nvim_buf_set_lines(input.buf(), 0, -1, false, { "Write a long answer." })
@@ -314,6 +361,7 @@ return {
   {
     "diff_error: the failed edit is reported; an empty send retries with retry_context",
     function()
+      given("A", { DIFF_ERROR, text_reply("Retried: nothing else to change.") })
       local input = require("bb7.ui.input")
       ui.focus("input")
       vim.api.nvim_buf_set_lines(input.buf(), 0, -1, false, { "Try an edit." })
@@ -347,6 +395,7 @@ return {
   {
     "fork from a user message: new chat, draft is the message, context restored",
     function()
+      given("B")
       local old = session.chat.id
       ui.focus("preview")
       local row
@@ -358,7 +407,7 @@ return {
       t.ok(row, "user message in the preview")
       vim.api.nvim_win_set_cursor(ui.wins.preview, { row, 0 })
       t.clear_notes()
-      vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes("<C-f>", true, false, true), "x", false)
+      vim.api.nvim_feedkeys("c", "x", false) -- fork (never <C-f>: that is Vim's page down)
       t.note("BB-7: Forked into a new chat", I)
       t.ok(session.chat.id ~= old, "new chat active")
       t.eq("Make the greeting friendlier.", t.buf_text(require("bb7.ui.input").buf()), "draft in the input")
@@ -374,6 +423,15 @@ return {
   {
     "edit a previous message: chat truncated there, the message becomes the draft",
     function()
+      given("B", { text_reply("A long answer."), text_reply("Fixed.") })
+      local input0 = require("bb7.ui.input")
+      for _, m in ipairs({ "Write a long answer.", "Please fix the edits that failed." }) do
+        vim.api.nvim_buf_set_lines(input0.buf(), 0, -1, false, { m })
+        input0.send()
+        t.wait(function()
+          return session.stream == nil
+        end, 10000, "reply to " .. m)
+      end
       -- Back to the original chat, edit its first message.
       local chats = session.list_chats()
       local orig
@@ -390,10 +448,15 @@ return {
           idx = i - 1
         end
       end
-      -- <C-e> in the input edits the last user message (the retry).
+      -- <M-e> in the input edits the last user message (the retry), after asking.
       ui.open("input")
       local n0 = #session.chat.messages
-      vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes("<C-e>", true, false, true), "x", false)
+      local orig_select, asked = vim.ui.select, {}
+      vim.ui.select = function(_, o, cb)
+        asked[#asked + 1] = o.prompt
+        cb("Yes")
+      end
+      vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes("<M-e>", true, false, true), "x", false)
       t.eq("Please fix the edits that failed.", t.buf_text(require("bb7.ui.input").buf()), "last message in the input")
       t.ok(#session.chat.messages < n0, "cut at the last message")
       -- <C-e> in the preview edits the message under the cursor.
@@ -406,7 +469,9 @@ return {
         end
       end
       vim.api.nvim_win_set_cursor(ui.wins.preview, { row, 0 })
-      vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes("<C-e>", true, false, true), "x", false)
+      vim.api.nvim_feedkeys("i", "x", false) -- edit (never <C-e>: that is Vim's scroll)
+      vim.ui.select = orig_select
+      t.eq(2, #asked, "both edits asked first")
       t.ok(#session.chat.messages < before, "truncated")
       t.eq(idx, #session.chat.messages, "ends before the edited message")
       t.eq("Write a long answer.", t.buf_text(require("bb7.ui.input").buf()), "draft restored into the input")
@@ -415,6 +480,7 @@ return {
   {
     "search chats finds message content",
     function()
+      given("B")
       local results = session.search("friendlier")
       t.ok(#results >= 1, "results")
       local chats = require("bb7.ui.chats")

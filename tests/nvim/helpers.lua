@@ -3,11 +3,56 @@
 local M = {}
 
 M.notes = {}
+-- Every ERROR notification of the current case, and every error raised inside a scheduled or timer
+-- callback: a case fails on any of them it did not expect (see `expect_error`, `M.note`).
+M.errors = {}
 local cleanups = {}
 
 -- Capture every vim.notify.
 vim.notify = function(msg, level)
-  table.insert(M.notes, { msg = msg, level = level or vim.log.levels.INFO })
+  local n = { msg = msg, level = level or vim.log.levels.INFO }
+  table.insert(M.notes, n)
+  if n.level == vim.log.levels.ERROR then
+    table.insert(M.errors, n)
+  end
+end
+
+-- Errors inside vim.schedule / vim.schedule_wrap / vim.defer_fn callbacks are otherwise only
+-- printed (and `nvim -l` still exits 0): record them so the case fails.
+local real_schedule = vim.schedule
+M.real_schedule = real_schedule -- the benchmarks time the plugin without this wrapper
+vim.schedule = function(fn)
+  return real_schedule(function()
+    local ok, err = xpcall(fn, debug.traceback)
+    if not ok then
+      table.insert(M.errors, { msg = "error in a scheduled callback: " .. tostring(err), level = vim.log.levels.ERROR, callback = true })
+    end
+  end)
+end
+
+--- Errors of the current case nobody expected (callback errors always count).
+function M.unexpected_errors()
+  local out = {}
+  for _, e in ipairs(M.errors) do
+    if not e.expected then
+      out[#out + 1] = e.msg
+    end
+  end
+  return out
+end
+
+--- Marks the ERROR notifications matching `pattern` (a plain substring) as expected; errors when
+--- there is none.
+function M.expect_error(substring)
+  local found = false
+  for _, e in ipairs(M.errors) do
+    if not e.callback and e.msg:find(substring, 1, true) then
+      e.expected, found = true, true
+    end
+  end
+  if not found then
+    error(("expected an error notification containing %q"):format(substring), 2)
+  end
 end
 
 local function fmt(v)
@@ -42,6 +87,7 @@ end
 function M.note(msg, level)
   for _, n in ipairs(M.notes) do
     if n.msg == msg and (level == nil or n.level == level) then
+      n.expected = true -- an error asserted here is one the case expects
       return n
     end
   end
@@ -149,7 +195,10 @@ function M.env(opts)
   local home = M.tmpdir("home")
   local project = M.tmpdir("proj")
   local base_url = opts.base_url or (opts.script and M.mock(opts.script)) or "http://127.0.0.1:9/api/v1"
-  M.write(home .. "/.config/bb7/config.json", vim.json.encode({ api_key = "test", base_url = base_url }))
+  M.write(
+    home .. "/.config/bb7/config.json",
+    vim.json.encode(vim.tbl_extend("force", { api_key = "test", base_url = base_url }, opts.config or {}))
+  )
   local cache = vim.env.BB7_CACHE_DIR
   if not cache or cache == "" then
     cache = vim.fn.stdpath("cache") .. "/bb7-test-components"

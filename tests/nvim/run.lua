@@ -1,7 +1,10 @@
 -- A small test runner for headless Neovim:
 --   nvim --headless -u NONE -l tests/nvim/run.lua tests/nvim/<file>_spec.lua [filter]
--- A spec file returns a list of { name, fn }; tests run in order in this one Neovim (e2e files use
--- that to build a scenario step by step). Exits non-zero when any test fails.
+-- A spec file returns a list of { name, fn }. Each case runs in a fresh Neovim of its own; a spec
+-- marked `scenario = true` runs its cases in order in one Neovim (a story built step by step).
+-- A case fails on any ERROR notification, scheduled-callback error or Vim error (v:errmsg, e.g.
+-- from an autocommand callback) it did not expect (helpers.lua).
+-- Exits non-zero when any test fails.
 local spec = arg[1]
 local filter = arg[2]
 if not spec then
@@ -28,12 +31,61 @@ end
 
 local passed, failed = 0, 0
 local name_of = vim.fn.fnamemodify(spec, ":t:r")
-for _, case in ipairs(tests) do
+
+-- Each case runs in a fresh Neovim (its own process, host and temp dirs), so no state leaks from
+-- one case to the next: this process starts one child per case (`--case N`) and sums up. A spec
+-- marked `scenario = true` is a story told step by step: its cases share one Neovim, in order.
+local only = nil
+if filter and filter:match("^%-%-case=%d+$") then
+  only, filter = tonumber(filter:match("%d+")), nil
+end
+if only == nil and not tests.scenario then
+  local me = debug.getinfo(1, "S").source:sub(2)
+  local nvim = vim.v.progpath
+  for i, case in ipairs(tests) do
+    if not filter or case[1]:find(filter, 1, true) then
+      local res = vim.system({ nvim, "--headless", "-u", "NONE", "-i", "NONE", "-l", me, spec, "--case=" .. i }, { text = true }):wait(170000)
+      local out = res.stdout or ""
+      -- The child's own summary line is dropped; its case lines are passed on.
+      out = out:gsub("[^\n]*: %d+ passed, %d+ failed\n?$", "")
+      io.stdout:write(out)
+      if res.stderr and res.stderr ~= "" then
+        io.stdout:write(res.stderr)
+      end
+      if res.code == 0 then
+        passed = passed + 1
+      else
+        failed = failed + 1
+        if not out:find("FAIL ", 1, true) then
+          io.stdout:write(("FAIL %s: %s (the Neovim running it exited with %s)\n"):format(name_of, case[1], tostring(res.code)))
+        end
+      end
+      io.stdout:flush()
+    end
+  end
+  io.stdout:write(("%s: %d passed, %d failed\n"):format(name_of, passed, failed))
+  io.stdout:flush()
+  os.exit(failed == 0 and 0 or 1)
+end
+
+for i, case in ipairs(tests) do
   local name, fn = case[1], case[2]
-  if not filter or name:find(filter, 1, true) then
-    t.notes = {}
+  if (only == nil or only == i) and (not filter or name:find(filter, 1, true)) then
+    t.notes, t.errors = {}, {}
+    vim.v.errmsg = "" -- errors in autocommand callbacks and keys land here
     local t0 = vim.uv.hrtime()
     local ok, err = xpcall(fn, debug.traceback)
+    -- Let callbacks already scheduled run, then fail on any error nobody expected.
+    vim.wait(20, function()
+      return false
+    end, 5)
+    if vim.v.errmsg ~= "" then
+      table.insert(t.errors, { msg = "Vim error: " .. vim.v.errmsg, level = vim.log.levels.ERROR, callback = true })
+    end
+    local unexpected = t.unexpected_errors()
+    if ok and #unexpected > 0 then
+      ok, err = false, "unexpected errors (ERROR notifications or callback errors):\n  " .. table.concat(unexpected, "\n  ")
+    end
     local ms = (vim.uv.hrtime() - t0) / 1e6
     if ok then
       passed = passed + 1

@@ -140,7 +140,7 @@ return {
       local open = render.chat(chat, { expanded = { ["2:1"] = true } })
       t.ok(vim.tbl_contains(open.lines, "  step 2"), "expanded reasoning")
       t.eq("Saved a as b", render.event_line({ action = "UserSaveAs", path = "b", original_path = "a" }), "save as")
-      t.eq("Added section x:1:2", render.event_line({ action = "UserAddSection", path = "x", start_line = 1, end_line = 2 }), "section")
+      t.eq("Added section x:1-2", render.event_line({ action = "UserAddSection", path = "x", start_line = 1, end_line = 2 }), "section")
     end,
   },
   {
@@ -313,6 +313,7 @@ return {
       end, 2000, "notification")
       t.eq(vim.log.levels.ERROR, t.notes[1].level, "error")
       t.ok(t.notes[1].msg:find("^BB%-7: bin /nonexistent/bb7 is not executable"), t.notes[1].msg)
+      t.expect_error("BB-7: bin /nonexistent/bb7 is not executable")
       t.ok(not host.running(), "not running")
       local nvim = vim.v.progpath
       config.setup({ cmd = { nvim, "--headless", "-u", "NONE", "-i", "NONE", "-l", t.repo .. "/tests/nvim/fixtures/fake_host.lua" } })
@@ -368,6 +369,35 @@ return {
       vim.env.PATH = orig
       t.ok(not ok, "fails")
       t.ok(tostring(err):find("^BB%-7 build: cargo not found%. Install Rust from https://rustup%.rs"), tostring(err))
+    end,
+  },
+  {
+    "runner: a case fails on an unexpected ERROR notification, a scheduled-callback or autocmd error; no state leaks",
+    function()
+      local dir = vim.fn.tempname()
+      vim.fn.mkdir(dir, "p")
+      local spec = dir .. "/meta_spec.lua"
+      t.write(spec, table.concat({
+        "local t = require('helpers')",
+        "return {",
+        "  { 'callback error', function() vim.schedule(function() error('boom in a callback') end) end },",
+        "  { 'error notification', function() vim.notify('BB-7: oops', vim.log.levels.ERROR) end },",
+        "  { 'expected error', function() vim.notify('BB-7: fine', vim.log.levels.ERROR); t.note('BB-7: fine', vim.log.levels.ERROR) end },",
+        "  { 'autocmd error', function() vim.api.nvim_create_autocmd('User', { pattern = 'M', callback = function() error('boom in an autocmd') end }); pcall(vim.api.nvim_exec_autocmds, 'User', { pattern = 'M' }) end },",
+        "  { 'state does not leak', function() assert(_G.leak == nil, 'leaked'); _G.leak = true end },",
+        "  { 'state does not leak (2)', function() assert(_G.leak == nil, 'leaked'); _G.leak = true end },",
+        "}",
+      }, "\n"))
+      local res = vim.system({ vim.v.progpath, "--headless", "-u", "NONE", "-i", "NONE", "-l", t.repo .. "/tests/nvim/run.lua", spec }, { text = true, cwd = t.repo }):wait(60000)
+      vim.fn.delete(dir, "rf")
+      t.ok(res.code ~= 0, "the run fails")
+      local out = res.stdout or ""
+      t.ok(out:find("FAIL meta_spec: callback error", 1, true) and out:find("boom in a callback", 1, true), out)
+      t.ok(out:find("FAIL meta_spec: error notification", 1, true) and out:find("BB-7: oops", 1, true), out)
+      t.ok(out:find("ok   meta_spec: expected error", 1, true), out)
+      t.ok(out:find("FAIL meta_spec: autocmd error", 1, true) and out:find("boom in an autocmd", 1, true), out)
+      t.ok(out:find("ok   meta_spec: state does not leak (2)", 1, true), out)
+      t.ok(out:find("meta_spec: 3 passed, 3 failed", 1, true), out)
     end,
   },
 }

@@ -196,6 +196,11 @@ impl ToolRunner {
     }
 
     fn normalize(&self, tool: &str, raw: &str) -> Result<String, String> {
+        if let Some(c) = raw.chars().find(|c| c.is_control()) {
+            return Err(format!(
+                "{tool}: the path {raw:?} contains the control character {c:?}; file names must not contain line breaks or other control characters"
+            ));
+        }
         match paths::classify(raw, Some(&self.project_root)) {
             Ok(ClientPath::Internal(rel)) => Ok(rel),
             Ok(ClientPath::External(_)) => Err(format!(

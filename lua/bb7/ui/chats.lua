@@ -2,6 +2,7 @@
 --- fork (a new chat with the same context), search, pin.
 local session = require("bb7.session")
 local keymaps = require("bb7.ui.keymaps")
+local util = require("bb7.util")
 
 local M = {}
 local buf = nil
@@ -27,7 +28,7 @@ function M.render()
   items = {}
   local list
   if M.query then
-    lines[1] = ("Search: %s  (<Esc> clears)"):format(M.query)
+    lines[1] = ("Search: %s  (<Esc> clears)"):format(util.oneline(M.query))
     hls[#hls + 1] = { 0, "Comment" }
     list = M.results or {}
     if #list == 0 then
@@ -47,12 +48,12 @@ function M.render()
   local active = session.chat and session.chat.id
   for _, c in ipairs(list) do
     local mark = (c.id == active and "▶" or " ") .. (pinned[c.id] and "★" or " ")
-    local text = mark .. " " .. (c.name or c.id)
+    local text = mark .. " " .. util.oneline(c.name or c.id)
     if c.locked then
       text = text .. " [locked]"
     end
     if c.excerpt and c.excerpt ~= "" then
-      text = text .. " — " .. c.excerpt:gsub("\n", " ")
+      text = text .. " — " .. util.oneline((c.excerpt:gsub("\r?\n", " ")))
     end
     lines[#lines + 1] = text
     items[#lines] = c
@@ -119,7 +120,7 @@ local function delete()
   if not c then
     return
   end
-  vim.ui.select({ "No", "Yes" }, { prompt = "Delete chat " .. (c.name or c.id) .. "?" }, function(choice)
+  vim.ui.select({ "No", "Yes" }, { prompt = "Delete chat " .. util.oneline(c.name or c.id) .. "?" }, function(choice)
     if choice == "Yes" then
       session.delete_chat(c.id)
     end
@@ -141,7 +142,7 @@ local function pin()
 end
 
 local function search()
-  vim.ui.input({ prompt = "Search chats: ", default = M.query or "" }, function(q)
+  vim.ui.input({ prompt = "Search chats: " }, function(q) -- starts empty
     if q then
       M.search(q)
     end

@@ -28,7 +28,11 @@ function M.entries()
     if f.in_context and not f.start_line and not f.external then
       local_text = session.local_text(session.abspath(f.path))
     end
-    out[#out + 1] = { file = f, status = util.display_status(f, local_text) }
+    local unsafe = nil
+    if f.has_output and not f.external and not f.start_line then
+      unsafe = util.unsafe_local(session.root or require("bb7.config").root(), f.path)
+    end
+    out[#out + 1] = { file = f, status = util.display_status(f, local_text), unsafe = unsafe }
   end
   return out
 end
@@ -47,7 +51,7 @@ function M.render()
       lines[1] = "No files. :BB7Add or press a."
     end
     for _, e in ipairs(entries) do
-      lines[#lines + 1] = render.file_line(e.file, e.status)
+      lines[#lines + 1] = render.file_line(e.file, e.status) .. (e.unsafe and ("  ⚠ not writable: " .. e.unsafe) or "")
       items[#lines] = e
       if STATUS_HL[e.status] then
         hls[#hls + 1] = { #lines - 1, #e.status, STATUS_HL[e.status] }
@@ -106,6 +110,7 @@ function M.attach(b, u)
       end,
       "add a file or section to the context",
     },
+    pick = { session.pick_context, "pick files to add (current buffer, quickfix list, project files)" },
     remove = {
       with_file(function(f)
         if f.start_line then
@@ -158,10 +163,12 @@ function M.attach(b, u)
         if not f.has_output then
           session.notify("No output to apply", vim.log.levels.WARN)
         else
-          session.reject(f.path)
+          session.confirm("Reject (delete) the output of " .. util.oneline(f.path) .. "?", function()
+            session.reject(f.path)
+          end)
         end
       end),
-      "reject (delete) the output",
+      "reject (delete) the output (asks first)",
     },
     diff = {
       with_file(function(f)

@@ -3,6 +3,7 @@
 local config = require("bb7.config")
 local session = require("bb7.session")
 local keymaps = require("bb7.ui.keymaps")
+local util = require("bb7.util")
 
 local M = {}
 
@@ -12,6 +13,7 @@ M.bufs = {} ---@type table<string, integer>
 M.wins = {} ---@type table<string, integer>
 
 local augroup = nil
+local tick -- the footer's spinner while streaming (below)
 
 local function pane(name)
   if not M.panes[name] then
@@ -39,9 +41,19 @@ end
 
 --- Creates the pane buffers and their keymaps (once).
 function M.setup_buffers()
-  if M.bufs.chats and vim.api.nvim_buf_is_valid(M.bufs.chats) then
+  if M.ready and M.bufs.chats and vim.api.nvim_buf_is_valid(M.bufs.chats) then
     return
   end
+  -- What a failed earlier attempt left (buffers without keymaps) is dropped, never reused; a buffer
+  -- still displayed somewhere is left alone.
+  for name, b in pairs(M.bufs) do
+    if vim.api.nvim_buf_is_valid(b) and #vim.fn.win_findbuf(b) == 0 then
+      pcall(vim.api.nvim_buf_delete, b, { force = true })
+    end
+    M.bufs[name] = nil
+  end
+  M.ready = false
+  keymaps.registered = {} -- the help lists each key once
   set_highlights()
   for _, name in ipairs(M.order) do
     local buf = vim.api.nvim_create_buf(false, true)
@@ -69,10 +81,17 @@ function M.setup_buffers()
       focus_input = { function() M.focus("input") end, "go to the Input pane" },
     })
   end
+  if M._fail_setup then -- tests: a failure while the panes are being set up
+    error(M._fail_setup)
+  end
+  M.ready = true
   session.subscribe("status", M.update_titles)
   session.subscribe("chat", M.update_titles)
   session.subscribe("chat_title", M.update_titles)
-  session.subscribe("stream_start", M.update_titles)
+  session.subscribe("stream_start", function()
+    tick(true)
+    M.update_titles()
+  end)
   session.subscribe("stream_end", M.update_titles)
 end
 
@@ -84,10 +103,46 @@ function M.origin_buf()
   end
 end
 
---- Whether the UI is open.
+--- Whether the UI is open (in the current tab page).
 function M.is_open()
   local w = M.wins.preview
-  return w ~= nil and vim.api.nvim_win_is_valid(w)
+  return w ~= nil
+    and vim.api.nvim_win_is_valid(w)
+    and vim.api.nvim_win_get_tabpage(w) == vim.api.nvim_get_current_tabpage()
+end
+
+-- Pane windows left in another tab page, closed when that tab page is current again. Closing a
+-- float of a tab page that is not current (its current window, typically) leaves Neovim with a
+-- dangling window pointer: the tabline then reads freed memory and Neovim crashes (SIGSEGV), or
+-- the next API call finds an invalid current window. So a close from another tab page waits.
+local stale = {} ---@type integer[]
+
+local function close_stale()
+  local here = vim.api.nvim_get_current_tabpage()
+  local keep = {}
+  for _, w in ipairs(stale) do
+    if vim.api.nvim_win_is_valid(w) then
+      if vim.api.nvim_win_get_tabpage(w) == here then
+        pcall(vim.api.nvim_win_close, w, true)
+      else
+        keep[#keep + 1] = w
+      end
+    end
+  end
+  stale = keep
+  if #stale == 0 then
+    pcall(vim.api.nvim_del_augroup_by_name, "bb7_ui_stale")
+  end
+end
+
+local function leave_stale(w)
+  stale[#stale + 1] = w
+  vim.api.nvim_create_autocmd("TabEnter", {
+    group = vim.api.nvim_create_augroup("bb7_ui_stale", { clear = true }),
+    callback = function()
+      vim.schedule(close_stale) -- never while the tab page is being entered
+    end,
+  })
 end
 
 local function geometry()
@@ -116,7 +171,7 @@ function M.status_text()
   local model = session.current_model()
   if model then
     local effort = session.chat and session.chat.reasoning_effort or ""
-    parts[#parts + 1] = model .. (effort ~= "" and (" (reasoning " .. effort .. ")") or "")
+    parts[#parts + 1] = util.oneline(model) .. (effort ~= "" and (" (reasoning " .. util.oneline(effort) .. ")") or "")
   end
   local u = session.last_usage
   if u then
@@ -134,9 +189,71 @@ function M.status_text()
     parts[#parts + 1] = "balance " .. require("bb7.util").money((b.total_credits or 0) - (b.total_usage or 0))
   end
   if session.stream then
-    parts[#parts + 1] = "streaming… <C-c> cancels"
+    local secs = (vim.uv.hrtime() - (session.stream.started or vim.uv.hrtime())) / 1e9
+    local frame = M.SPINNER[math.floor(secs * 10) % #M.SPINNER + 1]
+    parts[#parts + 1] = ("%s streaming %.1f s · <C-c> cancels"):format(frame, secs)
   end
   return " " .. table.concat(parts, "  ·  ") .. " "
+end
+
+M.SPINNER = { "⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏" }
+local ticker = nil
+
+--- While a reply streams, the footer's spinner and elapsed time move (10 times a second).
+tick = function(on)
+  if on and not ticker then
+    ticker = vim.uv.new_timer()
+    ticker:start(100, 100, vim.schedule_wrap(function()
+      if not session.stream then
+        return tick(false)
+      end
+      M.update_titles()
+    end))
+  elseif not on and ticker then
+    ticker:stop()
+    ticker:close()
+    ticker = nil
+  end
+end
+
+--- `title` shortened to `width` display cells without cutting its own indicators: a suffix after
+--- " — " (what <BS> does, ...) is kept, the part before it loses its start ("…ng/path.rs").
+function M.fit_title(title, width)
+  local dw = vim.fn.strdisplaywidth
+  if width < 4 or dw(title) <= width then
+    return title
+  end
+  local main, suffix = title:match("^(.-)( — .*)$")
+  if not main then
+    main, suffix = title, ""
+  end
+  local room = width - dw(suffix) - 1
+  if room < 4 then
+    main, suffix, room = title, "", width - 1
+  end
+  local chars = vim.fn.split(main, "\\zs")
+  local out, used = {}, 0
+  if suffix == "" then
+    -- A plain name keeps its start.
+    for _, c in ipairs(chars) do
+      local w = dw(c)
+      if used + w > room then
+        break
+      end
+      out[#out + 1] = c
+      used = used + w
+    end
+    return table.concat(out) .. "…"
+  end
+  for i = #chars, 1, -1 do
+    local w = dw(chars[i])
+    if used + w > room then
+      break
+    end
+    table.insert(out, 1, chars[i])
+    used = used + w
+  end
+  return "…" .. table.concat(out) .. suffix
 end
 
 --- Refreshes window titles and the status footer.
@@ -144,19 +261,38 @@ function M.update_titles()
   if not M.is_open() then
     return
   end
-  local name = session.chat and session.chat.name or "no chat"
+  local name = util.oneline(session.chat and session.chat.name or "no chat")
   local mode = M.panes.preview and M.panes.preview.mode_title and M.panes.preview.mode_title() or nil
+  local pw = vim.api.nvim_win_get_width(M.wins.preview)
   pcall(vim.api.nvim_win_set_config, M.wins.preview, {
-    title = " " .. (mode or name) .. " ",
+    title = " " .. M.fit_title(mode or name, pw - 4) .. " ",
     title_pos = "center",
   })
   local est = session.chat and session.estimate
   local files_title = " Files "
   if est and est.total then
-    local util = require("bb7.util")
-    files_title = (" Files · %s tokens "):format(util.tokens(est.total))
+    -- The longest form that fits the pane: a title is never cut in the middle of what it says.
+    local total = util.tokens(est.total)
+    local cands = {}
     if (est.potential_savings or 0) > 0 then
-      files_title = files_title:sub(1, -2) .. (" (apply to save %s) "):format(util.tokens(est.potential_savings))
+      local saving = util.tokens(est.potential_savings)
+      cands = {
+        (" Files · %s tokens (apply to save %s) "):format(total, saving),
+        (" Files · %s tok, apply: -%s "):format(total, saving),
+        (" %s tok, apply: -%s "):format(total, saving),
+      }
+    end
+    vim.list_extend(cands, {
+      (" Files · %s tokens "):format(total),
+      (" %s tokens "):format(total),
+      (" %s tok "):format(total),
+    })
+    local fw = vim.api.nvim_win_get_width(M.wins.files) - 2
+    for _, cand in ipairs(cands) do
+      files_title = cand
+      if vim.fn.strdisplaywidth(cand) <= fw then
+        break
+      end
     end
   end
   pcall(vim.api.nvim_win_set_config, M.wins.files, { title = files_title, title_pos = "center" })
@@ -166,8 +302,19 @@ function M.update_titles()
   })
 end
 
---- Opens the windows (if closed) and focuses `focus`.
+--- Opens the windows (if closed) and focuses `focus`. The layout is built completely or not at all:
+--- when any step fails, whatever was opened is closed again and the error is reported.
 function M.open(focus)
+  local ok, err = pcall(M._open, focus)
+  if not ok then
+    pcall(M.close)
+    session.notify("Failed to open the UI: " .. util.oneline(err), vim.log.levels.ERROR)
+    return false
+  end
+  return true
+end
+
+function M._open(focus)
   M.setup_buffers()
   if not M.is_open() then
     local cur = vim.api.nvim_get_current_win()
@@ -233,6 +380,9 @@ function M.open(focus)
     for _, name in ipairs(M.order) do
       pane(name).render()
     end
+    if M._fail_open then -- tests: a failure in the middle of opening
+      error(M._fail_open)
+    end
     M.update_titles()
     if not session.balance then
       session.fetch_balance()
@@ -270,9 +420,14 @@ function M.close()
     M.panes.chats.query, M.panes.chats.results = nil, nil
     M.panes.chats.render()
   end
+  local here = vim.api.nvim_get_current_tabpage()
   for name, w in pairs(M.wins) do
     if vim.api.nvim_win_is_valid(w) then
-      pcall(vim.api.nvim_win_close, w, true)
+      if vim.api.nvim_win_get_tabpage(w) == here then
+        pcall(vim.api.nvim_win_close, w, true)
+      else
+        leave_stale(w)
+      end
     end
     M.wins[name] = nil
   end

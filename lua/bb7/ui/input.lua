@@ -72,10 +72,12 @@ function M.attach(b, u)
       function()
         local mi = last_user_message()
         if mi then
-          session.edit_message(mi)
+          session.confirm("Edit your last message? The chat is cut there (its reply is removed)", function()
+            session.edit_message(mi)
+          end)
         end
       end,
-      "edit your last message (the chat is cut there)",
+      "edit your last message (the chat is cut there; asks first)",
     },
     fork_last = {
       function()

@@ -76,7 +76,7 @@ function M.show_help(pane)
     title = " Help ",
     zindex = 80,
   })
-  for _, k in ipairs({ "q", "<Esc>", "?" }) do
+  for _, k in ipairs({ "q", "<Esc>", "?", "g?" }) do
     vim.keymap.set("n", k, function()
       pcall(vim.api.nvim_win_close, win, true)
     end, { buffer = buf, nowait = true })

@@ -12,7 +12,7 @@ function M.line(m, fav, current)
   return ("%s%s %-40s %8s in %8s out  %6s ctx%s"):format(
     current and "▶" or " ",
     fav and "★" or " ",
-    m.id,
+    util.oneline(m.id),
     util.per_million(p.prompt),
     util.per_million(p.completion),
     m.context_length and util.tokens(m.context_length) or "?",

@@ -38,9 +38,27 @@ local function set_lines(lines, hls, ft)
       strict = false,
     })
   end
-  if ft and vim.bo[buf].syntax ~= ft then
-    vim.bo[buf].syntax = ft
+  if ft then
+    M.highlight(ft)
   end
+end
+
+--- Highlights the preview as `ft`: with treesitter when Neovim has the parser (for Markdown the
+--- code blocks are highlighted by injection in their own language), else with the syntax file.
+function M.highlight(ft)
+  if M.hl == ft then
+    return
+  end
+  M.hl = ft
+  pcall(vim.treesitter.stop, buf)
+  local lang = ft ~= "" and vim.treesitter.language.get_lang(ft) or nil
+  if lang and pcall(vim.treesitter.start, buf, lang) then
+    vim.bo[buf].syntax = ""
+    M.treesitter = lang
+    return
+  end
+  M.treesitter = nil
+  vim.bo[buf].syntax = ft
 end
 
 local function win()
@@ -77,7 +95,12 @@ function M.render()
     cursor = vim.api.nvim_win_get_cursor(w)
     was_at_end = cursor[1] >= vim.api.nvim_buf_line_count(buf)
   end
-  local r = render.chat(chat, { expanded = M.expanded, collapse = config.options.collapse_reasoning })
+  local retry = session.retry_context
+  local r = render.chat(chat, {
+    expanded = M.expanded,
+    collapse = config.options.collapse_reasoning,
+    failed = retry and retry.errors or nil,
+  })
   M.layout = r
   set_lines(r.lines, r.hls, "markdown")
   if w then
@@ -115,7 +138,8 @@ function M.show_file(f)
     end
     content = r.content or ""
   end
-  M.mode, M.title = "file", ("%s (%s) — <BS> back to chat"):format(f.path, label)
+  M.path = f.path
+  M.mode, M.title = "file", ("%s (%s) — <BS> back to chat"):format(util.oneline(f.path), label)
   local ft = vim.filetype.match({ filename = f.path }) or ""
   set_lines(util.lines(content), nil, ft)
   if win() then
@@ -137,7 +161,8 @@ function M.show_diff(path)
     return false
   end
   local lines = util.unified_diff(f.context_content or "", f.output_content or "", path)
-  M.mode, M.title = "diff", ("diff %s — <BS> back to chat"):format(path)
+  M.path = path
+  M.mode, M.title = "diff", ("diff %s — p applies, <BS> back to chat"):format(util.oneline(path))
   set_lines(lines, nil, "diff")
   if win() then
     vim.api.nvim_win_set_cursor(win(), { 1, 0 })
@@ -195,7 +220,7 @@ local function start_stream(st)
   -- The user's message and the assistant header, then stream below them.
   local lines = { "", "▌ You" }
   vim.list_extend(lines, util.lines(st.text))
-  vim.list_extend(lines, { "", "▌ Assistant  ·  " .. (session.current_model() or ""), "" })
+  vim.list_extend(lines, { "", "▌ Assistant  ·  " .. util.oneline(session.current_model() or ""), "" })
   local n = vim.api.nvim_buf_line_count(buf)
   local first = vim.api.nvim_buf_get_lines(buf, 0, 1, false)[1]
   local start = n
@@ -228,18 +253,158 @@ local function on_chunk(kind, text)
   end
 end
 
-local function end_stream()
+local function end_stream(r)
   if M.stream then
     M.stream:stop()
     M.stream = nil
+    if r and r.type == "error" and r.message ~= "Response aborted by user." and vim.api.nvim_buf_is_valid(buf) then
+      -- Say under the message that its reply is missing (kept until the chat is re-rendered; a
+      -- reply lost to a host exit is also recorded in the chat, see session.lost_reply).
+      local n = vim.api.nvim_buf_line_count(buf)
+      vim.bo[buf].modifiable = true
+      vim.api.nvim_buf_set_lines(buf, n, n, false, { "", "⚠ No reply: " .. util.oneline(r.message or "unknown error") })
+      vim.bo[buf].modifiable = false
+      vim.api.nvim_buf_set_extmark(buf, ns, n + 1, 0, { line_hl_group = "WarningMsg" })
+      local w = win()
+      if w then
+        pcall(vim.api.nvim_win_set_cursor, w, { n + 2, 0 })
+      end
+    end
   end
   M.jump_to_end = true
+end
+
+--- The first line of each message in the chat view (1-based, ascending).
+local function message_starts()
+  local out, prev = {}, nil
+  if M.mode ~= "chat" or not M.layout then
+    return out
+  end
+  local n = #M.layout.lines
+  for l = 1, n do
+    local mi = M.layout.msg_at[l]
+    if mi and mi ~= prev then
+      out[#out + 1] = l
+    end
+    prev = mi
+  end
+  return out
+end
+
+--- Moves the cursor to the next (`dir` 1) or previous (-1) message.
+function M.jump_message(dir)
+  local w = win()
+  if not w then
+    return
+  end
+  local cur = vim.api.nvim_win_get_cursor(w)[1]
+  local starts = message_starts()
+  local target
+  if dir > 0 then
+    for _, l in ipairs(starts) do
+      if l > cur then
+        target = l
+        break
+      end
+    end
+  else
+    for i = #starts, 1, -1 do
+      if starts[i] < cur then
+        target = starts[i]
+        break
+      end
+    end
+  end
+  if target then
+    vim.cmd("normal! m'") -- so <C-o> comes back
+    vim.api.nvim_win_set_cursor(w, { target, 0 })
+  end
+end
+
+--- The fenced code block around line `row` (1-based) of the buffer: its lines, or nil.
+function M.code_block_at(row)
+  local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  local open_at = nil
+  local i = 1
+  while i <= #lines do
+    if lines[i]:match("^%s*```") then
+      if open_at then
+        if row > open_at and row < i or row == open_at or row == i then
+          return vim.list_slice(lines, open_at + 1, i - 1), lines[open_at]:match("^%s*```%s*(%S*)")
+        end
+        open_at = nil
+      else
+        open_at = i
+      end
+    end
+    i = i + 1
+  end
+  return nil
+end
+
+local function yank_code()
+  local w = win()
+  if not w then
+    return
+  end
+  local body, lang = M.code_block_at(vim.api.nvim_win_get_cursor(w)[1])
+  if not body then
+    session.notify("No code block under the cursor", vim.log.levels.WARN)
+    return
+  end
+  local text = table.concat(body, "\n") .. "\n"
+  vim.fn.setreg('"', text, "l")
+  if vim.fn.has("clipboard") == 1 then
+    pcall(vim.fn.setreg, "+", text, "l")
+  end
+  session.notify(("Yanked %d line%s%s"):format(#body, #body == 1 and "" or "s", lang ~= "" and (" of " .. lang) or ""))
+end
+
+--- The file the preview shows (file or diff view), if any.
+function M.shown_path()
+  if M.mode ~= "chat" then
+    return M.path
+  end
 end
 
 function M.attach(b, u)
   buf, ui = b, u
   vim.bo[buf].modifiable = false
   keymaps.apply(buf, "preview", "preview", {
+    next_message = { function() M.jump_message(1) end, "next message" },
+    prev_message = { function() M.jump_message(-1) end, "previous message" },
+    yank_code = { yank_code, "yank the code block under the cursor" },
+    apply = {
+      function()
+        local p = M.shown_path()
+        if not p then
+          session.notify("Open a file or diff first (<CR> or D in the Files pane); p applies it", vim.log.levels.WARN)
+          return
+        end
+        local f = session.status_of(p)
+        if f and f.status == "!A" then
+          session.confirm(util.oneline(p) .. " exists locally. Overwrite it with the output?", function()
+            if session.apply(p) then
+              M.show_chat()
+            end
+          end)
+        elseif session.apply(p) then
+          M.show_chat()
+        end
+      end,
+      "apply the output of the file shown (file or diff view)",
+    },
+    apply_all = { session.apply_all, "apply all outputs" },
+    retry = {
+      function()
+        if not session.retry_context then
+          session.notify("No failed edits to retry", vim.log.levels.WARN)
+          return
+        end
+        session.send("")
+      end,
+      "let the model retry the edits that failed",
+    },
     toggle = { toggle, "expand / collapse the reasoning under the cursor" },
     fork = {
       function()
@@ -261,11 +426,17 @@ function M.attach(b, u)
           session.notify("Put the cursor on one of your messages to edit it", vim.log.levels.WARN)
           return
         end
-        if session.edit_message(mi) then
-          ui.focus("input")
-        end
+        local later = #(session.chat.messages or {}) - mi - 1
+        session.confirm(
+          ("Edit this message? The chat is cut here (%d later message%s removed)"):format(later, later == 1 and "" or "s"),
+          function()
+            if session.edit_message(mi) then
+              ui.focus("input")
+            end
+          end
+        )
       end,
-      "edit the user message under the cursor (truncates the chat there)",
+      "edit the user message under the cursor (truncates the chat there; asks first)",
     },
     chat = { M.show_chat, "back to the chat view" },
     follow = {

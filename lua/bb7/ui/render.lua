@@ -25,14 +25,14 @@ function M.event_line(p)
   if p.action == "UserSetReadOnly" then
     verb = p.readonly and "Set read-only" or "Set writable"
   end
-  local path = p.path or "?"
+  local path = util.oneline(p.path or "?")
   if p.start_line and p.end_line then
-    path = ("%s:%d:%d"):format(path, p.start_line, p.end_line)
+    path = ("%s:%d-%d"):format(path, p.start_line, p.end_line) -- sections read `path:2-3` everywhere
   end
   if p.action == "UserSaveAs" and p.original_path then
-    return ("Saved %s as %s"):format(p.original_path, path)
+    return ("Saved %s as %s"):format(util.oneline(p.original_path), path)
   end
-  return ("%s %s"):format(verb or p.action or "Event", path)
+  return ("%s %s"):format(verb or util.oneline(p.action or "Event"), path)
 end
 
 --- Renders `chat`.
@@ -76,7 +76,7 @@ function M.chat(chat, opts)
     if m.role == "user" then
       local head = "▌ You"
       if m.model and m.model ~= last_model then
-        head = head .. "  ·  " .. m.model
+        head = head .. "  ·  " .. util.oneline(m.model)
         last_model = m.model
       end
       if #lines > 0 then
@@ -102,7 +102,7 @@ function M.chat(chat, opts)
       if #lines > 0 then
         add("", nil, nil)
       end
-      add("▌ Assistant" .. (m.model and ("  ·  " .. m.model) or ""), "BB7Assistant", mi)
+      add("▌ Assistant" .. (m.model and ("  ·  " .. util.oneline(m.model)) or ""), "BB7Assistant", mi)
       if #parts == 0 and m.content then
         add_text(m.content, mi)
       end
@@ -128,26 +128,37 @@ function M.chat(chat, opts)
         elseif p.type == "text" or p.type == "raw" then
           add_text(p.content, mi)
         elseif p.type == "code" then
-          add("```" .. (p.language or ""), nil, mi)
+          add("```" .. util.oneline(p.language or ""), nil, mi)
           add_text(p.content, mi)
           add("```", nil, mi)
         elseif p.type == "file" then
-          add("  ✎ " .. (p.path or ""), "Directory", mi)
+          add("  ✎ " .. util.oneline(p.path or ""), "Directory", mi)
         elseif p.type == "context_event" then
           add("  • " .. M.event_line(p), "Comment", mi)
         end
       end
       if m.output_files and #m.output_files > 0 then
-        add("  → Output: " .. table.concat(m.output_files, ", "), "Directory", mi)
+        add("  → Output: " .. util.oneline(table.concat(m.output_files, ", ")), "Directory", mi)
       end
     end
+  end
+  if opts.failed and #opts.failed > 0 then
+    -- The edits of the last reply that could not be applied, and how to retry them.
+    add("", nil, nil)
+    add(("⚠ %d edit(s) could not be applied:"):format(#opts.failed), "WarningMsg")
+    for _, e in ipairs(opts.failed) do
+      for i, l in ipairs(vim.split(tostring(e):gsub("\r\n", "\n"), "\n", { plain = true })) do
+        add((i == 1 and "  • " or "    ") .. l, "WarningMsg")
+      end
+    end
+    add("  R lets the model retry them (or send an empty message).", "Comment")
   end
   return { lines = lines, hls = hls, msg_at = msg_at, fold_at = fold_at }
 end
 
 --- The status column of the Files pane for one entry.
 function M.file_line(f, status)
-  local name = f.path
+  local name = util.oneline(f.path)
   if f.start_line then
     name = ("%s:%d-%d"):format(name, f.start_line, f.end_line)
   end

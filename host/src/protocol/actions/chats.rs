@@ -51,10 +51,24 @@ fn require_usable(store: &mut crate::chat::store::ChatStore, id: &str) -> Result
     Ok(())
 }
 
+/// A chat name is one line of text: line breaks and other control characters are refused (every
+/// client shows names in one line).
+fn check_name(name: &str) -> Result<(), String> {
+    match name.chars().find(|c| c.is_control()) {
+        Some(c) => Err(format!(
+            "Invalid chat name: it contains the control character {c:?} (a name is one line of text)"
+        )),
+        None => Ok(()),
+    }
+}
+
 pub fn new(s: &mut Session, req: &Request) -> Handled {
     let global = req.global()?;
     let model = initial_model(s, req.opt_str("model")?);
     let name = req.opt_str("name")?.map(str::to_string);
+    if let Some(n) = &name {
+        check_name(n)?;
+    }
     let chat = s
         .store(global)?
         .create(name.as_deref(), &model)
@@ -118,6 +132,9 @@ fn details(s: &mut Session) -> Handled {
         "name": a.chat.name,
         "created": a.chat.created,
         "model": a.chat.current_model(),
+        // The model last chosen for this chat (`save_chat_settings`, else the one it was created
+        // with); `model` above is the one of the last user message.
+        "settings_model": a.chat.model,
         "draft": a.chat.draft,
         "reasoning_effort": a.chat.reasoning_effort,
         "messages": messages,
@@ -151,6 +168,7 @@ pub fn rename(s: &mut Session, req: &Request) -> Handled {
     if name.is_empty() {
         return Err("Missing required field: name".into());
     }
+    check_name(&name)?;
     let global = req.global()?;
     s.rename_chat(global, id, &name)?;
     Ok(ok())
