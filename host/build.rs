@@ -2,7 +2,10 @@
 //!
 //! The guest workspace is built by a nested cargo into `<target>/wasm-guest` (a separate target dir:
 //! sharing the outer one would deadlock on cargo's lock), with the outer build's flags scrubbed from
-//! its environment. Each component's bytes and sha256 are written to `$OUT_DIR/builtin_components.rs`.
+//! its environment. Each component's bytes and sha256 are written to `$OUT_DIR/builtin_components.rs`,
+//! with its native code precompiled here by wasmtime with exactly the host's engine configuration
+//! (`src/sandbox/engine_config.rs`, included below), so that no run of `bb7` — not even the first one
+//! after an install — compiles a built-in tool.
 
 use std::env;
 use std::fs;
@@ -10,6 +13,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use sha2::{Digest, Sha256};
+
+include!("src/sandbox/engine_config.rs");
+
+/// The default per-call memory limit (`sandbox::Limits::default().memory_bytes`).
+const DEFAULT_MEMORY_BYTES: usize = 256 << 20;
 
 /// (tool name, crate dir under guest-tools/, wasm file stem)
 const TOOLS: [(&str, &str); 5] = [
@@ -39,6 +47,10 @@ fn main() {
         println!("cargo:rerun-if-changed={}", guests.join(dir).display());
     }
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest.join("src/sandbox/engine_config.rs").display()
+    );
 
     check_wasm_target();
     link_for_fast_start();
@@ -68,8 +80,11 @@ fn main() {
     }
 
     let wasm_dir = guest_target.join("wasm32-wasip2").join("release");
-    let mut generated = String::from(
-        "/// The built-in tool components, embedded at build time.\npub static BUILTIN_COMPONENTS: &[EmbeddedComponent] = &[\n",
+    let engine = new_engine(DEFAULT_MEMORY_BYTES)
+        .unwrap_or_else(|e| panic!("cannot start wasmtime to precompile the tools: {e}"));
+    let mut generated = format!(
+        "/// The digest of the engine configuration the built-ins were precompiled for.\npub const PRECOMPILED_FOR: u64 = {};\n/// The built-in tool components, embedded at build time.\npub static BUILTIN_COMPONENTS: &[EmbeddedComponent] = &[\n",
+        compatibility_digest(&engine)
     );
     for (tool, dir) in TOOLS {
         let file = format!("bb7_tool_{}.wasm", dir.replace('-', "_"));
@@ -78,9 +93,15 @@ fn main() {
         let sha = hex::encode(Sha256::digest(&bytes));
         let dest = out.join(&file);
         fs::write(&dest, &bytes).unwrap_or_else(|e| panic!("writing {}: {e}", dest.display()));
+        let native = engine
+            .precompile_component(&bytes)
+            .unwrap_or_else(|e| panic!("precompiling {file}: {e}"));
+        let cwasm = out.join(format!("{file}.cwasm"));
+        fs::write(&cwasm, &native).unwrap_or_else(|e| panic!("writing {}: {e}", cwasm.display()));
         generated.push_str(&format!(
-            "    EmbeddedComponent {{ tool: {tool:?}, bytes: include_bytes!({dest:?}), sha256: {sha:?} }},\n",
-            dest = dest.display().to_string()
+            "    EmbeddedComponent {{ tool: {tool:?}, bytes: include_bytes!({dest:?}), sha256: {sha:?}, precompiled: include_bytes!({cwasm:?}) }},\n",
+            dest = dest.display().to_string(),
+            cwasm = cwasm.display().to_string()
         ));
     }
     generated.push_str("];\n");

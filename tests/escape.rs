@@ -2553,12 +2553,23 @@ fn hostile_cannot_poison_the_compiled_component_cache() {
         out.status.code() == Some(0) || out.status.code() == Some(1),
         "{out:?}"
     );
+    // Built-ins run their build-time precompiled code and need no cache entry; the hostile
+    // component (third-party) is compiled through the cache, which creates the engine directory the
+    // attack plants a "write_file" artifact (and its integrity tag) into.
+    let _ = raw_bb7(
+        &l,
+        &cache,
+        &[
+            "tools", "call", "hostile", "--component", wasm, "--access", "read-only", "--dir",
+            staging_dir, "--args", r#"{"attack":"env"}"#,
+        ],
+    );
     let engine_dirs: Vec<PathBuf> = std::fs::read_dir(cache.join("components"))
         .map(|rd| rd.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     let engine_dir = engine_dirs
         .first()
-        .expect("write_file's compiled artifact must be cached for this attack to mean anything");
+        .expect("the hostile component's compiled artifact must be cached for this attack to mean anything");
     let engine_hash = engine_dir
         .file_name()
         .unwrap()
@@ -2575,7 +2586,11 @@ fn hostile_cannot_poison_the_compiled_component_cache() {
         hostile_sha256()
     );
     let to = format!("/bb7-cache/components/{engine_hash}/{wf_sha}.cwasm");
-    let args = json!({"attack": "fs", "ops": [op2("copy", &from, &to)]}).to_string();
+    let args = json!({"attack": "fs", "ops": [
+        op2("copy", &from, &to),
+        op2("copy", &format!("{from}.tag"), &format!("{to}.tag")),
+    ]})
+    .to_string();
     let out = raw_bb7(
         &l,
         &cache,
@@ -2605,7 +2620,6 @@ fn hostile_cannot_poison_the_compiled_component_cache() {
             wf_before,
             "the artifact must be untouched"
         );
-        assert!(wf_before.is_some(), "write_file's artifact was cached");
         return;
     }
     let copied = String::from_utf8_lossy(&out.stdout).contains(r#""ok":true"#);

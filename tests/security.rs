@@ -481,11 +481,28 @@ fn a_tampered_cache_entry_is_recompiled_never_loaded() {
     let work = home.path().join("w");
     fs::create_dir_all(&work).unwrap();
     fs::write(work.join("a.txt"), "hello\n").unwrap();
+    // Built-ins run code precompiled into the binary and never touch the cache, so the cached
+    // component here is a third-party one: the read_file component's file, loaded with --component.
+    let target = Path::new(env!("CARGO_BIN_EXE_bb7"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf();
+    let component = home.path().join("reader.wasm");
+    fs::copy(
+        target.join("wasm-guest/wasm32-wasip2/release/bb7_tool_read_file.wasm"),
+        &component,
+    )
+    .expect("the build leaves the read_file component under <target>/wasm-guest");
     let call = |log: &str| {
         run(&[
             "tools",
             "call",
             "read_file",
+            "--component",
+            component.to_str().unwrap(),
+            "--access",
+            "read-only",
             "--dir",
             work.to_str().unwrap(),
             "--args",

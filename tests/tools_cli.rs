@@ -122,26 +122,48 @@ fn audit_text_is_complete_for_a_reviewer() {
     assert_eq!(out.matches("access        read-only").count(), 3);
 }
 
+/// Third-party components are compiled once and cached on disk (with an integrity tag); a warm
+/// start loads the artifact and behaves the same.
 #[test]
-fn compiled_components_are_cached_on_disk() {
+fn third_party_components_are_cached_on_disk() {
     let home = Home::new();
     let cache = home.path().join("own-cache");
+    let component = home.path().join("reader.wasm");
+    fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../target/wasm-guest/wasm32-wasip2/release/bb7_tool_read_file.wasm"),
+        &component,
+    )
+    .unwrap();
+    let work = home.path().join("w");
+    fs::create_dir_all(&work).unwrap();
+    fs::write(work.join("a.txt"), "hello\n").unwrap();
     let run = || {
         let o = home
             .cmd()
             .env("BB7_CACHE_DIR", &cache)
-            .args(["tools", "list"])
+            .args(["tools", "call", "read_file", "--component"])
+            .arg(&component)
+            .args(["--access", "read-only", "--dir"])
+            .arg(&work)
+            .args(["--args", r#"{"file_path":"a.txt"}"#])
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", stderr(&o));
         stdout(&o)
     };
     let first = run();
-    let artifacts: Vec<_> = walk(&cache)
-        .into_iter()
+    assert!(first.contains("hello"), "{first}");
+    let files = walk(&cache);
+    let artifacts = files
+        .iter()
         .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
-        .collect();
-    assert_eq!(artifacts.len(), 5, "{artifacts:?}");
+        .count();
+    let tags = files
+        .iter()
+        .filter(|p| p.to_string_lossy().ends_with(".cwasm.tag"))
+        .count();
+    assert_eq!((artifacts, tags), (1, 1), "{files:?}");
     assert_eq!(run(), first, "a warm start behaves the same");
 }
 
@@ -484,4 +506,49 @@ fn read_write_grants_never_reach_bb7_state() {
     );
     // Read-only access to the same directory is fine for the retrieval tools.
     ok_json(&home.call("list_files", home.path(), "{}", &[]));
+}
+
+/// The built-ins run the native code precompiled into the binary when it was built: a first run
+/// with an empty cache compiles nothing (no artifact appears in the cache) and still works.
+#[test]
+fn builtins_never_compile_at_run_time() {
+    let home = Home::new();
+    let cache = home.path().join("fresh-cache");
+    let work = home.path().join("w");
+    fs::create_dir_all(&work).unwrap();
+    fs::write(work.join("a.txt"), "hello\n").unwrap();
+    let edit = serde_json::json!({"edits": [{
+        "path": "a.txt", "file_id": file_id("a.txt", b"hello\n"),
+        "old_string": "hello", "new_string": "hi"
+    }]})
+    .to_string();
+    let calls: [(&str, &str); 5] = [
+        ("write_file", r#"{"path":"b.txt","content":"b\n"}"#),
+        ("edit_file", &edit),
+        ("search_project", r#"{"query":"hello"}"#),
+        ("read_file", r#"{"file_path":"a.txt"}"#),
+        ("list_files", r#"{}"#),
+    ];
+    for (tool, args) in calls {
+        let mut c = home.cmd();
+        c.env("BB7_CACHE_DIR", &cache).args([
+            "tools",
+            "call",
+            tool,
+            "--dir",
+            work.to_str().unwrap(),
+            "--args",
+            args,
+        ]);
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{tool}: {}", stderr(&o));
+    }
+    let compiled: Vec<_> = walk(&cache)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+        .collect();
+    assert!(
+        compiled.is_empty(),
+        "a built-in was compiled at run time: {compiled:?}"
+    );
 }

@@ -39,6 +39,8 @@ pub enum CacheOutcome {
     Hit,
     /// Compiled now (and stored, when the cache is writable).
     Compiled,
+    /// A built-in's native code, precompiled when `bb7` was built and embedded in it.
+    Embedded,
 }
 
 impl ComponentCache {

@@ -23,6 +23,9 @@ pub struct EmbeddedComponent {
     pub bytes: &'static [u8],
     /// Hex sha256 of `bytes`, computed at build time.
     pub sha256: &'static str,
+    /// Its native code, precompiled at build time for an engine whose configuration digest is
+    /// `PRECOMPILED_FOR`.
+    pub precompiled: &'static [u8],
 }
 
 include!(concat!(env!("OUT_DIR"), "/builtin_components.rs"));
@@ -30,8 +33,8 @@ include!(concat!(env!("OUT_DIR"), "/builtin_components.rs"));
 /// Where a component came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
-    /// Embedded in this `bb7` binary.
-    Builtin,
+    /// Embedded in this `bb7` binary, with its precompiled native code.
+    Builtin(&'static [u8]),
     /// Loaded from a file the user named.
     File(PathBuf),
 }
@@ -98,6 +101,9 @@ pub struct Registry {
     linker: Linker<CallState>,
     cache: ComponentCache,
     builtins: Vec<OnceLock<Result<Arc<ToolComponent>, String>>>,
+    /// Whether this engine can run the built-ins' precompiled code (else they are compiled, once,
+    /// through the cache).
+    precompiled_usable: bool,
 }
 
 impl Registry {
@@ -108,11 +114,13 @@ impl Registry {
             .map_err(|e| anyhow::anyhow!("linking WASI: {e}"))?;
         let cache = ComponentCache::new(&engine, cache_base);
         let builtins = BUILTIN_COMPONENTS.iter().map(|_| OnceLock::new()).collect();
+        let precompiled_usable = super::engine::compatibility_digest(&engine) == PRECOMPILED_FOR;
         Ok(Registry {
             engine,
             linker,
             cache,
             builtins,
+            precompiled_usable,
         })
     }
 
@@ -138,7 +146,7 @@ impl Registry {
             let c = &BUILTIN_COMPONENTS[idx];
             self.prepare(
                 c.tool,
-                Origin::Builtin,
+                Origin::Builtin(c.precompiled),
                 c.bytes,
                 c.sha256.to_string(),
                 builtin_policy(c.tool),
@@ -217,8 +225,20 @@ impl Registry {
         policy: GrantPolicy,
     ) -> anyhow::Result<ToolComponent> {
         let t0 = Instant::now();
-        let limit = (origin != Origin::Builtin).then_some(COMPILE_TIME_LIMIT);
-        let (component, cache) = self.load_bounded(&sha256, bytes, limit)?;
+        let (component, cache) = match &origin {
+            Origin::Builtin(native) if self.precompiled_usable => {
+                // SAFETY: `native` was produced by `Engine::precompile_component` in this binary's
+                // build script, for an engine whose compatibility digest equals this engine's
+                // (checked once in `Registry::new`); it is embedded in the binary, not read from
+                // anywhere a tool or a user file could change. wasmtime also checks its header.
+                match unsafe { Component::deserialize(&self.engine, native) } {
+                    Ok(c) => (c, CacheOutcome::Embedded),
+                    Err(_) => self.load_bounded(&sha256, bytes, None)?,
+                }
+            }
+            Origin::Builtin(_) => self.load_bounded(&sha256, bytes, None)?,
+            Origin::File(_) => self.load_bounded(&sha256, bytes, Some(COMPILE_TIME_LIMIT))?,
+        };
         let load_ms = t0.elapsed().as_secs_f64() * 1000.0;
         let wit_version = WitVersion::detect(&self.engine, &component).ok_or_else(|| {
             anyhow::anyhow!(
