@@ -167,6 +167,7 @@ fn kill9_during_send_apply_commit_and_move() {
     // Typical duration of each step (µs), learnt from the rounds where it completed.
     let mut typical: [u64; 4] = [200_000, 20_000, 20_000, 20_000];
     let started = Instant::now();
+    let mut pending = (String::new(), String::new());
 
     for round in 0..rounds {
         f.rounds += 1;
@@ -192,19 +193,30 @@ fn kill9_during_send_apply_commit_and_move() {
         if in_glob {
             s.ok(json!({"action": "chat_move", "id": id, "to": "project"}));
         }
-        let name = format!("f{round}.txt");
-        let content = format!(
-            "round {round}\n{}\n",
-            "z".repeat(1 + rng.below(96 * 1024) as usize)
-        );
-        versions.insert(name.clone(), content.clone());
+        // Outputs left by a round killed before its apply are rejected (a chat with pending
+        // changes cannot move).
+        let out_dir = env.chat_dir(&id).join("output");
+        for (p, _) in files_under(&out_dir) {
+            let rel = p.strip_prefix(&out_dir).unwrap().display().to_string();
+            s.ok(json!({"action": "output_delete", "path": rel}));
+        }
+        // The model's reply writes a new file; a reply queued for a send that was killed before
+        // it reached the server is still queued, and this round's send gets it.
         if server.remaining() == 0 {
+            let name = format!("f{round}.txt");
+            let content = format!(
+                "round {round}\n{}\n",
+                "z".repeat(1 + rng.below(96 * 1024) as usize)
+            );
+            versions.insert(name.clone(), content.clone());
             server.push(Reply::tool_calls([write_call(
                 &format!("call{round}"),
                 &name,
                 &content,
             )]));
+            pending = (name, content);
         }
+        let (name, content) = pending.clone();
         let kill_at = rng.below(4) as usize;
         let delay = rng.below(typical[kill_at] * 12 / 10 + 1);
         *f.kills.entry(format!("{:?}", STEPS[kill_at])).or_default() += 1;
@@ -539,7 +551,12 @@ fn disk_full_fails_cleanly_and_recovers() {
     let leftovers: Vec<String> = files_under(&chat_dir)
         .into_iter()
         .map(|(p, _)| p.display().to_string())
-        .filter(|p| p.contains(".tmp") || p.contains(".bb7tmp"))
+        .filter(|p| {
+            !p.ends_with("/chat.json")
+                && !p.ends_with("/lock")
+                && !p.contains("/context/")
+                && !p.contains("/output/")
+        })
         .collect();
 
     fs::remove_file(&filler).unwrap();
@@ -561,6 +578,10 @@ fn disk_full_fails_cleanly_and_recovers() {
         outcomes.len() - failed,
         leftovers.len(),
         after.len()
+    );
+    assert!(
+        leftovers.is_empty(),
+        "temporary files left behind on a full disk: {leftovers:?}"
     );
     println!(
         "  on the full disk: {:?}",
