@@ -1,6 +1,6 @@
 //! Fuzz target `instructions`: the project instructions parser
 //! ([`bb7::instructions::process_project`]: `@@` comments, `@include`, fences) over a real project
-//! tree with files inside, a file outside, a symlink leading out and a `.git/config`.
+//! tree with files inside, a file outside, symlinks leading out and into `.git/`, and a `.git/config`.
 //!
 //! Input: the text of `.bb7/instructions` (lossy UTF-8). Invariants:
 //! - nothing panics;
@@ -46,6 +46,7 @@ fn tree() -> &'static Tree {
         std::os::unix::fs::symlink(base.join("outside/secret.txt"), root.join("leak.md"))
             .expect("symlink");
         std::os::unix::fs::symlink(base.join("outside"), root.join("outdir")).expect("symlink");
+        std::os::unix::fs::symlink(".git", root.join("g")).expect("symlink");
         Tree { _dir: dir, root }
     })
 }
