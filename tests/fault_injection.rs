@@ -138,6 +138,17 @@ struct Figures {
     acked_sends: usize,
     acked_applies: usize,
     acked_moves: usize,
+    /// Temporary files of interrupted atomic writes (`.<name>.tmp-<pid>-<n>`) still there after a restart.
+    leftover_tmp: std::collections::BTreeSet<String>,
+    /// Rounds in which `get_file_statuses` offered such a file to the user as a model output.
+    tmp_offered: usize,
+}
+
+/// A temporary file of `store::write_atomic`/`write_no_follow`: `.<name>.tmp-<pid>-<n>`.
+fn is_tmp(p: &Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('.') && n.contains(".tmp-"))
 }
 
 #[test]
@@ -196,6 +207,19 @@ fn kill9_during_send_apply_commit_and_move() {
         // Outputs left by a round killed before its apply are rejected (a chat with pending
         // changes cannot move).
         let out_dir = env.chat_dir(&id).join("output");
+        // Leftovers of interrupted atomic writes that survived the restart (the host's start-up
+        // clean-up): not torn (the file they were to replace is whole), but litter.
+        for base in [env.proj(), env.home().join(".bb7")] {
+            for (p, _) in files_under(&base) {
+                if is_tmp(&p) {
+                    f.leftover_tmp.insert(p.display().to_string());
+                }
+            }
+        }
+        let statuses = s.ok(json!({"action": "get_file_statuses"}));
+        if statuses.to_string().contains(".tmp-") {
+            f.tmp_offered += 1;
+        }
         for (p, _) in files_under(&out_dir) {
             let rel = p.strip_prefix(&out_dir).unwrap().display().to_string();
             s.ok(json!({"action": "output_delete", "path": rel}));
@@ -284,6 +308,9 @@ fn kill9_during_send_apply_commit_and_move() {
         f.torn.extend(torn_state(&env.home().join(".bb7")));
         for dir in [env.chat_dir(&id), env.global_chat_dir(&id)] {
             for (p, bytes) in files_under(&dir.join("output")) {
+                if is_tmp(&p) {
+                    continue;
+                }
                 let rel = p
                     .strip_prefix(dir.join("output"))
                     .unwrap()
@@ -371,7 +398,8 @@ fn kill9_during_send_apply_commit_and_move() {
     println!(
         "fault injection, kill -9: {} rounds in {:.1} s; kills per step {:?}; killed before the \
          reply {}; acknowledged: {} sends, {} applies, {} moves; torn files {}; lost acknowledged \
-         changes {}",
+         changes {}; temporary files of interrupted writes still there after a restart {} (offered \
+         to the user as outputs in {} rounds)",
         f.rounds,
         started.elapsed().as_secs_f64(),
         f.kills,
@@ -380,8 +408,13 @@ fn kill9_during_send_apply_commit_and_move() {
         f.acked_applies,
         f.acked_moves,
         f.torn.len(),
-        f.lost.len()
+        f.lost.len(),
+        f.leftover_tmp.len(),
+        f.tmp_offered
     );
+    for t in f.leftover_tmp.iter().take(5) {
+        println!("  left behind: {t}");
+    }
     assert!(
         f.torn.is_empty(),
         "torn files: {:#?}",
