@@ -5,7 +5,7 @@
 //! the input file, or the seed and mutation to reproduce.
 
 #[path = "../fuzz/src/lib.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, unexpected_cfgs)]
 mod bb7_fuzz;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};

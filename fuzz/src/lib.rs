@@ -3,10 +3,14 @@
 //! `fuzz_corpus` (tests/fuzz_corpus.rs) runs the same modules over the committed corpus in
 //! `fuzz/corpus/<target>/` on every `scripts/test`.
 
+#[cfg(not(feature = "edit-only"))]
 pub mod chat_json;
+#[cfg(not(feature = "edit-only"))]
 pub mod codec;
 pub mod edit;
+#[cfg(not(feature = "edit-only"))]
 pub mod instructions;
+#[cfg(not(feature = "edit-only"))]
 pub mod sse;
 
 /// A scratch directory for targets that touch files: on tmpfs (`/dev/shm`) when there is one, so the
