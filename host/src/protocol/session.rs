@@ -264,6 +264,8 @@ impl Session {
             .map_err(|e| format!("Cannot open chat: {e}"))?;
         if !same {
             self.release_active();
+            // The chat is ours now (locked): clear what a crashed writer left mid-write.
+            crate::store::sweep_dead_temps(dir.dir());
         }
         // Remember it for the next start (best effort: the chat is usable either way).
         if let Ok(store) = self.store(global) {

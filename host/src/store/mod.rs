@@ -252,9 +252,76 @@ pub fn remove_file_if_exists(dir: &Dir, rel: impl AsRef<Path>) -> io::Result<()>
     }
 }
 
+/// Removes, under `dir` (recursively, never through symlinks), the temporary files of atomic writes
+/// (`.<name>.tmp-<pid>-<n>`) whose process is gone: what a crash between writing and renaming leaves.
+/// Best effort: a file that cannot be listed or removed is left for the next time. Returns how many
+/// were removed.
+pub fn sweep_dead_temps(dir: &Dir) -> usize {
+    let mut removed = 0;
+    let Ok(entries) = dir.entries() else {
+        return 0;
+    };
+    for e in entries.flatten() {
+        let (Ok(ft), Some(name)) = (e.file_type(), e.file_name().to_str().map(str::to_string)) else {
+            continue;
+        };
+        if ft.is_dir() {
+            if let Ok(sub) = project::open_dir_nofollow(dir, &name, &name) {
+                removed += sweep_dead_temps(&sub);
+            }
+        } else if ft.is_file() && temp_owner(&name).is_some_and(|pid| !process_alive(pid)) {
+            removed += usize::from(dir.remove_file(&name).is_ok());
+        }
+    }
+    removed
+}
+
+/// The pid in a temporary file name of [`Prepared`] (`.<name>.tmp-<pid>-<n>`).
+fn temp_owner(name: &str) -> Option<i32> {
+    if !name.starts_with('.') {
+        return None;
+    }
+    let (_, tail) = name.rsplit_once(".tmp-")?;
+    let (pid, seq) = tail.split_once('-')?;
+    seq.parse::<u64>().ok()?;
+    pid.parse().ok().filter(|p| *p > 0)
+}
+
+fn process_alive(pid: i32) -> bool {
+    if pid == std::process::id() as i32 {
+        return true;
+    }
+    // SAFETY: kill with signal 0 sends nothing; it only checks that the process exists.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sweep_removes_only_dead_processes_temp_files() {
+        let t = tempfile::tempdir().unwrap();
+        let d = Dir::open_ambient_dir(t.path(), cap_std::ambient_authority()).unwrap();
+        d.create_dir_all("output/src").unwrap();
+        // A pid that cannot exist (above the kernel's pid_max limit of 2^22).
+        let dead = ".a.rs.tmp-99999999-3";
+        let live = format!(".b.rs.tmp-{}-0", std::process::id());
+        for name in [
+            format!("output/src/{dead}"),
+            format!("output/{live}"),
+            "output/.c.tmp-x-1".into(),
+            "output/src/a.rs".into(),
+        ] {
+            d.write(&name, b"x").unwrap();
+        }
+        assert_eq!(sweep_dead_temps(&d), 1);
+        assert!(!d.exists(format!("output/src/{dead}")));
+        assert!(d.exists(format!("output/{live}")));
+        assert!(d.exists("output/.c.tmp-x-1"));
+        assert!(d.exists("output/src/a.rs"));
+    }
 
     #[test]
     fn atomic_write_replaces_and_leaves_no_temp_files() {

@@ -55,7 +55,7 @@ fn symlink_error(what: &str) -> io::Error {
 }
 
 /// Opens directory `name` (one component) inside `dir` without following a symlink.
-fn open_dir_nofollow(dir: &impl AsFd, name: &str, shown: &str) -> io::Result<Dir> {
+pub(crate) fn open_dir_nofollow(dir: &impl AsFd, name: &str, shown: &str) -> io::Result<Dir> {
     let fd = rustix::fs::openat(
         dir,
         name,

@@ -1,0 +1,116 @@
+//! Fuzz target `sse`: the model stream as the client reads it: SSE framing (`eventsource-stream`, as in
+//! `bb7::llm::client`), each `data:` payload parsed as JSON and normalised by [`bb7::llm::chunk::parse`],
+//! tool-call fragments assembled by [`bb7::llm::tool_calls::ToolCallAssembler`].
+//!
+//! Input: byte 0 picks how the body is cut into network chunks (every `n`-th byte, 1..=32; 0: whole);
+//! the rest is the response body. Invariants:
+//! - nothing panics;
+//! - the events do not depend on where the body was cut (the same body in one piece gives the same
+//!   events, errors and tool calls);
+//! - an assembled call's parsed arguments, when `Ok`, are a JSON object.
+
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+use bb7::llm::StreamEvent;
+use bb7::llm::chunk;
+use bb7::llm::tool_calls::{ToolCall, ToolCallAssembler};
+use eventsource_stream::Eventsource;
+use futures_util::Stream;
+use serde_json::Value;
+
+#[derive(Debug, PartialEq)]
+enum Outcome {
+    Done,
+    Ended,
+    StreamError,
+    BadChunk,
+    ChunkError(String, String),
+}
+
+#[derive(Debug, PartialEq)]
+struct Read {
+    events: Vec<StreamEvent>,
+    outcome: Outcome,
+    calls: Vec<ToolCall>,
+}
+
+/// Runs the client's loop over `pieces`, synchronously (the stream never waits).
+fn read(pieces: Vec<Vec<u8>>) -> Read {
+    let body =
+        futures_util::stream::iter(pieces.into_iter().map(Ok::<_, std::convert::Infallible>));
+    let mut events = pin!(body.eventsource());
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut tools = ToolCallAssembler::default();
+    let mut out = Vec::new();
+    let outcome = loop {
+        let item = match events.as_mut().poll_next(&mut cx) {
+            Poll::Ready(Some(Ok(ev))) => ev,
+            Poll::Ready(Some(Err(_))) => break Outcome::StreamError,
+            Poll::Ready(None) => break Outcome::Ended,
+            Poll::Pending => panic!("an in-memory stream cannot be pending"),
+        };
+        let data = item.data.trim();
+        if data.is_empty() {
+            continue;
+        }
+        if data == "[DONE]" {
+            break Outcome::Done;
+        }
+        let Ok(value) = serde_json::from_str::<Value>(data) else {
+            break Outcome::BadChunk;
+        };
+        match chunk::parse(&value) {
+            Ok(parsed) => {
+                for ev in parsed {
+                    if let StreamEvent::ToolCall {
+                        index,
+                        id,
+                        name,
+                        arguments,
+                    } = &ev
+                    {
+                        tools.push(*index, id.clone(), name.clone(), arguments);
+                    }
+                    out.push(ev);
+                }
+            }
+            // (An `error` object with neither code nor message gives empty ones; the host then
+            // says "the provider failed mid-stream: " with nothing after it.)
+            Err(e) => break Outcome::ChunkError(e.code, e.message),
+        }
+    };
+    let calls = tools.finish();
+    for c in &calls {
+        if let Ok(v) = &c.arguments {
+            assert!(
+                v.is_object(),
+                "parsed arguments that are not an object: {v}"
+            );
+        }
+    }
+    Read {
+        events: out,
+        outcome,
+        calls,
+    }
+}
+
+pub fn run(data: &[u8]) {
+    let Some((&cut, body)) = data.split_first() else {
+        return;
+    };
+    let whole = read(vec![body.to_vec()]);
+    let step = (cut % 33) as usize;
+    if step == 0 {
+        return;
+    }
+    let pieces: Vec<Vec<u8>> = body.chunks(step).map(<[u8]>::to_vec).collect();
+    let cut_up = read(pieces);
+    // NaN costs compare unequal to themselves; compare their debug text instead.
+    assert_eq!(
+        format!("{cut_up:?}"),
+        format!("{whole:?}"),
+        "the events depend on where the body was cut (every {step} bytes)"
+    );
+}
