@@ -114,6 +114,8 @@ fn strip_line_numbers(old: &str, new: &str) -> Option<(String, String)> {
     let body = old.strip_suffix('\n').unwrap_or(old);
     let mut sep0 = None;
     let mut prev: Option<usize> = None;
+    let mut lo = None;
+    let mut padded = false;
     let mut out = Vec::new();
     for line in body.split('\n') {
         let (n, sep, content) = number_prefix(line)?;
@@ -122,17 +124,29 @@ fn strip_line_numbers(old: &str, new: &str) -> Option<(String, String)> {
         }
         sep0 = Some(sep);
         prev = Some(n);
+        lo.get_or_insert(n);
+        padded |= line.starts_with(' ');
         out.push(content);
     }
-    let sep0 = sep0?;
+    let (sep0, lo, hi) = (sep0?, lo?, prev?);
     let mut o = out.join("\n");
     if old.ends_with('\n') {
         o.push('\n');
     }
+    // In `new`, only prefixes shaped like old's (same separator, padding only if old's were padded)
+    // with a number near old's range are line numbers: `    1: "a",` in a dict literal is not.
+    let span = new.split('\n').count();
     let n = new
         .split('\n')
         .map(|l| match number_prefix(l) {
-            Some((_, sep, content)) if sep == sep0 => content,
+            Some((num, sep, content))
+                if sep == sep0
+                    && (padded || !l.starts_with(' '))
+                    && num + span >= lo
+                    && num <= hi + span =>
+            {
+                content
+            }
             _ => l,
         })
         .collect::<Vec<_>>()
@@ -646,7 +660,8 @@ fn trim_blank<'a, 's>(lines: &'a [&'s str]) -> &'a [&'s str] {
 
 /// Finds `pat` in `file` (tiers: exact, trailing whitespace, trimmed; the first tier that finds
 /// anything decides) among starts `>= from`: with `unique`, exactly one occurrence; otherwise the
-/// nearest.
+/// nearest. (Elision asks for unique pieces: the first in the whole file, later ones in the rest
+/// of the file after the previous piece.)
 fn find_piece(
     file: &[&str],
     pat: &[&str],
@@ -668,6 +683,24 @@ fn find_piece(
         }
     }
     Err(None)
+}
+
+/// When line `open` opens a block (ends with `{`, `(`, `[`, `:` or `do`/`then`), the first line of
+/// the elided gap `open + 1..next` that is not indented deeper than it (the block was left).
+fn leaves_block(file: &[&str], open: usize, next: usize) -> Option<usize> {
+    let o = file[open].trim_end();
+    let opener = o.ends_with(['{', '(', '[', ':']) || o.ends_with(" do") || o.ends_with(" then");
+    if !opener {
+        return None;
+    }
+    let w = |l: &str| {
+        super::indent::indent_of(l)
+            .chars()
+            .map(|c| if c == '\t' { 4 } else { 1 })
+            .sum::<usize>()
+    };
+    let base = w(file[open]);
+    (open + 1..next).find(|&i| !file[i].trim().is_empty() && w(file[i]) <= base)
 }
 
 fn elision(doc: &Doc<'_>, old: &str, new: &str) -> Result<Option<Replaced>, MatchError> {
@@ -710,7 +743,7 @@ fn elision(doc: &Doc<'_>, old: &str, new: &str) -> Result<Option<Replaced>, Matc
             }
             continue;
         }
-        let (first, tier) = match find_piece(&file, op, from, !anchored) {
+        let (first, tier) = match find_piece(&file, op, from, true) {
             Ok(f) => f,
             Err(Some(lines)) => {
                 return refuse(format!(
@@ -731,6 +764,19 @@ fn elision(doc: &Doc<'_>, old: &str, new: &str) -> Result<Option<Replaced>, Matc
                 return Ok(None);
             }
         };
+        if let Some(prev_last) = from.checked_sub(1).filter(|_| anchored) {
+            if let Some(bad) = leaves_block(&file, prev_last, first) {
+                return refuse(format!(
+                    "old_string part {k} (after an elision marker) was found at line {}, but the elided \
+                     lines would then include line {} (`{}`), outside the block that line {} opens; \
+                     old_string may be stale: copy it from the file's current text",
+                    first + 1,
+                    bad + 1,
+                    super::diagnose::clip(file[bad].trim()),
+                    prev_last + 1
+                ));
+            }
+        }
         anchored = true;
         let last = first + op.len() - 1;
         let text = if np.is_empty() {
