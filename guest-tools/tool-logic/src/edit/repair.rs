@@ -47,17 +47,19 @@ pub(crate) fn run(
             _ => None,
         }
     };
-    if let Some((o, n)) = strip_line_numbers(old, new) {
+    // A repair that leaves nothing to match (`12: ` alone) is no repair.
+    let usable = |o: &str| !o.trim().is_empty();
+    if let Some((o, n)) = strip_line_numbers(old, new).filter(|(o, _)| usable(o)) {
         if let Some(r) = accept(Pass::LineNumbers, attempt(doc, &o, &n, false)?) {
             return Ok(Some(r));
         }
     }
-    if let Some((o, n)) = unescape_pair(old, new) {
+    if let Some((o, n)) = unescape_pair(old, new).filter(|(o, _)| usable(o)) {
         if let Some(r) = accept(Pass::Unescaped, attempt(doc, &o, &n, false)?) {
             return Ok(Some(r));
         }
     }
-    if let Some((o, n)) = decode_entities(&doc.lf, old, new) {
+    if let Some((o, n)) = decode_entities(&doc.lf, old, new).filter(|(o, _)| usable(o)) {
         if let Some(r) = accept(Pass::HtmlEntities, attempt(doc, &o, &n, false)?) {
             return Ok(Some(r));
         }
@@ -273,6 +275,9 @@ fn typography(
     let norm = to_plain(doc.orig);
     let ndoc = Doc::new(&norm);
     let o = to_plain(old);
+    if o.trim().is_empty() {
+        return Ok(None);
+    }
     let n = if old_typo {
         to_plain(new)
     } else {

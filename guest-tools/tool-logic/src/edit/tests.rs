@@ -881,3 +881,74 @@ fn anchored_repairs_and_hints() {
         "{hint}"
     );
 }
+
+/// Pieces that trigger the guard, the prefix rule and every repair.
+fn repair_text(g: &mut Lcg, max: usize) -> String {
+    const PIECES: [&str; 24] = [
+        "a",
+        "b1",
+        " ",
+        "\t",
+        "\n",
+        "\r\n",
+        "x = 10",
+        "0",
+        "(",
+        ");",
+        "{",
+        "}",
+        "“",
+        "”",
+        "’",
+        "—",
+        "&lt;",
+        "\\n",
+        "\\\"",
+        "// ... existing code ...\n",
+        "...\n",
+        "12: ",
+        "     3→",
+        "\n\n",
+    ];
+    let n = g.next() % max;
+    (0..n).map(|_| PIECES[g.next() % PIECES.len()]).collect()
+}
+
+#[test]
+fn repairs_never_panic_and_a_same_text_edit_changes_nothing() {
+    let mut g = Lcg(13);
+    for _ in 0..6000 {
+        let text = repair_text(&mut g, 30);
+        let old = repair_text(&mut g, 8);
+        let new = if g.next().is_multiple_of(3) {
+            old.clone()
+        } else {
+            repair_text(&mut g, 8)
+        };
+        let all = g.next().is_multiple_of(4);
+        if let Ok(r) = replace(&text, &old, &new, all) {
+            // (repairs must give back the file's own text when nothing changes; the line passes
+            // write new_string as given, e.g. pass 2 keeps the model's trailing spaces)
+            // (modulo trailing whitespace, which the line passes take from new_string)
+            if is_noop(&old, &new) && r.pass.is_repair() {
+                let norm = |s: &str| {
+                    s.split('\n')
+                        .map(|l| l.trim_end().to_string())
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(
+                    norm(&r.text),
+                    norm(&text),
+                    "{text:?} {old:?} ({:?})",
+                    r.pass
+                );
+            }
+        }
+        let c = Change {
+            start: vec![repair_text(&mut g, 4)],
+            end: vec![],
+            content: vec![repair_text(&mut g, 4)],
+        };
+        let _ = apply_anchored(&text, &[c]);
+    }
+}
