@@ -323,6 +323,7 @@ pub(crate) fn attempt(
         .then(|| indent::detect(doc.line_strs()));
     let new_lines: Vec<&str> = new.split('\n').collect();
     let mut splices: Vec<Splice> = Vec::new();
+    let occurrences = found.len();
     for f in found {
         let (mut start, mut end) = region(doc, &old, f);
         if delete_lines {
@@ -346,6 +347,14 @@ pub(crate) fn attempt(
             }
             (Found::Raw(at), _) if !old.text.contains('\n') => {
                 let (s, e, t) = prefix_rule(doc, at, old.text, &new)?;
+                if (s, e) != (start, end) && occurrences > 1 {
+                    // new_string retypes one line; with replace_all it cannot fit every occurrence
+                    return Err(MatchError::Refused(format!(
+                        "new_string retypes the whole of line {} around old_string, so it cannot replace \
+                         every occurrence (replace_all); edit each line with its own edit",
+                        doc.line_at(at) + 1
+                    )));
+                }
                 start = s;
                 end = e;
                 t

@@ -952,3 +952,18 @@ fn repairs_never_panic_and_a_same_text_edit_changes_nothing() {
         let _ = apply_anchored(&text, &[c]);
     }
 }
+
+#[test]
+fn widened_matches_never_overlap() {
+    // two occurrences on one line, new_string retyping the line's start: refused, not spliced twice
+    let e = replace("let a = f(x) + f(x);\n", "f(x)", "let a = f(y)", true).unwrap_err();
+    assert!(
+        e.to_string().contains("cannot replace every occurrence"),
+        "{e}"
+    );
+    // one occurrence: the retyped start is not duplicated
+    assert_eq!(
+        apply("let a = f(x) + 1;\n", "f(x)", "let a = f(y)"),
+        "let a = f(y) + 1;\n"
+    );
+}
