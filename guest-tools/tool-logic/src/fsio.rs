@@ -1,7 +1,7 @@
 //! File reads and atomic writes inside a [`Root`].
 
 use std::fs::{self, OpenOptions};
-use std::io::{ErrorKind as IoKind, Write};
+use std::io::ErrorKind as IoKind;
 
 use crate::error::{ErrorKind, ToolError};
 use crate::paths::Root;
@@ -9,8 +9,102 @@ use crate::paths::Root;
 /// Reads `rel` (already normalised) as UTF-8 text. Binary (a NUL byte) and invalid UTF-8 are
 /// refused with [`ErrorKind::NotText`].
 pub fn read_text(root: &Root, rel: &str) -> Result<String, ToolError> {
-    let bytes = fs::read(root.join(rel)).map_err(|e| ToolError::io(rel, &e))?;
+    let bytes = read_file(&root.join(rel)).map_err(|e| ToolError::io(rel, &e))?;
     into_text(rel, bytes)
+}
+
+/// Reads a whole file. Inside the component this is one positioned read per call (`pread`, WASI
+/// `descriptor.read`) instead of std's stream reads, each of which is a host round trip of at most
+/// 64 KiB.
+fn read_file(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    #[cfg(target_os = "wasi")]
+    {
+        let f = fs::File::open(path)?;
+        let len = f.metadata().map(|m| m.len() as usize).unwrap_or(0);
+        wasi_io::read_all(&f, len)
+    }
+    #[cfg(not(target_os = "wasi"))]
+    {
+        fs::read(path)
+    }
+}
+
+/// Writes all of `data` to `file` (at the start: the file is fresh). Inside the component one
+/// positioned write (`pwrite`, WASI `descriptor.write`) instead of stream writes of 4 KiB each.
+fn write_file(file: &mut fs::File, data: &[u8]) -> std::io::Result<()> {
+    #[cfg(target_os = "wasi")]
+    {
+        wasi_io::write_all(file, data)
+    }
+    #[cfg(not(target_os = "wasi"))]
+    {
+        std::io::Write::write_all(file, data)
+    }
+}
+
+/// Positioned reads and writes through wasi-libc (`pread`/`pwrite` map to WASI p2's
+/// `descriptor.read`/`descriptor.write`, one host call for the whole buffer).
+#[cfg(target_os = "wasi")]
+mod wasi_io {
+    use std::fs::File;
+    use std::io;
+    use std::os::fd::AsRawFd;
+
+    unsafe extern "C" {
+        fn pread(fd: i32, buf: *mut u8, n: usize, off: i64) -> isize;
+        fn pwrite(fd: i32, buf: *const u8, n: usize, off: i64) -> isize;
+    }
+
+    pub fn read_all(f: &File, hint: usize) -> io::Result<Vec<u8>> {
+        let fd = f.as_raw_fd();
+        let mut buf: Vec<u8> = vec![0; hint.max(4096)];
+        let mut len = 0usize;
+        loop {
+            if len == buf.len() {
+                buf.resize(buf.len() * 2, 0);
+            }
+            let spare = &mut buf[len..];
+            // SAFETY: `spare` is a valid, writable buffer of `spare.len()` bytes for the call.
+            let n = unsafe { pread(fd, spare.as_mut_ptr(), spare.len(), len as i64) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if n == 0 {
+                buf.truncate(len);
+                return Ok(buf);
+            }
+            len += n as usize;
+        }
+    }
+
+    pub fn write_all(f: &File, data: &[u8]) -> io::Result<()> {
+        let fd = f.as_raw_fd();
+        let mut done = 0usize;
+        while done < data.len() {
+            let rest = &data[done..];
+            // SAFETY: `rest` is a valid, readable buffer of `rest.len()` bytes for the call.
+            let n = unsafe { pwrite(fd, rest.as_ptr(), rest.len(), done as i64) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "pwrite wrote nothing",
+                ));
+            }
+            done += n as usize;
+        }
+        Ok(())
+    }
 }
 
 /// Checks that `bytes` are text and converts them.
@@ -63,7 +157,7 @@ pub fn write_atomic(root: &Root, rel: &str, content: &[u8]) -> Result<(), ToolEr
             Err(e) if e.kind() == IoKind::AlreadyExists => continue,
             Err(e) => return Err(ToolError::io(rel, &e)),
         };
-        let written = file.write_all(content).and_then(|_| file.sync_all());
+        let written = write_file(&mut file, content).and_then(|_| file.sync_all());
         drop(file);
         if let Err(e) = written.and_then(|_| fs::rename(&tmp, &target)) {
             let _ = fs::remove_file(&tmp);

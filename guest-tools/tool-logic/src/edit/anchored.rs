@@ -6,8 +6,10 @@
 use std::cell::OnceCell;
 use std::fmt;
 
+use super::diagnose;
 use super::find::find_all;
 use super::indent::{self, Style};
+use super::repair::{has_typography, number_prefix, to_plain};
 use super::search::list_lines;
 use super::text::{Doc, Splice, apply_splices, to_lf};
 
@@ -104,6 +106,8 @@ impl fmt::Display for AnchorErrorKind {
 pub struct AnchoredError {
     pub change: usize,
     pub kind: AnchorErrorKind,
+    /// For an anchor not found: the closest region of the file and what differs.
+    pub hint: Option<String>,
 }
 
 impl AnchoredError {
@@ -123,6 +127,8 @@ enum Tier {
     Exact,
     TrailingWhitespace,
     Trimmed,
+    /// Typographic quotes/dashes read as ASCII (then trimmed), see [`super::repair`].
+    Typography,
 }
 
 /// The lines of a change's field: `\r\n` read as `\n`; an element that itself contains newlines
@@ -151,6 +157,7 @@ struct Keys<'d> {
     exact: Vec<&'d str>,
     trim_end: OnceCell<Vec<&'d str>>,
     trim: OnceCell<Vec<&'d str>>,
+    plain: OnceCell<Vec<String>>,
     style: OnceCell<Style>,
 }
 
@@ -176,6 +183,17 @@ impl<'d> Keys<'d> {
             found = find_all(keys, &pat);
             tier = Tier::Trimmed;
         }
+        if found.is_empty() && pat.iter().chain(&self.exact).any(|l| has_typography(l)) {
+            let keys = self.plain.get_or_init(|| {
+                self.exact
+                    .iter()
+                    .map(|l| to_plain(l).trim().to_string())
+                    .collect()
+            });
+            let pat: Vec<String> = pat.iter().map(|l| to_plain(l).trim().to_string()).collect();
+            found = find_all(keys, &pat);
+            tier = Tier::Typography;
+        }
         match found.as_slice() {
             [] => Err(AnchorErrorKind::NotFound(which)),
             [one] => Ok((*one, tier)),
@@ -194,14 +212,19 @@ pub fn apply_anchored(text: &str, changes: &[Change]) -> Result<String, Anchored
         exact: doc.line_strs(),
         trim_end: OnceCell::new(),
         trim: OnceCell::new(),
+        plain: OnceCell::new(),
         style: OnceCell::new(),
     };
     let mut located: Vec<Located> = Vec::with_capacity(changes.len());
     for (ci, c) in changes.iter().enumerate() {
-        let err = |kind| AnchoredError { change: ci, kind };
-        let start = flatten(&c.start);
-        let end = flatten(&c.end);
-        let content = flatten(&c.content);
+        let err = |kind| AnchoredError {
+            change: ci,
+            kind,
+            hint: None,
+        };
+        let mut start = flatten(&c.start);
+        let mut end = flatten(&c.end);
+        let mut content = flatten(&c.content);
         if start.iter().all(|l| l.trim().is_empty()) {
             return Err(err(AnchorErrorKind::EmptyStart));
         }
@@ -211,23 +234,53 @@ pub fn apply_anchored(text: &str, changes: &[Change]) -> Result<String, Anchored
         if end.len() > MAX_ANCHOR_LINES {
             return Err(err(AnchorErrorKind::EndTooLong(end.len())));
         }
-        let (first, tier) = keys.locate(&start, Anchor::Start).map_err(err)?;
+        // Repair: line numbers copied into the anchors (and the content) are dropped when that
+        // makes the anchors match.
+        if let Some((s2, e2, c2)) = strip_numbers(&start, &end, &content) {
+            let found = |a: &[String], w| !a.is_empty() && keys.locate(a, w).is_ok();
+            let raw_ok = keys.locate(&start, Anchor::Start).is_ok()
+                && (end.is_empty() || keys.locate(&end, Anchor::End).is_ok());
+            if !raw_ok && found(&s2, Anchor::Start) && (e2.is_empty() || found(&e2, Anchor::End)) {
+                (start, end, content) = (s2, e2, c2);
+            }
+        }
+        let not_found = |kind: AnchorErrorKind, anchor: &[String]| {
+            let hint = match kind {
+                AnchorErrorKind::NotFound(_) => {
+                    let a: Vec<&str> = anchor.iter().map(String::as_str).collect();
+                    diagnose::closest(&keys.exact, &a)
+                }
+                _ => None,
+            };
+            AnchoredError {
+                change: ci,
+                kind,
+                hint,
+            }
+        };
+        let (first, tier) = keys
+            .locate(&start, Anchor::Start)
+            .map_err(|k| not_found(k, &start))?;
         let start_last = first + start.len() - 1;
+        let mut end_tier = None;
         let last = if end.is_empty() {
             start_last
         } else {
-            let (e_first, _) = keys.locate(&end, Anchor::End).map_err(err)?;
+            let (e_first, t) = keys
+                .locate(&end, Anchor::End)
+                .map_err(|k| not_found(k, &end))?;
             if e_first <= start_last {
                 return Err(err(AnchorErrorKind::EndNotAfterStart {
                     start: (first + 1, start_last + 1),
                     end: e_first + 1,
                 }));
             }
+            end_tier = Some((e_first, t));
             e_first + end.len() - 1
         };
         let content_lines: Vec<&str> = content.iter().map(String::as_str).collect();
-        let text = match start.iter().position(|l| !l.trim().is_empty()) {
-            Some(j) if tier == Tier::Trimmed => {
+        let mut text = match start.iter().position(|l| !l.trim().is_empty()) {
+            Some(j) if matches!(tier, Tier::Trimmed | Tier::Typography) => {
                 let style = *keys
                     .style
                     .get_or_init(|| indent::detect(keys.exact.iter().copied()));
@@ -235,6 +288,9 @@ pub fn apply_anchored(text: &str, changes: &[Change]) -> Result<String, Anchored
             }
             _ => content_lines.join("\n"),
         };
+        if tier == Tier::Typography || end_tier.is_some_and(|(_, t)| t == Tier::Typography) {
+            text = keep_file_typography(&keys.exact, &start, first, &end, end_tier, &text);
+        }
         located.push(Located {
             first,
             last,
@@ -255,6 +311,7 @@ pub fn apply_anchored(text: &str, changes: &[Change]) -> Result<String, Anchored
                     other: earlier.change,
                     other_lines: (earlier.first + 1, earlier.last + 1),
                 },
+                hint: None,
             });
         }
     }
@@ -274,4 +331,77 @@ pub fn apply_anchored(text: &str, changes: &[Change]) -> Result<String, Anchored
         })
         .collect();
     Ok(apply_splices(&doc, &splices))
+}
+
+/// Line numbers on every anchor line (consecutive within an anchor): the anchors and content with
+/// them dropped (see [`super::repair`]).
+fn strip_numbers(
+    start: &[String],
+    end: &[String],
+    content: &[String],
+) -> Option<(Vec<String>, Vec<String>, Vec<String>)> {
+    let strip = |lines: &[String]| -> Option<Vec<String>> {
+        let mut prev: Option<usize> = None;
+        let mut out = Vec::with_capacity(lines.len());
+        for l in lines {
+            let (n, _, c) = number_prefix(l)?;
+            if prev.is_some_and(|p| p + 1 != n) {
+                return None;
+            }
+            prev = Some(n);
+            out.push(c.to_string());
+        }
+        Some(out)
+    };
+    let s = strip(start)?;
+    let e = if end.is_empty() {
+        Vec::new()
+    } else {
+        strip(end)?
+    };
+    let c = content
+        .iter()
+        .map(|l| match number_prefix(l) {
+            Some((_, _, c)) => c.to_string(),
+            None => l.clone(),
+        })
+        .collect();
+    Some((s, e, c))
+}
+
+/// After a typography match: content lines that repeat an anchor line (compared as ASCII) take the
+/// file's line, so quotes the change does not touch keep the file's characters; other lines are
+/// written in ASCII when the anchors used typographic characters the file does not.
+fn keep_file_typography(
+    file: &[&str],
+    start: &[String],
+    first: usize,
+    end: &[String],
+    end_at: Option<(usize, Tier)>,
+    text: &str,
+) -> String {
+    let mut pairs: Vec<(String, &str)> = start
+        .iter()
+        .enumerate()
+        .map(|(k, a)| (to_plain(a).trim().to_string(), file[first + k]))
+        .collect();
+    if let Some((e, _)) = end_at {
+        pairs.extend(
+            end.iter()
+                .enumerate()
+                .map(|(k, a)| (to_plain(a).trim().to_string(), file[e + k])),
+        );
+    }
+    let model_typo = start.iter().chain(end).any(|l| has_typography(l));
+    text.split('\n')
+        .map(|l| {
+            let p = to_plain(l);
+            match pairs.iter().find(|(k, _)| *k == p.trim()) {
+                Some((_, f)) => f.to_string(),
+                None if model_typo => p,
+                None => l.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -18,12 +18,21 @@
 //! way (and one with a final newline keeps it), and an edit that changes nothing yields the original
 //! bytes.
 //!
+//! Safety and repairs (issue 13, doc/edit-repairs.md): the inexact passes never match inside an
+//! identifier or number, a partial-line match whose replacement retypes the whole line is widened
+//! or refused (never duplicated), whole-line matches ignore a trailing-newline asymmetry of
+//! old/new, and when nothing is found the repair passes of [`repair`] undo common model mistakes
+//! (line numbers, escapes, HTML entities, typography, blank lines, elision markers). Errors name
+//! the closest region and what differs ([`diagnose`]).
+//!
 //! Everything is linear in the file size (KMP over lines and bytes, one pass to splice), so a 1 MiB
 //! file is edited in milliseconds.
 
 pub mod anchored;
+mod diagnose;
 mod find;
 mod indent;
+mod repair;
 mod search;
 mod text;
 

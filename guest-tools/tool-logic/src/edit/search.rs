@@ -1,5 +1,17 @@
 //! Search/replace matching (EDITS.md, "Matching"): locate `old_string` with the first of five passes
-//! that finds anything, check uniqueness, and build the replacement.
+//! that finds anything, check uniqueness, and build the replacement. When nothing is found, the
+//! repair passes of [`super::repair`] run; when they find nothing either, [`super::diagnose`] tells
+//! the model what differs.
+//!
+//! Safety rules on top of EDITS.md (issue 13):
+//! - the inexact passes (4, truncated boundary; 5, raw substring; every repair) never accept a match
+//!   that starts or ends inside an identifier or number (a word character of `old_string` next to a
+//!   word character of the file): a stale `retries = 3` is not found inside `retries = 30`;
+//! - the prefix rule: a single-line `old_string` found as part of a line, with a `new_string` that
+//!   retypes the rest of that line, replaces the whole line instead of duplicating its rest; when
+//!   the `new_string` looks like a whole line but does not end like the file's line, the edit is
+//!   refused;
+//! - whole-line matches ignore a trailing-newline asymmetry between `old_string` and `new_string`.
 
 use std::fmt;
 
@@ -8,6 +20,7 @@ use memchr::memmem;
 use super::find::find_all;
 use super::indent;
 use super::text::{Doc, Splice, apply_splices, to_lf};
+use super::{diagnose, repair};
 
 /// The pass that located `old_string`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +38,67 @@ pub enum Pass {
     Substring,
     /// Empty `old_string` on an empty or whitespace-only file: the whole file is replaced.
     EmptyFile,
+    /// Repair: line-number prefixes copied from a numbered listing (`12: `, `  12→`, `12\t`, `12 | `).
+    LineNumbers,
+    /// Repair: over-escaped text (`\n`, `\t`, `\"` written literally in a one-line `old_string`).
+    Unescaped,
+    /// Repair: HTML entities (`&lt;`, `&amp;`, ...) that the file does not contain.
+    HtmlEntities,
+    /// Repair: typographic quotes, dashes and no-break spaces read as their ASCII forms.
+    Typography,
+    /// Repair: blank lines inside the block ignored (the file's blank lines are kept).
+    BlankLines,
+    /// Repair: elision marker lines (`// ... existing code ...`) split the edit into pieces.
+    Elision,
+}
+
+impl Pass {
+    /// Every pass, in the order they run.
+    pub const ALL: [Pass; 12] = [
+        Pass::Exact,
+        Pass::TrailingWhitespace,
+        Pass::Indentation,
+        Pass::TruncatedBoundary,
+        Pass::Substring,
+        Pass::EmptyFile,
+        Pass::LineNumbers,
+        Pass::Unescaped,
+        Pass::HtmlEntities,
+        Pass::Typography,
+        Pass::BlankLines,
+        Pass::Elision,
+    ];
+
+    /// A short stable name (used by the test corpus and benchmarks).
+    pub fn name(self) -> &'static str {
+        match self {
+            Pass::Exact => "exact",
+            Pass::TrailingWhitespace => "trailing_whitespace",
+            Pass::Indentation => "indentation",
+            Pass::TruncatedBoundary => "truncated_boundary",
+            Pass::Substring => "substring",
+            Pass::EmptyFile => "empty_file",
+            Pass::LineNumbers => "line_numbers",
+            Pass::Unescaped => "unescaped",
+            Pass::HtmlEntities => "html_entities",
+            Pass::Typography => "typography",
+            Pass::BlankLines => "blank_lines",
+            Pass::Elision => "elision",
+        }
+    }
+
+    /// Whether this is a repair pass (runs only after the five matching passes found nothing).
+    pub fn is_repair(self) -> bool {
+        matches!(
+            self,
+            Pass::LineNumbers
+                | Pass::Unescaped
+                | Pass::HtmlEntities
+                | Pass::Typography
+                | Pass::BlankLines
+                | Pass::Elision
+        )
+    }
 }
 
 /// The shortest truncated boundary line pass 4 accepts, in characters (after trimming).
@@ -44,16 +118,20 @@ pub struct Replaced {
     pub count: usize,
 }
 
-/// Why `old_string` could not be applied. `Display` gives the texts of EDITS.md.
+/// Why `old_string` could not be applied. `Display` gives the texts of EDITS.md, followed (for
+/// [`MatchError::NotFound`]) by what the model can do about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MatchError {
     /// `old_string` is empty but the file has non-whitespace content.
     EmptyOldString,
-    /// No pass found `old_string`.
-    NotFound,
+    /// No pass found `old_string`. `hint`: the closest region and what differs, when one is known.
+    NotFound { hint: Option<String> },
     /// The first pass that found anything found `count` matches (and `replace_all` was off);
     /// `lines` are their 1-based start lines, overlapping matches included.
     NotUnique { count: usize, lines: Vec<usize> },
+    /// The edit was located but applying it could write a wrong file (e.g. an elision marker in
+    /// `old_string` only); the message says why and what to send instead.
+    Refused(String),
 }
 
 impl fmt::Display for MatchError {
@@ -62,10 +140,18 @@ impl fmt::Display for MatchError {
             MatchError::EmptyOldString => f.write_str(
                 "old_string is empty; an empty old_string is only allowed when the file is empty or contains only whitespace",
             ),
-            MatchError::NotFound => f.write_str("old_string not found in file"),
-            MatchError::NotUnique { count, lines } => {
-                write!(f, "old_string not unique ({count} matches at lines {})", list_lines(lines))
+            MatchError::NotFound { hint: None } => f.write_str("old_string not found in file"),
+            MatchError::NotFound { hint: Some(h) } => {
+                write!(f, "old_string not found in file; {h}")
             }
+            MatchError::NotUnique { count, lines } => {
+                write!(
+                    f,
+                    "old_string not unique ({count} matches at lines {})",
+                    list_lines(lines)
+                )
+            }
+            MatchError::Refused(why) => f.write_str(why),
         }
     }
 }
@@ -85,15 +171,15 @@ pub(crate) fn list_lines(lines: &[usize]) -> String {
 }
 
 /// `old` split into lines: a final `\n` ends the last line instead of starting an empty one.
-struct Old<'s> {
-    text: &'s str,
-    lines: Vec<&'s str>,
+pub(crate) struct Old<'s> {
+    pub text: &'s str,
+    pub lines: Vec<&'s str>,
     /// Whether `old` ends with `\n` (the match then includes the last line's terminator).
-    trailing_nl: bool,
+    pub trailing_nl: bool,
 }
 
 impl<'s> Old<'s> {
-    fn new(text: &'s str) -> Self {
+    pub fn new(text: &'s str) -> Self {
         let (body, trailing_nl) = match text.strip_suffix('\n') {
             Some(b) => (b, true),
             None => (text, false),
@@ -115,8 +201,39 @@ enum Found {
     Raw(usize),
 }
 
-/// Replaces `old` by `new` in `text` following EDITS.md's matching rules. `\r\n` in `old` and `new` is
-/// read as `\n`; the result keeps `text`'s line endings and final-newline state.
+/// A match an inexact pass found but did not accept (reported to the model when nothing else is
+/// found).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Blocked {
+    /// The match would start or end inside an identifier or number: 0-based line and its text.
+    InToken { line: usize, text: String },
+}
+
+/// What one matching attempt produced.
+pub(crate) enum Attempt {
+    Done(Replaced),
+    NotUnique { count: usize, lines: Vec<usize> },
+    NotFound(Vec<Blocked>),
+}
+
+/// Whether `c` belongs to an identifier or number.
+pub(crate) fn is_word(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Whether an occurrence of `needle` at LF-space `start..end` of `hay` would start or end inside a
+/// token of the file: a word character at the edge of `needle` next to a word character of `hay`.
+pub(crate) fn cuts_token(hay: &str, start: usize, end: usize, needle: &str) -> bool {
+    let cut_start = needle.chars().next().is_some_and(is_word)
+        && hay[..start].chars().next_back().is_some_and(is_word);
+    let cut_end = needle.chars().next_back().is_some_and(is_word)
+        && hay[end..].chars().next().is_some_and(is_word);
+    cut_start || cut_end
+}
+
+/// Replaces `old` by `new` in `text` following EDITS.md's matching rules, then the repair passes.
+/// `\r\n` in `old` and `new` is read as `\n`; the result keeps `text`'s line endings and
+/// final-newline state.
 pub fn replace(
     text: &str,
     old: &str,
@@ -141,10 +258,38 @@ pub fn replace(
             count: 1,
         });
     }
-    let old = Old::new(&old);
-    let (pass, found) = locate(&doc, &old);
+    let blocked = match attempt(&doc, &old, &new, replace_all)? {
+        Attempt::Done(r) => {
+            repair::check_new_only_markers(&doc, &old, &new)?;
+            return Ok(r);
+        }
+        Attempt::NotUnique { count, lines } => {
+            return Err(MatchError::NotUnique { count, lines });
+        }
+        Attempt::NotFound(blocked) => blocked,
+    };
+    let mut ambiguous = Vec::new();
+    if let Some(r) = repair::run(&doc, &old, &new, &mut ambiguous)? {
+        return Ok(r);
+    }
+    Err(MatchError::NotFound {
+        hint: diagnose::hint(&doc, &old, &blocked, &ambiguous),
+    })
+}
+
+/// One run of the five passes for `old`/`new` (both LF) in `doc`: locates, checks uniqueness and
+/// builds the new text. `Err` only for a refusal (the prefix rule).
+pub(crate) fn attempt(
+    doc: &Doc<'_>,
+    old: &str,
+    new: &str,
+    replace_all: bool,
+) -> Result<Attempt, MatchError> {
+    let old = Old::new(old);
+    let mut blocked = Vec::new();
+    let (pass, found) = locate(doc, &old, &mut blocked);
     if found.is_empty() {
-        return Err(MatchError::NotFound);
+        return Ok(Attempt::NotFound(blocked));
     }
     if found.len() > 1 && !replace_all {
         let lines = found
@@ -154,17 +299,38 @@ pub fn replace(
                 Found::Raw(at) => doc.line_at(at) + 1,
             })
             .collect();
-        return Err(MatchError::NotUnique {
+        return Ok(Attempt::NotUnique {
             count: found.len(),
             lines,
         });
     }
+    let is_lines = matches!(found[0], Found::Lines(_));
+    // Whole-line matches: the trailing newline of old/new is not meaningful.
+    let mut delete_lines = false;
+    let new: std::borrow::Cow<'_, str> = if !is_lines {
+        new.into()
+    } else if new.is_empty() {
+        delete_lines = !old.trailing_nl;
+        new.into()
+    } else if old.trailing_nl && !new.ends_with('\n') {
+        format!("{new}\n").into()
+    } else if !old.trailing_nl && new.ends_with('\n') {
+        new[..new.len() - 1].to_string().into()
+    } else {
+        new.into()
+    };
     let style = matches!(pass, Pass::Indentation | Pass::TruncatedBoundary)
         .then(|| indent::detect(doc.line_strs()));
     let new_lines: Vec<&str> = new.split('\n').collect();
     let mut splices: Vec<Splice> = Vec::new();
+    let occurrences = found.len();
     for f in found {
-        let (start, end) = region(&doc, &old, f);
+        let (mut start, mut end) = region(doc, &old, f);
+        if delete_lines {
+            if let Found::Lines(first) = f {
+                end = doc.lines[first + old.lines.len() - 1].end_with_nl();
+            }
+        }
         if splices.last().is_some_and(|s| start < s.end) {
             continue; // overlaps the previous occurrence (replace_all): leftmost wins
         }
@@ -179,20 +345,100 @@ pub fn replace(
                     re
                 }
             }
+            (Found::Raw(at), _) if !old.text.contains('\n') => {
+                let (s, e, t) = prefix_rule(doc, at, old.text, &new)?;
+                if (s, e) != (start, end) && occurrences > 1 {
+                    // new_string retypes one line; with replace_all it cannot fit every occurrence
+                    return Err(MatchError::Refused(format!(
+                        "new_string retypes the whole of line {} around old_string, so it cannot replace \
+                         every occurrence (replace_all); edit each line with its own edit",
+                        doc.line_at(at) + 1
+                    )));
+                }
+                start = s;
+                end = e;
+                t
+            }
             _ => new.to_string(),
         };
         splices.push(Splice { start, end, text });
     }
     let count = splices.len();
-    Ok(Replaced {
-        text: apply_splices(&doc, &splices),
+    Ok(Attempt::Done(Replaced {
+        text: apply_splices(doc, &splices),
         pass,
         count,
-    })
+    }))
+}
+
+/// The prefix rule for a single-line `old` found at LF-space offset `at` inside a line: when `new`
+/// retypes the rest of the line after the match (or the part before it), the match is widened to
+/// the whole line so that part is not duplicated; when `new` looks like a whole line that does not
+/// end like the file's line, the edit is refused. Returns the region and its replacement.
+fn prefix_rule(
+    doc: &Doc<'_>,
+    at: usize,
+    old: &str,
+    new: &str,
+) -> Result<(usize, usize, String), MatchError> {
+    let line_no = doc.line_at(at);
+    let line = doc.lines[line_no];
+    let (mut start, mut end) = (at, at + old.len());
+    let before = &doc.lf[line.start..start];
+    let after = &doc.lf[end..line.end];
+    let before_t = before.trim_start();
+    let after_t = after.trim_end();
+    let body = new.strip_suffix('\n').unwrap_or(new);
+    let first = body.split('\n').next().unwrap_or("");
+    let last = body.rsplit('\n').next().unwrap_or("");
+    // A retyped part must carry some substance: a lone `)` could also be a legitimate partial edit.
+    let substantial = |s: &str| s.chars().count() >= 4 || s.chars().any(is_word);
+    let mut text = new.to_string();
+    let first_t = first.trim_start();
+    // `new` retyped the start of the line (before the match)?
+    let before_ev = !before_t.is_empty()
+        && substantial(before_t)
+        && first_t.len() > before_t.len()
+        && first_t.starts_with(before_t);
+    // `new` retyped the rest of the line (after the match)?
+    let after_ev = !after_t.is_empty()
+        && (substantial(after_t) || before_ev)
+        && last.len() > after_t.len()
+        && last.ends_with(after_t);
+    if after_ev {
+        end = line.end;
+        text = body.to_string();
+    } else if !after_t.is_empty() && (new.ends_with('\n') || looks_whole(last, after_t, old)) {
+        return Err(MatchError::Refused(format!(
+            "old_string matches only part of line {} (`{}`), but new_string looks like the whole \
+             line; copy the whole line into old_string",
+            line_no + 1,
+            diagnose::clip(doc.line(line_no).trim())
+        )));
+    }
+    if before_ev {
+        start = line.start + (before.len() - before_t.len());
+        text = text.trim_start().to_string();
+    }
+    Ok((start, end, text))
+}
+
+/// Whether `last` (the last line of a replacement for a partial-line match followed by `after`)
+/// looks like a whole line: it ends with the same closing character as the file's line, which
+/// `old` does not end with.
+fn looks_whole(last: &str, after: &str, old: &str) -> bool {
+    let closing = |c: char| ";)}]{,:".contains(c);
+    let last_file = after.chars().next_back();
+    let last_new = last.trim_end().chars().next_back();
+    last_file.is_some_and(closing)
+        && last_new == last_file
+        && !old.trim_end().ends_with(|c| Some(c) == last_file)
+        && last.trim().len() > old.trim().len() + 1
 }
 
 /// Runs the passes in order; returns the first that finds anything, with its occurrences in order.
-fn locate(doc: &Doc<'_>, old: &Old<'_>) -> (Pass, Vec<Found>) {
+/// Matches the inexact passes refuse (inside a token) are recorded in `blocked`.
+fn locate(doc: &Doc<'_>, old: &Old<'_>, blocked: &mut Vec<Blocked>) -> (Pass, Vec<Found>) {
     let k = old.lines.len();
     let lines = |starts: Vec<usize>| starts.into_iter().map(Found::Lines).collect::<Vec<_>>();
 
@@ -246,18 +492,35 @@ fn locate(doc: &Doc<'_>, old: &Old<'_>) -> (Pass, Vec<Found>) {
             Some(_) => find_all(hay, needle),
         },
     };
-    (Pass::Substring, found.into_iter().map(Found::Raw).collect())
+    let mut kept = Vec::with_capacity(found.len());
+    for at in found {
+        if cuts_token(&doc.lf, at, at + needle.len(), old.text) {
+            let line = doc.line_at(at);
+            if blocked.len() < MAX_LISTED_LINES {
+                blocked.push(Blocked::InToken {
+                    line,
+                    text: doc.line(line).to_string(),
+                });
+            }
+        } else {
+            kept.push(Found::Raw(at));
+        }
+    }
+    (Pass::Substring, kept)
 }
 
 /// Whether trimmed old boundary line `old_t` matches file line `file_line` in pass 4: equal after
 /// trimming (`Some(false)`), or a prefix of at least [`MIN_PREFIX_CHARS`] characters of the file's
-/// line after its indentation (`Some(true)`, truncated).
+/// line after its indentation, not ending inside a token (`Some(true)`, truncated).
 fn boundary(old_t: &str, file_line: &str) -> Option<bool> {
     if old_t == file_line.trim() {
-        Some(false)
-    } else if old_t.len() >= MIN_PREFIX_CHARS
+        return Some(false);
+    }
+    let rest = file_line.trim_start();
+    if old_t.len() >= MIN_PREFIX_CHARS
         && old_t.chars().count() >= MIN_PREFIX_CHARS
-        && file_line.trim_start().starts_with(old_t)
+        && rest.starts_with(old_t)
+        && !cuts_token(rest, 0, old_t.len(), old_t)
     {
         Some(true)
     } else {

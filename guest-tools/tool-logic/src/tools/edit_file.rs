@@ -289,7 +289,9 @@ fn check_id(staged: &Staged, given: &str) -> Result<(), ToolError> {
 fn match_error(ctx: &str, e: MatchError) -> ToolError {
     let kind = match e {
         MatchError::EmptyOldString => ErrorKind::InvalidArguments,
-        MatchError::NotFound | MatchError::NotUnique { .. } => ErrorKind::Conflict,
+        MatchError::NotFound { .. } | MatchError::NotUnique { .. } | MatchError::Refused(_) => {
+            ErrorKind::Conflict
+        }
     };
     ToolError::new(kind, format!("{ctx}{e}"))
 }
@@ -404,10 +406,16 @@ fn call_anchored(root: &Root, args: &str) -> Result<Value, ToolError> {
             .unwrap_or_default();
         ToolError::new(
             kind,
-            format!(
-                "edit_file: changes[{}]{which} ({rel}): {}",
-                e.change, e.kind
-            ),
+            match &e.hint {
+                Some(h) => format!(
+                    "edit_file: changes[{}]{which} ({rel}): {}; {h}",
+                    e.change, e.kind
+                ),
+                None => format!(
+                    "edit_file: changes[{}]{which} ({rel}): {}",
+                    e.change, e.kind
+                ),
+            },
         )
     })?;
     f.text = out;
