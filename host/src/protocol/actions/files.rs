@@ -147,20 +147,9 @@ pub fn statuses(s: &mut Session) -> Handled {
     Ok(reply("file_statuses", json!({"files": files})))
 }
 
-/// Writes `content` to `rel` in the project through the project handle: atomic, keeping the file's
-/// permissions, and following no symbolic link on the way (see [`crate::store::write_no_follow`]).
-fn write_project(s: &Session, rel: &str, content: &[u8]) -> Result<(), String> {
-    let p = s
-        .project
-        .as_ref()
-        .ok_or("No project: global chats cannot apply files")?;
-    crate::store::write_no_follow(&p.dir, rel, content)
-        .map_err(|e| format!("Cannot write file {rel}: {e}"))
-}
-
 /// Makes `content` the snapshot of whole file `path` (adding it to the context, writable, when the
 /// model created it). Returns the new version and the previous one, if the file was in context.
-fn resnapshot_whole_file(
+pub(super) fn resnapshot_whole_file(
     a: &mut crate::protocol::session::Active,
     path: &str,
     content: &[u8],
@@ -199,7 +188,7 @@ fn resnapshot_whole_file(
 
 /// After the project file `path` became `content`: the snapshot follows (adding the file to context
 /// when the model created it), the output goes, and the event is recorded.
-fn settle_applied(
+pub(super) fn settle_applied(
     s: &mut Session,
     path: &str,
     content: &[u8],
@@ -222,9 +211,9 @@ pub fn apply(s: &mut Session, req: &Request) -> Handled {
     let path = internal_path(s, req.nonempty("path")?)?;
     let out = snapshots::read_output(s.active()?.dir.dir(), &path)
         .ok_or_else(|| format!("No output to apply: {path} not found in output"))?;
-    write_project(s, &path, &out)?;
+    let cp = super::review::write_checkpointed(s, "apply_file", &path, &out)?;
     settle_applied(s, &path, &out, "UserApplyFile", None)?;
-    Ok(reply("ok", json!({"content": text(&out)})))
+    Ok(reply("ok", json!({"content": text(&out), "checkpoint_id": cp})))
 }
 
 pub fn apply_as(s: &mut Session, req: &Request) -> Handled {
@@ -244,13 +233,13 @@ pub fn apply_as(s: &mut Session, req: &Request) -> Handled {
     let a = s.active()?;
     let out = snapshots::read_output(a.dir.dir(), &path)
         .ok_or_else(|| format!("No output to apply: {path} not found in output"))?;
-    write_project(s, &dest, &out)?;
+    let cp = super::review::write_checkpointed(s, "apply_file_as", &dest, &out)?;
     let a = s.active_mut()?;
     crate::store::remove_file_if_exists(a.dir.dir(), paths::output_rel(&path))
         .map_err(|e| format!("Failed to remove output: {e}"))?;
     // The saved file joins the context (it is now the user's file); the source's output is used up.
     settle_applied(s, &dest, &out, "UserSaveAs", Some(&path))?;
-    Ok(reply("ok", json!({"content": text(&out)})))
+    Ok(reply("ok", json!({"content": text(&out), "checkpoint_id": cp})))
 }
 
 pub fn output_delete(s: &mut Session, req: &Request) -> Handled {

@@ -1,0 +1,458 @@
+//! Checkpoints (AGENT-PROTOCOL.md §3): every write the host makes into the project (apply, apply-as,
+//! applied hunks, rollbacks) is recorded under `.bb7/checkpoints/<id>/` with each file's content
+//! before and after, so it can be inspected and undone later, across restarts.
+//!
+//! Layout of one checkpoint: `checkpoint.json` (the record) and `<n>.before` / `<n>.after` (the
+//! contents of file `n` of the record; absent when the file did not exist on that side).
+//!
+//! Crash safety. [`apply_changes`] works in three steps:
+//! 1. the content files, then the record with `state: "pending"` (each written atomically: temp
+//!    file, fsync, rename, fsync of the directory);
+//! 2. each project file, replaced atomically (so it is old or new, never torn);
+//! 3. the record again, `state: "done"`.
+//!
+//! Writing the record before touching the project means a crash can never leave a project change
+//! without a record of how to undo it. A record still `pending` whose process is gone (a crash in
+//! step 2 or 3) is reconciled when checkpoints are next read: each file is compared with its
+//! hashes; files still at their `before` content were never written and leave the record; if none
+//! was written the checkpoint is removed; otherwise it becomes `done`. So after recovery every
+//! record lists exactly the files its apply changed, and its content files match its hashes.
+//!
+//! Retention: the newest [`KEEP`] checkpoints of a project, none older than [`MAX_AGE_DAYS`] days;
+//! older ones are removed whenever a new checkpoint is made.
+
+use std::io;
+
+use cap_std::fs::Dir;
+use serde::{Deserialize, Serialize};
+
+use super::hunks::hash;
+use super::projfs;
+use crate::store::write_atomic;
+
+/// How many checkpoints a project keeps.
+pub const KEEP: usize = 50;
+/// The age after which a checkpoint is removed.
+pub const MAX_AGE_DAYS: i64 = 30;
+
+const RECORD: &str = "checkpoint.json";
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("Unknown checkpoint: {0}")]
+    Unknown(String),
+    #[error("Invalid checkpoint id: {0:?}")]
+    BadId(String),
+    #[error("Checkpoint {0} has no file {1}")]
+    NoFile(String, String),
+    #[error("Cannot open .bb7/checkpoints: {0}")]
+    Open(io::Error),
+    #[error("Cannot write checkpoint {0}: {1}")]
+    Store(String, io::Error),
+    #[error("Cannot read checkpoint {0}: {1}")]
+    Read(String, String),
+    #[error("Cannot write file {0}: {1}")]
+    Write(String, io::Error),
+    #[error("Cannot read file {0}: {1}")]
+    ReadFile(String, io::Error),
+}
+
+/// One file of a checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FileRecord {
+    pub path: String,
+    /// `sha256:…` of the content before; `null` when the file did not exist.
+    pub before_hash: Option<String>,
+    /// `sha256:…` of the content written; `null` when the file was removed.
+    pub after_hash: Option<String>,
+    /// The number of its content files (`<blob>.before`, `<blob>.after`).
+    pub blob: usize,
+}
+
+/// A checkpoint record (`checkpoint.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Record {
+    pub id: String,
+    pub created: String,
+    pub chat_id: Option<String>,
+    /// `apply_file`, `apply_file_as`, `apply_hunks` or `rollback`.
+    pub kind: String,
+    /// For a rollback: the checkpoint it rolled back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_of: Option<String>,
+    /// `pending` while the apply runs, then `done`.
+    pub state: String,
+    /// The process that made it (a `pending` record of a live process is not recovered).
+    #[serde(default)]
+    pub pid: u32,
+    pub files: Vec<FileRecord>,
+}
+
+/// One file to change: its content now (`None`: absent) and the content to write (`None`: remove).
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub path: String,
+    pub before: Option<Vec<u8>>,
+    pub after: Option<Vec<u8>>,
+}
+
+/// What a new checkpoint is about.
+pub struct Meta<'a> {
+    pub chat_id: Option<&'a str>,
+    pub kind: &'a str,
+    pub rollback_of: Option<&'a str>,
+}
+
+/// `.bb7/checkpoints/` of a project, as a handle.
+pub struct Checkpoints {
+    dir: Dir,
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+fn alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 sends nothing; it only checks that the process exists.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+fn new_id() -> String {
+    let now = chrono::Utc::now();
+    format!(
+        "{}-{:04x}",
+        now.format("%Y%m%d-%H%M%S-%6f"),
+        rand::random::<u16>()
+    )
+}
+
+impl Checkpoints {
+    /// Opens (creating) `.bb7/checkpoints/` under the project root; `.bb7` and `checkpoints` must be
+    /// real directories.
+    pub fn open(project: &Dir) -> Result<Checkpoints, CheckpointError> {
+        let no_link = |name: &str, d: &Dir| -> Result<(), CheckpointError> {
+            match d.symlink_metadata(name) {
+                Ok(m) if m.file_type().is_symlink() || !m.is_dir() => {
+                    Err(CheckpointError::Open(io::Error::new(
+                        io::ErrorKind::PermissionDenied,
+                        format!("{name} is not a real directory"),
+                    )))
+                }
+                Ok(_) => Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    d.create_dir(name).map_err(CheckpointError::Open)
+                }
+                Err(e) => Err(CheckpointError::Open(e)),
+            }
+        };
+        no_link(".bb7", project)?;
+        let bb7 = project.open_dir(".bb7").map_err(CheckpointError::Open)?;
+        no_link("checkpoints", &bb7)?;
+        Ok(Checkpoints {
+            dir: bb7.open_dir("checkpoints").map_err(CheckpointError::Open)?,
+        })
+    }
+
+    fn write_record(&self, rec: &Record) -> Result<(), CheckpointError> {
+        let json = serde_json::to_vec_pretty(rec)
+            .map_err(|e| CheckpointError::Store(rec.id.clone(), io::Error::other(e)))?;
+        write_atomic(&self.dir, format!("{}/{RECORD}", rec.id), &json)
+            .map_err(|e| CheckpointError::Store(rec.id.clone(), e))
+    }
+
+    fn read_record(&self, id: &str) -> Result<Record, CheckpointError> {
+        let bytes = self
+            .dir
+            .read(format!("{id}/{RECORD}"))
+            .map_err(|_| CheckpointError::Unknown(id.to_string()))?;
+        let rec: Record = serde_json::from_slice(&bytes)
+            .map_err(|e| CheckpointError::Read(id.to_string(), e.to_string()))?;
+        if rec.id != id {
+            return Err(CheckpointError::Read(
+                id.to_string(),
+                "the record names another id".into(),
+            ));
+        }
+        Ok(rec)
+    }
+
+    fn remove(&self, id: &str) {
+        if valid_id(id) {
+            let _ = self.dir.remove_dir_all(id);
+        }
+    }
+
+    /// Step 1: a new pending record with the contents of `changes`.
+    fn begin(&self, meta: &Meta, changes: &[Change]) -> Result<Record, CheckpointError> {
+        let mut id = new_id();
+        while self.dir.exists(&id) {
+            id = new_id();
+        }
+        self.dir
+            .create_dir(&id)
+            .map_err(|e| CheckpointError::Store(id.clone(), e))?;
+        let sub = self
+            .dir
+            .open_dir(&id)
+            .map_err(|e| CheckpointError::Store(id.clone(), e))?;
+        let mut files = Vec::new();
+        for (n, c) in changes.iter().enumerate() {
+            for (side, content) in [("before", &c.before), ("after", &c.after)] {
+                if let Some(bytes) = content {
+                    write_atomic(&sub, format!("{n}.{side}"), bytes)
+                        .map_err(|e| CheckpointError::Store(id.clone(), e))?;
+                }
+            }
+            files.push(FileRecord {
+                path: c.path.clone(),
+                before_hash: c.before.as_deref().map(hash),
+                after_hash: c.after.as_deref().map(hash),
+                blob: n,
+            });
+        }
+        let rec = Record {
+            id,
+            created: crate::chat::model::now(),
+            chat_id: meta.chat_id.map(str::to_string),
+            kind: meta.kind.to_string(),
+            rollback_of: meta.rollback_of.map(str::to_string),
+            state: "pending".into(),
+            pid: std::process::id(),
+            files,
+        };
+        self.write_record(&rec)?;
+        Ok(rec)
+    }
+
+    /// Brings a pending record in line with the project (see the module notes). Returns the record,
+    /// or `None` when nothing of it was applied (and it was removed).
+    fn reconcile(&self, project: &Dir, mut rec: Record) -> Option<Record> {
+        rec.files.retain(|f| {
+            let now = projfs::read(project, &f.path)
+                .ok()
+                .map(|c| c.as_deref().map(hash));
+            // Unreadable now: keep it (the user may have replaced it since).
+            match now {
+                Some(h) => h == f.after_hash || h != f.before_hash,
+                None => true,
+            }
+        });
+        if rec.files.is_empty() {
+            self.remove(&rec.id);
+            return None;
+        }
+        rec.state = "done".into();
+        if self.write_record(&rec).is_err() {
+            return None;
+        }
+        Some(rec)
+    }
+
+    /// A checkpoint by id (recovered first if its apply was interrupted).
+    pub fn load(&self, project: &Dir, id: &str) -> Result<Record, CheckpointError> {
+        if !valid_id(id) {
+            return Err(CheckpointError::BadId(id.to_string()));
+        }
+        let rec = self.read_record(id)?;
+        if rec.state == "pending" {
+            if rec.pid != std::process::id() && alive(rec.pid) {
+                return Err(CheckpointError::Read(
+                    id.to_string(),
+                    "another process is still writing it".into(),
+                ));
+            }
+            return self
+                .reconcile(project, rec)
+                .ok_or_else(|| CheckpointError::Unknown(id.to_string()));
+        }
+        Ok(rec)
+    }
+
+    /// Every checkpoint (of `chat_id` when given), newest first; interrupted ones are recovered.
+    pub fn list(&self, project: &Dir, chat_id: Option<&str>) -> Vec<Record> {
+        let mut ids = self.ids();
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        let mut out = Vec::new();
+        for id in ids {
+            let Ok(rec) = self.load(project, &id) else {
+                continue;
+            };
+            if chat_id.is_none_or(|c| rec.chat_id.as_deref() == Some(c)) {
+                out.push(rec);
+            }
+        }
+        out
+    }
+
+    fn ids(&self) -> Vec<String> {
+        let Ok(entries) = self.dir.entries() else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| valid_id(n))
+            .collect()
+    }
+
+    /// The content of `file` of `rec` on one side (`None`: the file did not exist there).
+    pub fn content(
+        &self,
+        rec: &Record,
+        file: &FileRecord,
+        after: bool,
+    ) -> Result<Option<Vec<u8>>, CheckpointError> {
+        let (h, side) = if after {
+            (&file.after_hash, "after")
+        } else {
+            (&file.before_hash, "before")
+        };
+        if h.is_none() {
+            return Ok(None);
+        }
+        let bytes = self
+            .dir
+            .read(format!("{}/{}.{side}", rec.id, file.blob))
+            .map_err(|e| CheckpointError::Read(rec.id.clone(), e.to_string()))?;
+        if Some(hash(&bytes)) != *h {
+            return Err(CheckpointError::Read(
+                rec.id.clone(),
+                format!("the {side} content of {} does not match its hash", file.path),
+            ));
+        }
+        Ok(Some(bytes))
+    }
+
+    /// Applies the retention rule: the newest [`KEEP`], none older than [`MAX_AGE_DAYS`].
+    pub fn prune(&self) {
+        let mut ids = self.ids();
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        let cutoff = (chrono::Utc::now() - chrono::Duration::days(MAX_AGE_DAYS))
+            .format("%Y%m%d-%H%M%S")
+            .to_string();
+        for (i, id) in ids.iter().enumerate() {
+            let old = id.len() >= 15 && id[..15] < *cutoff;
+            if i >= KEEP || old {
+                self.remove(id);
+            }
+        }
+    }
+}
+
+/// Writes `changes` into the project with a checkpoint (see the module notes for the order).
+/// Changes whose content stays the same are left out; with none left nothing is written and
+/// `Ok(None)` returned. On a failed write the record is reconciled (it keeps what was written) and
+/// the error returned.
+pub fn apply_changes(
+    project: &Dir,
+    cps: &Checkpoints,
+    meta: Meta,
+    changes: Vec<Change>,
+) -> Result<Option<Record>, CheckpointError> {
+    let changes: Vec<Change> = changes
+        .into_iter()
+        .filter(|c| c.before != c.after)
+        .collect();
+    if changes.is_empty() {
+        return Ok(None);
+    }
+    let mut rec = cps.begin(&meta, &changes)?;
+    for c in &changes {
+        let written = match &c.after {
+            Some(bytes) => crate::store::write_no_follow(project, &c.path, bytes),
+            None => projfs::remove(project, &c.path),
+        };
+        if let Err(e) = written {
+            cps.reconcile(project, rec);
+            return Err(CheckpointError::Write(c.path.clone(), e));
+        }
+    }
+    rec.state = "done".into();
+    cps.write_record(&rec)?;
+    cps.prune();
+    Ok(Some(rec))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cap_std::ambient_authority;
+
+    #[test]
+    fn records_recover_and_prune() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir(t.path().join(".bb7")).unwrap();
+        let root = Dir::open_ambient_dir(t.path(), ambient_authority()).unwrap();
+        let cps = Checkpoints::open(&root).unwrap();
+        let meta = || Meta {
+            chat_id: Some("c1"),
+            kind: "apply_file",
+            rollback_of: None,
+        };
+        let rec = apply_changes(
+            &root,
+            &cps,
+            meta(),
+            vec![Change {
+                path: "a/b.txt".into(),
+                before: None,
+                after: Some(b"new\n".to_vec()),
+            }],
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(std::fs::read(t.path().join("a/b.txt")).unwrap(), b"new\n");
+        let got = cps.load(&root, &rec.id).unwrap();
+        assert_eq!(got.state, "done");
+        assert_eq!(
+            cps.content(&got, &got.files[0], true).unwrap().unwrap(),
+            b"new\n"
+        );
+        assert_eq!(cps.content(&got, &got.files[0], false).unwrap(), None);
+        // An interrupted apply that never reached the project disappears on the next read.
+        let pending = cps
+            .begin(
+                &meta(),
+                &[Change {
+                    path: "a/b.txt".into(),
+                    before: Some(b"new\n".to_vec()),
+                    after: Some(b"newer\n".to_vec()),
+                }],
+            )
+            .unwrap();
+        let mut p = pending.clone();
+        p.pid = u32::MAX; // a dead process
+        cps.write_record(&p).unwrap();
+        assert_eq!(cps.list(&root, None).len(), 1);
+        assert!(cps.load(&root, &pending.id).is_err());
+        // Retention keeps the newest KEEP.
+        for i in 0..KEEP + 3 {
+            apply_changes(
+                &root,
+                &cps,
+                meta(),
+                vec![Change {
+                    path: "x.txt".into(),
+                    before: None,
+                    after: Some(format!("{i}").into_bytes()),
+                }],
+            )
+            .unwrap();
+            let _ = std::fs::remove_file(t.path().join("x.txt"));
+        }
+        assert_eq!(cps.ids().len(), KEEP);
+        assert!(cps.load(&root, "../x").is_err());
+    }
+}
