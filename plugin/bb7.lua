@@ -34,3 +34,10 @@ cmd("BB7EditInstructions", "edit_instructions", {
 })
 cmd("BB7Version", "version", { desc = "BB-7: plugin and host versions" })
 cmd("BB7Restart", "restart", { desc = "BB-7: restart the host process" })
+-- Per-hunk review and checkpoints (lua/bb7/ui/review.lua, lua/bb7/ui/checkpoints.lua).
+vim.api.nvim_create_user_command("BB7Review", function(o)
+  require("bb7.ui.review").command(o)
+end, { nargs = "?", complete = "file", desc = "BB-7: review a file's change hunk by hunk (local ↔ proposed)" })
+vim.api.nvim_create_user_command("BB7Checkpoints", function()
+  require("bb7.ui.checkpoints").open()
+end, { desc = "BB-7: checkpoints: 3-way view and rollback" })

@@ -232,16 +232,13 @@ fn crlf_and_no_final_newline_round_trip_byte_exact() {
     assert_eq!(local(&env, "w.txt"), old);
 
     // Rejecting keeps the output's own line endings and final newline.
-    let out = b"one\ntwo\nthree\n";
-    write_bytes(&env.proj().join("r.txt"), b"one\r\n2\r\nthree\r\n");
-    write_bytes(&env.output_path(&id, "r.txt"), b"ONE\ntwo\nthree\n");
-    let (_, hs) = hunks(&mut s, "r.txt");
-    assert_eq!(hs.len(), 1, "{hs:?}");
-    write_bytes(&env.output_path(&id, "r.txt"), out);
+    write_bytes(&env.proj().join("r.txt"), b"one\r\n2\r\nthree\r\nfour\r\n");
+    write_bytes(&env.output_path(&id, "r.txt"), b"ONE\n2\nthree\nFOUR");
     let (_, hs) = hunks(&mut s, "r.txt");
     assert_eq!(hs.len(), 2, "{hs:?}");
     s.ok(json!({"action": "reject_hunks", "path": "r.txt", "hunk_ids": ids(&hs, &[0])}));
-    assert_eq!(fs::read(env.output_path(&id, "r.txt")).unwrap(), b"one\n2\nthree\n");
+    assert_eq!(fs::read(env.output_path(&id, "r.txt")).unwrap(), b"one\n2\nthree\nFOUR");
+    assert_eq!(local(&env, "r.txt"), b"one\r\n2\r\nthree\r\nfour\r\n");
     s.shutdown();
 }
 
@@ -558,6 +555,15 @@ fn kill9_during_apply_hunks_and_rollback_never_tears_files_or_records() {
     env.write_local("big.txt", &old);
     s.ok(json!({"action": "context_add", "path": "big.txt", "content": old}));
     env.write_output(&id, "big.txt", &new);
+    // How long an apply and a rollback take here: the kills land anywhere within that.
+    let (base, hs) = hunks(&mut s, "big.txt");
+    let t = std::time::Instant::now();
+    let r = s.ok(json!({"action": "apply_hunks", "path": "big.txt", "hunk_ids": ids(&hs, &[0]), "base_hash": base}));
+    let apply_time = t.elapsed();
+    let t = std::time::Instant::now();
+    s.ok(json!({"action": "checkpoint_rollback", "checkpoint_id": r["checkpoint_id"], "mode": "hard_all"}));
+    let span = apply_time.max(t.elapsed()).as_micros() as u64 * 3 / 2 + 1000;
+    eprintln!("apply {apply_time:?}, kills within {span} µs of the request");
     s.shutdown();
 
     let rounds = std::env::var("BB7_CRASH_ROUNDS")
@@ -586,7 +592,7 @@ fn kill9_during_apply_hunks_and_rollback_never_tears_files_or_records() {
         };
         let is_rollback = req["action"] == "checkpoint_rollback";
         s.send(&req);
-        thread::sleep(Duration::from_micros(rng.below(40_000)));
+        thread::sleep(Duration::from_micros(rng.below(span)));
         s.kill9();
         drop(s);
 

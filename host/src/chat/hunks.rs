@@ -10,7 +10,6 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use similar::{Algorithm, DiffTag};
@@ -128,15 +127,21 @@ impl Hunk {
 
 /// The changed runs between `old` and `new` as (old range, new range), in order.
 fn changed_runs(old: &Lines, new: &Lines) -> Vec<(Range<usize>, Range<usize>)> {
-    // A deadline keeps a pathological input from stalling the host; the diff is then less minimal
-    // but still correct.
-    let deadline = Instant::now() + Duration::from_secs(2);
-    let ops = similar::capture_diff_slices_deadline(
-        Algorithm::Myers,
-        &old.lines,
-        &new.lines,
-        Some(deadline),
-    );
+    // `similar`'s heuristic Myers bounds its work on pathological inputs by itself (the diff is then
+    // less minimal but still correct); a deadline would cost more than the diff here.
+    // Lines are interned to numbers first, so the diff compares integers, not strings.
+    let mut table: HashMap<&str, u32> = HashMap::with_capacity(old.len() + new.len());
+    let mut a = Vec::with_capacity(old.len());
+    for l in &old.lines {
+        let n = table.len() as u32;
+        a.push(*table.entry(*l).or_insert(n));
+    }
+    let mut b = Vec::with_capacity(new.len());
+    for l in &new.lines {
+        let n = table.len() as u32;
+        b.push(*table.entry(*l).or_insert(n));
+    }
+    let ops = similar::capture_diff_slices(Algorithm::Myers, &a, &b);
     let mut runs: Vec<(Range<usize>, Range<usize>)> = Vec::new();
     for op in ops {
         let (tag, o, n) = op.as_tag_tuple();

@@ -144,10 +144,8 @@ pub fn apply_hunks(
     let hs = hunks::hunks(path, &ll, &ol);
     let chosen = pick(&hs, ids)?;
     let content = hunks::apply(&ll, &ol, &chosen);
-    let remaining = {
-        let nt = hunks::as_text(path, &content)?;
-        hunks::hunks(path, &Lines::parse(nt), &ol).len()
-    };
+    // Applying some hunks leaves exactly the others between the file and the output.
+    let remaining = hs.len() - chosen.len();
     let checkpoint = checkpoints::apply_changes(
         project,
         cps,
