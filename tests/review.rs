@@ -484,7 +484,8 @@ fn send_warns_about_context_files_changed_since_their_snapshot() {
     }
     let w = warning.expect("a stale_context warning");
     assert_eq!(w["kind"], "stale_context");
-    assert_eq!(w["files"], json!(["changed.txt", "gone.txt"]));
+    // A file that is not on disk is not listed (context may come from an unsaved buffer).
+    assert_eq!(w["files"], json!(["changed.txt"]));
     s.shutdown_noisy();
 }
 
@@ -541,9 +542,9 @@ fn check_records(env: &Env, s: &mut Bb7, path: &str) -> Vec<Value> {
 fn kill9_during_apply_hunks_and_rollback_never_tears_files_or_records() {
     let mut rng = Rng::new();
     let (env, mut s, id) = start_chat();
-    // About 1 MiB, 120 changed regions.
-    let old: String = (0..24_000).map(|i| format!("line {i:06} of the big file\n")).collect();
-    let new: String = (0..24_000)
+    // About 0.6 MiB, 80 changed regions.
+    let old: String = (0..16_000).map(|i| format!("line {i:06} of the big file\n")).collect();
+    let new: String = (0..16_000)
         .map(|i| {
             if i % 200 == 7 {
                 format!("changed {i:06} by the model\n")
@@ -569,7 +570,7 @@ fn kill9_during_apply_hunks_and_rollback_never_tears_files_or_records() {
     let rounds = std::env::var("BB7_CRASH_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(40);
+        .unwrap_or(30);
     let (mut landed, mut not_landed) = (0, 0);
     for round in 0..rounds {
         let mut s = env.start();

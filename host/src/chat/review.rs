@@ -425,8 +425,8 @@ pub fn rollback(
     })
 }
 
-/// The context entries whose local copy differs from their snapshot (changed or gone since it was
-/// taken), by path, each once.
+/// The context entries whose local copy differs from their snapshot (changed since it was taken), by
+/// path, each once. Files that are not on disk (or cannot be read) are not listed.
 pub fn stale_files(project: Option<&Dir>, chat_dir: &Dir, files: &[ContextFile]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for cf in files {
@@ -446,8 +446,9 @@ pub fn stale_files(project: Option<&Dir>, chat_dir: &Dir, files: &[ContextFile])
             }
             Err(_) => continue,
         };
+        // A file that is not on disk is not reported: context can come from an unsaved buffer.
         let stale = match local {
-            Err(_) => true,
+            Err(_) => false,
             Ok(local) => match (cf.start_line, cf.end_line) {
                 (Some(s), Some(e)) => {
                     !snapshots::same_text(&snapshots::section_lines(&local, s, e), &snap)
