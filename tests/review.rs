@@ -103,14 +103,20 @@ fn accept_some_hunks_and_reject_others() {
     let r = s.ok(json!({"action": "apply_hunks", "path": "m.txt",
         "hunk_ids": ids(&hs, &[0, 2]), "base_hash": base}));
     assert_eq!(r["remaining"], 2, "{r}");
-    let cp1 = r["checkpoint_id"].as_str().expect("checkpoint id").to_string();
+    let cp1 = r["checkpoint_id"]
+        .as_str()
+        .expect("checkpoint id")
+        .to_string();
     let want: String = old
         .replace("line 3\n", "line three\n")
         .replace("line 25\n", "");
     assert_eq!(String::from_utf8(local(&env, "m.txt")).unwrap(), want);
     assert_eq!(r["content"], want);
     // The output keeps the rest; the snapshot follows the local file.
-    assert_eq!(fs::read_to_string(env.output_path(&id, "m.txt")).unwrap(), new);
+    assert_eq!(
+        fs::read_to_string(env.output_path(&id, "m.txt")).unwrap(),
+        new
+    );
     assert_eq!(
         fs::read_to_string(env.chat_dir(&id).join("context/m.txt")).unwrap(),
         want
@@ -183,7 +189,10 @@ fn apply_hunks_after_a_local_change_is_a_conflict_and_writes_nothing() {
     assert!(msg.starts_with("Conflict:"), "{msg}");
     assert_eq!(local(&env, "m.txt"), edited.as_bytes());
     assert_eq!(checkpoints(&mut s).len(), 0);
-    assert_eq!(fs::read_to_string(env.output_path(&id, "m.txt")).unwrap(), new);
+    assert_eq!(
+        fs::read_to_string(env.output_path(&id, "m.txt")).unwrap(),
+        new
+    );
     // Unknown ids and bad fields are errors too, with nothing written.
     let (base, _) = hunks(&mut s, "m.txt");
     s.err_has(
@@ -212,12 +221,16 @@ fn crlf_and_no_final_newline_round_trip_byte_exact() {
     let (base, hs) = hunks(&mut s, "w.txt");
     assert_eq!(hs.len(), 2, "{hs:?}");
     // Nothing chosen: nothing written, no checkpoint.
-    let r = s.ok(json!({"action": "apply_hunks", "path": "w.txt", "hunk_ids": [], "base_hash": base}));
+    let r =
+        s.ok(json!({"action": "apply_hunks", "path": "w.txt", "hunk_ids": [], "base_hash": base}));
     assert_eq!(r["checkpoint_id"], Value::Null);
     assert_eq!(local(&env, "w.txt"), old);
     // The changed line takes the file's CRLF.
     s.ok(json!({"action": "apply_hunks", "path": "w.txt", "hunk_ids": ids(&hs, &[0]), "base_hash": base}));
-    assert_eq!(local(&env, "w.txt"), b"alpha\r\nBETA\r\ngamma\r\ndelta\r\nomega");
+    assert_eq!(
+        local(&env, "w.txt"),
+        b"alpha\r\nBETA\r\ngamma\r\ndelta\r\nomega"
+    );
     // The appended line too, and the file still has no final newline.
     let (base, hs2) = hunks(&mut s, "w.txt");
     s.ok(json!({"action": "apply_hunks", "path": "w.txt", "hunk_ids": ids(&hs2, &[0]), "base_hash": base}));
@@ -237,7 +250,10 @@ fn crlf_and_no_final_newline_round_trip_byte_exact() {
     let (_, hs) = hunks(&mut s, "r.txt");
     assert_eq!(hs.len(), 2, "{hs:?}");
     s.ok(json!({"action": "reject_hunks", "path": "r.txt", "hunk_ids": ids(&hs, &[0])}));
-    assert_eq!(fs::read(env.output_path(&id, "r.txt")).unwrap(), b"one\n2\nthree\nFOUR");
+    assert_eq!(
+        fs::read(env.output_path(&id, "r.txt")).unwrap(),
+        b"one\n2\nthree\nFOUR"
+    );
     assert_eq!(local(&env, "r.txt"), b"one\r\n2\r\nthree\r\nfour\r\n");
     s.shutdown();
 }
@@ -254,7 +270,10 @@ fn big_changes_are_split_at_blank_lines_or_marked_oversized() {
     assert!(hs.len() >= 3, "{}", hs.len());
     for h in &hs {
         let n = h["old_lines"].as_u64().unwrap() + h["new_lines"].as_u64().unwrap();
-        assert!(n <= 80 && h["patch"].as_str().unwrap().len() <= 8192 + 64, "{h}");
+        assert!(
+            n <= 80 && h["patch"].as_str().unwrap().len() <= 8192 + 64,
+            "{h}"
+        );
         assert!(h.get("oversized").is_none(), "{h}");
     }
     // Applying them all gives the output.
@@ -306,7 +325,10 @@ fn scoped_rollback_keeps_unrelated_edits_and_reports_overlaps() {
     s.ok(json!({"action": "context_add", "path": "m.txt", "content": old}));
     env.write_output(&id, "m.txt", &new);
     let r = s.ok(json!({"action": "apply_file", "path": "m.txt"}));
-    let cp = r["checkpoint_id"].as_str().expect("apply_file records a checkpoint").to_string();
+    let cp = r["checkpoint_id"]
+        .as_str()
+        .expect("apply_file records a checkpoint")
+        .to_string();
     assert_eq!(local(&env, "m.txt"), new.as_bytes());
 
     let d = s.ok(json!({"action": "checkpoint_diff3", "checkpoint_id": cp, "path": "m.txt"}));
@@ -335,7 +357,10 @@ fn scoped_rollback_keeps_unrelated_edits_and_reports_overlaps() {
     assert_eq!(conflicts[0]["hunk_id"], hs[3]["id"]);
     let want = edited.replace("line three\n", "line 3\n");
     assert_eq!(String::from_utf8(local(&env, "m.txt")).unwrap(), want);
-    let rb = r["checkpoint_id"].as_str().expect("a rollback is a checkpoint").to_string();
+    let rb = r["checkpoint_id"]
+        .as_str()
+        .expect("a rollback is a checkpoint")
+        .to_string();
     let cps = checkpoints(&mut s);
     assert_eq!(cps[0]["id"], rb.as_str());
     assert_eq!(cps[0]["kind"], "rollback");
@@ -376,11 +401,12 @@ fn hard_rollback_and_rollback_of_a_rollback() {
         .as_str()
         .unwrap()
         .to_string();
-    let cp_new = s.ok(json!({"action": "apply_file_as", "path": "new.txt", "destination": "sub/made.txt"}))
-        ["checkpoint_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let cp_new =
+        s.ok(json!({"action": "apply_file_as", "path": "new.txt", "destination": "sub/made.txt"}))
+            ["checkpoint_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
     assert_eq!(local(&env, "sub/made.txt"), b"created\n");
     let cps = checkpoints(&mut s);
     assert_eq!(cps[0]["kind"], "apply_file_as");
@@ -388,7 +414,8 @@ fn hard_rollback_and_rollback_of_a_rollback() {
 
     // Later user edit, then a hard rollback: the file is as before the apply.
     env.write_local("a.txt", "a2 + user\n");
-    let r = s.ok(json!({"action": "checkpoint_rollback", "checkpoint_id": cp_a, "mode": "hard_all"}));
+    let r =
+        s.ok(json!({"action": "checkpoint_rollback", "checkpoint_id": cp_a, "mode": "hard_all"}));
     assert_eq!(r["files"], json!(["a.txt"]));
     assert_eq!(list(&r["conflicts"]).len(), 0);
     assert_eq!(local(&env, "a.txt"), b"a1\n");
@@ -397,13 +424,16 @@ fn hard_rollback_and_rollback_of_a_rollback() {
     let r = s.ok(json!({"action": "checkpoint_rollback", "checkpoint_id": rb, "mode": "hard_all"}));
     assert_eq!(local(&env, "a.txt"), b"a2 + user\n");
     assert_eq!(checkpoints(&mut s)[0]["rollback_of"], rb.as_str());
-    let d = s.ok(json!({"action": "checkpoint_diff3", "checkpoint_id": r["checkpoint_id"], "path": "a.txt"}));
+    let d = s.ok(
+        json!({"action": "checkpoint_diff3", "checkpoint_id": r["checkpoint_id"], "path": "a.txt"}),
+    );
     assert_eq!(d["base"], "a1\n");
     assert_eq!(d["proposed"], "a2 + user\n");
     // Rolling back a file the apply created removes it; a rollback with nothing to do writes nothing.
     s.ok(json!({"action": "checkpoint_rollback", "checkpoint_id": cp_new, "mode": "hard_all"}));
     assert!(!env.proj().join("sub/made.txt").exists());
-    let r = s.ok(json!({"action": "checkpoint_rollback", "checkpoint_id": cp_new, "mode": "hard_all"}));
+    let r =
+        s.ok(json!({"action": "checkpoint_rollback", "checkpoint_id": cp_new, "mode": "hard_all"}));
     assert_eq!(r["checkpoint_id"], Value::Null);
     assert_eq!(r["files"], json!([]));
     s.shutdown();
@@ -418,7 +448,10 @@ fn paths_through_symlinks_are_refused() {
     let before = env.outside_state();
     for path in ["linkdir/t.txt", "link.txt"] {
         env.write_output(&id, path, "changed\n");
-        s.err_has(json!({"action": "get_hunks", "path": path}), "symbolic link");
+        s.err_has(
+            json!({"action": "get_hunks", "path": path}),
+            "symbolic link",
+        );
         s.err_has(
             json!({"action": "apply_hunks", "path": path, "hunk_ids": [], "base_hash": hash(b"outside\n")}),
             "symbolic link",
@@ -426,7 +459,10 @@ fn paths_through_symlinks_are_refused() {
         s.err(json!({"action": "apply_file", "path": path}));
     }
     assert_same_tree(&before, &env.outside_state());
-    assert_eq!(fs::read_to_string(env.outside().join("t.txt")).unwrap(), "outside\n");
+    assert_eq!(
+        fs::read_to_string(env.outside().join("t.txt")).unwrap(),
+        "outside\n"
+    );
     // A checkpoint whose file became a link since is not rolled back through it.
     env.write_local("f.txt", "one\n");
     env.write_output(&id, "f.txt", "two\n");
@@ -437,7 +473,10 @@ fn paths_through_symlinks_are_refused() {
         json!({"action": "checkpoint_rollback", "checkpoint_id": cp, "mode": "hard_all"}),
         "symbolic link",
     );
-    assert_eq!(fs::read_to_string(env.outside().join("t.txt")).unwrap(), "outside\n");
+    assert_eq!(
+        fs::read_to_string(env.outside().join("t.txt")).unwrap(),
+        "outside\n"
+    );
     // A planted .bb7/checkpoints link is refused too.
     fs::remove_dir_all(env.bb7().join("checkpoints")).unwrap();
     symlink(env.outside(), env.bb7().join("checkpoints")).unwrap();
@@ -526,14 +565,25 @@ fn check_records(env: &Env, s: &mut Bb7, path: &str) -> Vec<Value> {
     let cps = checkpoints(s);
     for c in &cps {
         for f in list(&c["files"]) {
-            s.ok(json!({"action": "checkpoint_diff3", "checkpoint_id": c["id"], "path": f["path"]}));
+            s.ok(
+                json!({"action": "checkpoint_diff3", "checkpoint_id": c["id"], "path": f["path"]}),
+            );
         }
-        let rec = read_json(&env.bb7().join("checkpoints").join(c["id"].as_str().unwrap()).join("checkpoint.json"));
+        let rec = read_json(
+            &env.bb7()
+                .join("checkpoints")
+                .join(c["id"].as_str().unwrap())
+                .join("checkpoint.json"),
+        );
         assert_eq!(rec["state"], "done", "{rec}");
     }
     if let Some(c) = cps.first() {
         let cur = fs::read(env.proj().join(path)).unwrap();
-        assert_eq!(c["files"][0]["after_hash"], hash(&cur), "newest checkpoint vs the file");
+        assert_eq!(
+            c["files"][0]["after_hash"],
+            hash(&cur),
+            "newest checkpoint vs the file"
+        );
     }
     cps
 }
@@ -543,7 +593,9 @@ fn kill9_during_apply_hunks_and_rollback_never_tears_files_or_records() {
     let mut rng = Rng::new();
     let (env, mut s, id) = start_chat();
     // About 0.6 MiB, 80 changed regions.
-    let old: String = (0..16_000).map(|i| format!("line {i:06} of the big file\n")).collect();
+    let old: String = (0..16_000)
+        .map(|i| format!("line {i:06} of the big file\n"))
+        .collect();
     let new: String = (0..16_000)
         .map(|i| {
             if i % 200 == 7 {
@@ -586,7 +638,9 @@ fn kill9_during_apply_hunks_and_rollback_never_tears_files_or_records() {
             json!({"action": "checkpoint_rollback", "checkpoint_id": target, "mode": "hard_all"})
         } else {
             let n = 1 + rng.below(3) as usize;
-            chosen = (0..n).map(|_| rng.below(hs.len() as u64 - 1) as usize).collect();
+            chosen = (0..n)
+                .map(|_| rng.below(hs.len() as u64 - 1) as usize)
+                .collect();
             chosen.sort();
             chosen.dedup();
             json!({"action": "apply_hunks", "path": "big.txt", "hunk_ids": ids(&hs, &chosen), "base_hash": base})
@@ -602,7 +656,11 @@ fn kill9_during_apply_hunks_and_rollback_never_tears_files_or_records() {
         let now = fs::read(env.proj().join("big.txt")).unwrap();
         if now == pre {
             not_landed += 1;
-            assert_eq!(cps.len(), cps_before, "nothing written, no checkpoint: round {round}");
+            assert_eq!(
+                cps.len(),
+                cps_before,
+                "nothing written, no checkpoint: round {round}"
+            );
         } else {
             landed += 1;
             assert_eq!(cps.len(), cps_before + 1, "round {round}");

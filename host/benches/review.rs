@@ -154,9 +154,7 @@ fn main() {
     );
 
     // 1 MiB, applied whole.
-    let mib: String = (0..16_384)
-        .map(|i| format!("{:063}\n", i))
-        .collect();
+    let mib: String = (0..16_384).map(|i| format!("{:063}\n", i)).collect();
     assert_eq!(mib.len(), 1 << 20);
     let samples: Vec<Duration> = (0..15)
         .map(|i| {
@@ -178,11 +176,13 @@ fn main() {
     let mut plain = Vec::new();
     let mut with = Vec::new();
     for i in 0..21 {
-        let (a, b) = if i % 2 == 0 { (&old_mib, &mib) } else { (&mib, &old_mib) };
+        let (a, b) = if i % 2 == 0 {
+            (&old_mib, &mib)
+        } else {
+            (&mib, &old_mib)
+        };
         std::fs::write(root.join("cp.txt"), a).unwrap();
-        plain.push(
-            time(|| bb7::store::write_no_follow(&dir, "cp.txt", b.as_bytes()).unwrap()).0,
-        );
+        plain.push(time(|| bb7::store::write_no_follow(&dir, "cp.txt", b.as_bytes()).unwrap()).0);
         std::fs::write(root.join("cp.txt"), a).unwrap();
         with.push(
             time(|| {
@@ -214,6 +214,8 @@ fn main() {
     );
     println!(
         "(load average while running: {})",
-        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
     );
 }

@@ -374,7 +374,10 @@ impl Checkpoints {
         if Some(hash(&bytes)) != *h {
             return Err(CheckpointError::Read(
                 rec.id.clone(),
-                format!("the {side} content of {} does not match its hash", file.path),
+                format!(
+                    "the {side} content of {} does not match its hash",
+                    file.path
+                ),
             ));
         }
         Ok(Some(bytes))

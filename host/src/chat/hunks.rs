@@ -160,8 +160,14 @@ fn changed_runs(old: &Lines, new: &Lines) -> Vec<(Range<usize>, Range<usize>)> {
 }
 
 fn size(old: &Lines, new: &Lines, o: &Range<usize>, n: &Range<usize>) -> (usize, usize) {
-    let bytes: usize = old.lines[o.clone()].iter().map(|l| l.len() + 1).sum::<usize>()
-        + new.lines[n.clone()].iter().map(|l| l.len() + 1).sum::<usize>();
+    let bytes: usize = old.lines[o.clone()]
+        .iter()
+        .map(|l| l.len() + 1)
+        .sum::<usize>()
+        + new.lines[n.clone()]
+            .iter()
+            .map(|l| l.len() + 1)
+            .sum::<usize>();
     (o.len() + n.len(), bytes)
 }
 
@@ -369,7 +375,11 @@ pub fn revert_onto<'a>(
         // Shift by the changes that lie wholly before the hunk.
         let mut shift: isize = 0;
         for (c, d) in &changes {
-            let before = if c.is_empty() { c.start <= ns } else { c.end <= ns };
+            let before = if c.is_empty() {
+                c.start <= ns
+            } else {
+                c.end <= ns
+            };
             if before && !(ns == ne && c.is_empty() && c.start == ns) {
                 shift += d.len() as isize - c.len() as isize;
             }
@@ -425,7 +435,10 @@ mod tests {
         let added: String = (0..20).map(para).collect();
         let h = hs("top\n", &format!("top\n{added}"));
         assert!(h.len() > 1, "{h:?}");
-        assert!(h.iter().all(|h| !h.oversized && h.new.len() <= MAX_HUNK_LINES));
+        assert!(
+            h.iter()
+                .all(|h| !h.oversized && h.new.len() <= MAX_HUNK_LINES)
+        );
         let solid: String = (0..200).map(|i| format!("x{i}\n")).collect();
         let h = hs("top\n", &format!("top\n{solid}"));
         assert_eq!(h.len(), 1);
@@ -442,14 +455,20 @@ mod tests {
         let cur = "zero\na\nB\nc\nD\ne\nF!\ng\n";
         let lc = Lines::parse(cur);
         let (out, conflicts) = revert_onto(&lb, &la, &lc, &[&h[0], &h[1]]);
-        assert_eq!(String::from_utf8(out).unwrap(), "zero\na\nb\nc\nD\ne\nF!\ng\n");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "zero\na\nb\nc\nD\ne\nF!\ng\n"
+        );
         assert_eq!(conflicts, vec![h[1].id.as_str()]);
     }
 
     #[test]
     fn text_checks() {
         assert!(matches!(as_text("x", b"a\0b"), Err(TextError::Binary(_))));
-        assert!(matches!(as_text("x", b"\xff\xfe"), Err(TextError::NotUtf8(_))));
+        assert!(matches!(
+            as_text("x", b"\xff\xfe"),
+            Err(TextError::NotUtf8(_))
+        ));
         assert_eq!(as_text("x", b"ok").unwrap(), "ok");
     }
 }

@@ -76,8 +76,7 @@ fn local_and_output(
     chat_dir: &Dir,
     path: &str,
 ) -> Result<(Option<Vec<u8>>, Vec<u8>), ReviewError> {
-    let local =
-        projfs::read(project, path).map_err(|e| ReviewError::Read(path.to_string(), e))?;
+    let local = projfs::read(project, path).map_err(|e| ReviewError::Read(path.to_string(), e))?;
     let out = snapshots::read_output(chat_dir, path)
         .ok_or_else(|| ReviewError::NoOutput(path.to_string()))?;
     Ok((local, out))
@@ -99,7 +98,11 @@ pub fn get_hunks(project: &Dir, chat_dir: &Dir, path: &str) -> Result<FileHunks,
 
 /// `hunks` picked by `ids`, in file order; an unknown id is an error.
 fn pick<'a>(hs: &'a [Hunk], ids: &[String]) -> Result<Vec<&'a Hunk>, ReviewError> {
-    let by_id: HashMap<&str, usize> = hs.iter().enumerate().map(|(i, h)| (h.id.as_str(), i)).collect();
+    let by_id: HashMap<&str, usize> = hs
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (h.id.as_str(), i))
+        .collect();
     let mut idx = BTreeSet::new();
     for id in ids {
         idx.insert(
@@ -257,7 +260,11 @@ fn lossy(b: &Option<Vec<u8>>) -> String {
 }
 
 /// The hunks of one file of a checkpoint (before → after), if both sides are text.
-fn checkpoint_hunks(path: &str, before: &Option<Vec<u8>>, after: &Option<Vec<u8>>) -> Option<Vec<HunkView>> {
+fn checkpoint_hunks(
+    path: &str,
+    before: &Option<Vec<u8>>,
+    after: &Option<Vec<u8>>,
+) -> Option<Vec<HunkView>> {
     let b = hunks::as_text(path, before.as_deref().unwrap_or_default()).ok()?;
     let a = hunks::as_text(path, after.as_deref().unwrap_or_default()).ok()?;
     let (lb, la) = (Lines::parse(b), Lines::parse(a));
@@ -353,7 +360,10 @@ pub fn rollback(
         };
         let (lb, la) = (Lines::parse(bt), Lines::parse(at));
         let hs = hunks::hunks(&f.path, &lb, &la);
-        let chosen: Vec<&Hunk> = hs.iter().filter(|h| wanted.contains(h.id.as_str())).collect();
+        let chosen: Vec<&Hunk> = hs
+            .iter()
+            .filter(|h| wanted.contains(h.id.as_str()))
+            .collect();
         if chosen.is_empty() {
             continue;
         }

@@ -213,7 +213,10 @@ pub fn apply(s: &mut Session, req: &Request) -> Handled {
         .ok_or_else(|| format!("No output to apply: {path} not found in output"))?;
     let cp = super::review::write_checkpointed(s, "apply_file", &path, &out)?;
     settle_applied(s, &path, &out, "UserApplyFile", None)?;
-    Ok(reply("ok", json!({"content": text(&out), "checkpoint_id": cp})))
+    Ok(reply(
+        "ok",
+        json!({"content": text(&out), "checkpoint_id": cp}),
+    ))
 }
 
 pub fn apply_as(s: &mut Session, req: &Request) -> Handled {
@@ -239,7 +242,10 @@ pub fn apply_as(s: &mut Session, req: &Request) -> Handled {
         .map_err(|e| format!("Failed to remove output: {e}"))?;
     // The saved file joins the context (it is now the user's file); the source's output is used up.
     settle_applied(s, &dest, &out, "UserSaveAs", Some(&path))?;
-    Ok(reply("ok", json!({"content": text(&out), "checkpoint_id": cp})))
+    Ok(reply(
+        "ok",
+        json!({"content": text(&out), "checkpoint_id": cp}),
+    ))
 }
 
 pub fn output_delete(s: &mut Session, req: &Request) -> Handled {

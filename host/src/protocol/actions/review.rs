@@ -9,9 +9,9 @@ use crate::chat::checkpoints::{Checkpoints, Record};
 use crate::chat::model::event_part;
 use crate::chat::paths::ClientPath;
 use crate::chat::review;
+use crate::protocol::reply;
 use crate::protocol::request::Request;
 use crate::protocol::session::Session;
-use crate::protocol::reply;
 use bb7_tool_logic::file_id::file_id;
 
 fn text(bytes: &[u8]) -> String {
@@ -53,7 +53,9 @@ fn string_list(req: &Request, name: &str, required: bool) -> Result<Vec<String>,
                     .ok_or_else(|| format!("Invalid field: {name} (expected a list of strings)"))
             })
             .collect(),
-        Some(_) => Err(format!("Invalid field: {name} (expected a list of strings)")),
+        Some(_) => Err(format!(
+            "Invalid field: {name} (expected a list of strings)"
+        )),
     }
 }
 
@@ -85,8 +87,9 @@ pub fn write_checkpointed(
         .ok_or("No project: global chats cannot apply files")?;
     let cps = Checkpoints::open(&p.dir).map_err(|e| e.to_string())?;
     let chat_id = s.active().ok().map(|a| a.id.clone());
-    let rec = review::checkpointed_write(&p.dir, &cps, chat_id.as_deref(), kind, &[(path, content)])
-        .map_err(|e| e.to_string())?;
+    let rec =
+        review::checkpointed_write(&p.dir, &cps, chat_id.as_deref(), kind, &[(path, content)])
+            .map_err(|e| e.to_string())?;
     Ok(rec.map(|r| r.id))
 }
 
@@ -198,7 +201,9 @@ pub fn checkpoint_diff3(s: &mut Session, req: &Request) -> Handled {
     let root = s.project.as_ref().map(|p| p.root.as_path());
     let path = match crate::chat::paths::classify(raw, root)? {
         ClientPath::Internal(p) => p,
-        ClientPath::External(p) => return Err(format!("File not found: {p} is outside the project")),
+        ClientPath::External(p) => {
+            return Err(format!("File not found: {p} is outside the project"));
+        }
     };
     let cps = checkpoints(s)?;
     let d = review::diff3(project(s)?, &cps, id, &path).map_err(|e| e.to_string())?;

@@ -66,7 +66,10 @@ pub fn send(ctx: &Ctx, req: &Request) -> Handled {
             let project = s.project.as_ref().map(|p| &p.dir);
             crate::chat::review::stale_files(project, a.dir.dir(), &a.chat.context_files)
         });
-        (prepare(&mut s, &content, model, effort, retry, cancel), stale)
+        (
+            prepare(&mut s, &content, model, effort, retry, cancel),
+            stale,
+        )
     };
     let prepared = match prepared {
         Ok(p) => p,
