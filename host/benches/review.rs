@@ -83,6 +83,31 @@ fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
 
+/// CPU time (ns) all threads of process `pid` have used (`/proc/<pid>/task/*/schedstat`): unlike
+/// wall time, it does not grow when other processes compete for the cores.
+fn cpu_ns(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// CPU time of this thread (ns).
+fn own_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn cpu_ms(ns: u64, n: usize) -> String {
+    format!("{:.2} ms", ns as f64 / n as f64 / 1e6)
+}
+
 fn time<T>(f: impl FnOnce() -> T) -> (Duration, T) {
     let t = Instant::now();
     let r = f();
@@ -122,6 +147,18 @@ fn main() {
     std::fs::write(out_dir.join("big.rs"), &new).unwrap();
 
     let mut hunks = Vec::new();
+    let pid = h.child.id();
+    // The host warms up its tool components in the background after init: wait until it is idle so
+    // its CPU time below is the requests' own.
+    let idle_since = Instant::now();
+    loop {
+        let c = cpu_ns(pid);
+        std::thread::sleep(Duration::from_millis(300));
+        if cpu_ns(pid) - c < 3_000_000 || idle_since.elapsed() > Duration::from_secs(120) {
+            break;
+        }
+    }
+    let cpu0 = cpu_ns(pid);
     let samples: Vec<Duration> = (0..20)
         .map(|_| {
             let (d, r) = time(|| h.call(json!({"action": "get_hunks", "path": "big.rs"})));
@@ -131,41 +168,51 @@ fn main() {
         .collect();
     assert_eq!(hunks.len(), 200);
     println!(
-        "get_hunks, 10,000 lines, 200 changed regions: {}",
-        stats(samples)
+        "get_hunks, 10,000 lines, 200 changed regions: {}; host CPU per call {}",
+        stats(samples),
+        cpu_ms(cpu_ns(pid) - cpu0, 20)
     );
 
     let ids: Vec<Value> = hunks.iter().step_by(2).map(|h| h["id"].clone()).collect();
     assert_eq!(ids.len(), 100);
     let base = format!("sha256:{}", hex::encode(Sha256::digest(old.as_bytes())));
+    let mut cpu = 0;
     let samples: Vec<Duration> = (0..15)
         .map(|_| {
             std::fs::write(root.join("big.rs"), &old).unwrap();
+            let c0 = cpu_ns(pid);
             let (d, r) = time(|| {
                 h.call(json!({"action": "apply_hunks", "path": "big.rs", "hunk_ids": ids, "base_hash": base}))
             });
             assert_eq!(r["remaining"], 100);
+            cpu += cpu_ns(pid) - c0;
             d
         })
         .collect();
     println!(
-        "apply_hunks, 100 of the 200 hunks (checkpoint included): {}",
-        stats(samples)
+        "apply_hunks, 100 of the 200 hunks (checkpoint included): {}; host CPU per call {}",
+        stats(samples),
+        cpu_ms(cpu, 15)
     );
 
     // 1 MiB, applied whole.
     let mib: String = (0..16_384).map(|i| format!("{:063}\n", i)).collect();
     assert_eq!(mib.len(), 1 << 20);
+    cpu = 0;
     let samples: Vec<Duration> = (0..15)
         .map(|i| {
             std::fs::write(root.join("mib.txt"), format!("{i}\n")).unwrap();
             std::fs::write(out_dir.join("mib.txt"), &mib).unwrap();
-            time(|| h.call(json!({"action": "apply_file", "path": "mib.txt"}))).0
+            let c0 = cpu_ns(pid);
+            let d = time(|| h.call(json!({"action": "apply_file", "path": "mib.txt"}))).0;
+            cpu += cpu_ns(pid) - c0;
+            d
         })
         .collect();
     println!(
-        "apply_file, 1 MiB (write + checkpoint + snapshot + chat.json): {}",
-        stats(samples)
+        "apply_file, 1 MiB (write + checkpoint + snapshot + chat.json): {}; host CPU per call {}",
+        stats(samples),
+        cpu_ms(cpu, 15)
     );
     h.stop();
 
@@ -175,6 +222,7 @@ fn main() {
     let old_mib: String = mib.replace('0', "1");
     let mut plain = Vec::new();
     let mut with = Vec::new();
+    let (mut plain_cpu, mut with_cpu) = (0, 0);
     for i in 0..21 {
         let (a, b) = if i % 2 == 0 {
             (&old_mib, &mib)
@@ -182,8 +230,11 @@ fn main() {
             (&mib, &old_mib)
         };
         std::fs::write(root.join("cp.txt"), a).unwrap();
+        let c0 = own_cpu_ns();
         plain.push(time(|| bb7::store::write_no_follow(&dir, "cp.txt", b.as_bytes()).unwrap()).0);
+        plain_cpu += own_cpu_ns() - c0;
         std::fs::write(root.join("cp.txt"), a).unwrap();
+        let c0 = own_cpu_ns();
         with.push(
             time(|| {
                 bb7::chat::review::checkpointed_write(
@@ -197,6 +248,7 @@ fn main() {
             })
             .0,
         );
+        with_cpu += own_cpu_ns() - c0;
     }
     let (pm, wm) = (
         plain.iter().min().copied().unwrap_or_default(),
@@ -211,6 +263,12 @@ fn main() {
         ms(pm),
         ms(wm),
         ms(wm.saturating_sub(pm))
+    );
+    println!(
+        "1 MiB file, CPU time of the writing thread: plain {}, checkpointed {}, checkpoint overhead {}",
+        cpu_ms(plain_cpu, 21),
+        cpu_ms(with_cpu, 21),
+        cpu_ms(with_cpu.saturating_sub(plain_cpu), 21)
     );
     println!(
         "(load average while running: {})",

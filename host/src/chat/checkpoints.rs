@@ -239,7 +239,12 @@ impl Checkpoints {
     }
 
     /// Step 1: a new pending record with the contents of `changes`.
-    fn begin(&self, meta: &Meta, changes: &[Change]) -> Result<Record, CheckpointError> {
+    fn begin(
+        &self,
+        project: Option<&Dir>,
+        meta: &Meta,
+        changes: &[Change],
+    ) -> Result<Record, CheckpointError> {
         let mut id = new_id();
         while self.dir.exists(&id) {
             id = new_id();
@@ -254,10 +259,23 @@ impl Checkpoints {
         let mut files = Vec::new();
         for (n, c) in changes.iter().enumerate() {
             for (side, content) in [("before", &c.before), ("after", &c.after)] {
-                if let Some(bytes) = content {
-                    write_fast(&sub, &format!("{n}.{side}"), bytes)
-                        .map_err(|e| CheckpointError::Store(id.clone(), e))?;
+                let Some(bytes) = content else { continue };
+                let name = format!("{n}.{side}");
+                // The content before is the project file itself until the apply replaces it: a hard
+                // link keeps it without a copy (a mismatch is caught by the hash on every read).
+                if side == "before"
+                    && project.is_some_and(|p| projfs::link_into(p, &c.path, &sub, &name).is_ok())
+                {
+                    if sub
+                        .metadata(&name)
+                        .is_ok_and(|m| m.len() == bytes.len() as u64)
+                    {
+                        continue;
+                    }
+                    let _ = sub.remove_file(&name);
                 }
+                write_fast(&sub, &name, bytes)
+                    .map_err(|e| CheckpointError::Store(id.clone(), e))?;
             }
             files.push(FileRecord {
                 path: c.path.clone(),
@@ -416,7 +434,7 @@ pub fn apply_changes(
     if changes.is_empty() {
         return Ok(None);
     }
-    let mut rec = cps.begin(&meta, &changes)?;
+    let mut rec = cps.begin(Some(project), &meta, &changes)?;
     for c in &changes {
         let written = match &c.after {
             Some(bytes) => crate::store::write_no_follow(project, &c.path, bytes),
@@ -473,6 +491,7 @@ mod tests {
         // An interrupted apply that never reached the project disappears on the next read.
         let pending = cps
             .begin(
+                None,
                 &meta(),
                 &[Change {
                     path: "a/b.txt".into(),

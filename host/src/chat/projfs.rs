@@ -98,3 +98,23 @@ pub fn remove(root: &Dir, rel: &str) -> io::Result<()> {
         Err(e) => Err(e),
     }
 }
+
+/// Hard-links project file `rel` as `dst_name` in `dst` when it is a regular file with no other
+/// link (never through a symbolic link). Checkpoints use it to keep a file's content before it is
+/// replaced without copying it: the project file is replaced by a rename, so the old inode, from
+/// then on reachable only from the checkpoint, keeps that content.
+pub fn link_into(root: &Dir, rel: &str, dst: &Dir, dst_name: &str) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let Some((dir, name)) = parent(root, rel)? else {
+        return Err(io::Error::new(io::ErrorKind::NotFound, rel.to_string()));
+    };
+    use cap_std::fs::OpenOptionsExt;
+    let mut opts = OpenOptions::new();
+    opts.read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
+    let meta = dir.open_with(name, &opts)?.into_std().metadata()?;
+    if !meta.is_file() || meta.nlink() != 1 {
+        return Err(refuse(format!("{rel} is not a singly linked regular file")));
+    }
+    dir.hard_link(name, dst, dst_name)
+}
