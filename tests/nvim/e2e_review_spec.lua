@@ -196,4 +196,23 @@ return {
       t.eq(nil, cps.current_view(), "view closed")
     end,
   },
+  {
+    "closing the review's tab ends the review and takes its keys off the file's buffer",
+    function()
+      t.write(out_path(), NEW)
+      t.cmd("BB7Review m.txt")
+      local st = review.current()
+      t.ok(st, "review open")
+      t.ok(vim.fn.maparg("ga", "n", false, true).buffer == 1, "ga mapped in the local buffer")
+      t.cmd("tabclose")
+      t.wait(function()
+        return review.current() == nil
+      end, 2000, "the review to end")
+      local buf = buf_of("m.txt")
+      vim.api.nvim_buf_call(buf, function()
+        t.ok(vim.tbl_isempty(vim.fn.maparg("ga", "n", false, true)), "ga unmapped")
+      end)
+      t.eq(OLD, disk(), "nothing written")
+    end,
+  },
 }

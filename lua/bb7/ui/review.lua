@@ -264,7 +264,7 @@ function M.close()
     end)
   end
   if vim.api.nvim_buf_is_valid(st.prop_buf) then
-    vim.api.nvim_buf_delete(st.prop_buf, { force = true })
+    pcall(vim.api.nvim_buf_delete, st.prop_buf, { force = true })
   end
   if vim.api.nvim_tabpage_is_valid(st.tab) and #vim.api.nvim_list_tabpages() > 1 then
     pcall(vim.cmd, "tabclose " .. vim.api.nvim_tabpage_get_number(st.tab))
@@ -327,6 +327,18 @@ function M.open(path)
   vim.cmd("diffthis")
   state = st
   map_keys(st)
+  -- Closing the proposal window (or its tab) ends the review: the keys leave the local buffer.
+  vim.api.nvim_create_autocmd("BufWipeout", {
+    buffer = st.prop_buf,
+    once = true,
+    callback = function()
+      vim.schedule(function()
+        if state == st then
+          M.close()
+        end
+      end)
+    end,
+  })
   vim.api.nvim_set_current_win(st.local_win)
   vim.cmd("diffupdate")
   pcall(vim.cmd, "normal! gg]c")
