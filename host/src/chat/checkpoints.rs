@@ -27,7 +27,8 @@
 //! record lists exactly the files its apply changed, and its content files match its hashes.
 //!
 //! Retention: the newest [`KEEP`] checkpoints of a project, none older than [`MAX_AGE_DAYS`] days;
-//! older ones are removed whenever a new checkpoint is made.
+//! older ones are removed whenever a new checkpoint is made, with any directory a crash left without a
+//! record once it is ten minutes old.
 
 use std::io;
 
@@ -408,9 +409,16 @@ impl Checkpoints {
         let cutoff = (chrono::Utc::now() - chrono::Duration::days(MAX_AGE_DAYS))
             .format("%Y%m%d-%H%M%S")
             .to_string();
+        // A directory without a record is what a crash while writing the contents leaves; after ten
+        // minutes no apply can still be writing it.
+        let abandoned = (chrono::Utc::now() - chrono::Duration::minutes(10))
+            .format("%Y%m%d-%H%M%S")
+            .to_string();
         for (i, id) in ids.iter().enumerate() {
-            let old = id.len() >= 15 && id[..15] < *cutoff;
-            if i >= KEEP || old {
+            let stamp = id.get(..15).unwrap_or("");
+            let old = stamp < cutoff.as_str();
+            let orphan = stamp < abandoned.as_str() && !self.dir.exists(format!("{id}/{RECORD}"));
+            if i >= KEEP || old || orphan {
                 self.remove(id);
             }
         }
@@ -522,5 +530,44 @@ mod tests {
         }
         assert_eq!(cps.ids().len(), KEEP);
         assert!(cps.load(&root, "../x").is_err());
+    }
+
+    #[test]
+    fn directories_without_a_record_go_once_abandoned() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir(t.path().join(".bb7")).unwrap();
+        let root = Dir::open_ambient_dir(t.path(), ambient_authority()).unwrap();
+        let cps = Checkpoints::open(&root).unwrap();
+        let stamp = |d: chrono::Duration| {
+            (chrono::Utc::now() - d)
+                .format("%Y%m%d-%H%M%S-000000-0000")
+                .to_string()
+        };
+        let (hour_ago, just_now) = (
+            stamp(chrono::Duration::hours(1)),
+            stamp(chrono::Duration::seconds(5)),
+        );
+        for d in [&hour_ago, &just_now] {
+            std::fs::create_dir(t.path().join(".bb7/checkpoints").join(d)).unwrap();
+        }
+        apply_changes(
+            &root,
+            &cps,
+            Meta {
+                chat_id: None,
+                kind: "apply_file",
+                rollback_of: None,
+            },
+            vec![Change {
+                path: "y.txt".into(),
+                before: None,
+                after: Some(b"y".to_vec()),
+            }],
+        )
+        .unwrap();
+        let dirs = |d: &str| t.path().join(".bb7/checkpoints").join(d).exists();
+        assert!(!dirs(&hour_ago), "abandoned: removed");
+        assert!(dirs(&just_now), "may still be being written: kept");
+        assert_eq!(cps.list(&root, None).len(), 1);
     }
 }
