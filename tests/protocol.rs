@@ -2687,7 +2687,7 @@ fn reference_diff_local_done_on_an_added_file_adds_it_partially() {
 
 #[test]
 fn reference_last_active_chat_is_restored_and_index_keys_survive() {
-    let (env, mut s, id) = start_chat();
+    let (env, s, id) = start_chat();
     s.shutdown();
     let index_path = env.bb7().join("chats/index.json");
     let mut index: Value = serde_json::from_slice(&fs::read(&index_path).unwrap()).unwrap();

@@ -539,3 +539,58 @@ fn a_tampered_cache_entry_is_recompiled_never_loaded() {
         .count();
     assert!(replaced >= 1, "a tampered artifact was kept");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoints are input too: a repository can ship .bb7/checkpoints/
+// ---------------------------------------------------------------------------------------------
+
+/// A planted checkpoint record whose files name `.git/hooks/pre-commit` or a path out of the
+/// project: listing skips it and rolling it back writes nothing (a git hook would run code).
+#[test]
+fn a_planted_checkpoint_cannot_roll_back_into_git_or_outside() {
+    use sha2::{Digest, Sha256};
+    let (env, mut s) = start();
+    new_chat(&mut s, "c");
+    let hook = "#!/bin/sh\necho pwned > /tmp/bb7-pwned\n";
+    let hash = format!("sha256:{}", hex::encode(Sha256::digest(hook.as_bytes())));
+    for (id, path) in [
+        ("20260101-000000-000000-aaaa", ".git/hooks/pre-commit"),
+        ("20260101-000000-000000-bbbb", "../outside/planted.txt"),
+        ("20260101-000000-000000-cccc", "sub/.GIT/config"),
+    ] {
+        let dir = env.bb7().join("checkpoints").join(id);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("0.before"), hook).unwrap();
+        let rec = json!({
+            "id": id, "created": "2026-01-01T00:00:00Z", "chat_id": null, "kind": "apply_file",
+            "state": "done", "pid": 1,
+            "files": [{"path": path, "before_hash": hash, "after_hash": null, "blob": 0}],
+        });
+        fs::write(dir.join("checkpoint.json"), rec.to_string()).unwrap();
+        let e = s.err(json!({"action": "checkpoint_rollback", "checkpoint_id": id, "mode": "hard_all"}));
+        assert!(!e.is_empty());
+    }
+    let r = s.ok(json!({"action": "checkpoint_list"}));
+    assert_eq!(r["checkpoints"], json!([]), "{r}");
+    assert!(!env.proj().join(".git/hooks/pre-commit").exists());
+    assert!(!env.proj().join("sub").exists());
+    assert!(!env.proj().parent().unwrap().join("outside/planted.txt").exists());
+}
+
+/// `.bb7/checkpoints` replaced by a symlink to a directory elsewhere: no checkpoint is written
+/// there (the checkpoints directory is opened without following links from the held `.bb7/`).
+#[test]
+fn a_symlinked_checkpoints_dir_is_refused() {
+    let (env, mut s) = start();
+    let id = new_chat(&mut s, "c");
+    let elsewhere = env.home().join("elsewhere");
+    fs::create_dir_all(&elsewhere).unwrap();
+    let _ = fs::remove_dir_all(env.bb7().join("checkpoints"));
+    symlink(&elsewhere, env.bb7().join("checkpoints")).unwrap();
+    env.write_local("a.txt", "old\n");
+    env.write_output(&id, "a.txt", "new\n");
+    let e = s.err(json!({"action": "apply_file", "path": "a.txt"}));
+    assert!(e.contains("checkpoints"), "{e}");
+    assert_eq!(fs::read_to_string(env.proj().join("a.txt")).unwrap(), "old\n");
+    assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
+}

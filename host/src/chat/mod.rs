@@ -7,3 +7,8 @@ pub mod paths;
 pub mod search;
 pub mod snapshots;
 pub mod store;
+
+pub mod checkpoints;
+pub mod hunks;
+pub mod projfs;
+pub mod review;

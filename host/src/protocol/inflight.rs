@@ -86,6 +86,8 @@ pub fn refused_while_busy(action: &str) -> bool {
             | "apply_file_as"
             | "output_delete"
             | "diff_local_done"
+            | "apply_hunks"
+            | "reject_hunks"
     )
 }
 

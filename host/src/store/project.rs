@@ -202,7 +202,7 @@ impl ProjectDir {
 
 /// The directory holding the last of `parts`, walked from `root` one component at a time without
 /// following a symlink; missing directories are created when `create`. Returns it with the name.
-pub(super) fn parent_nofollow<'a>(
+pub(crate) fn parent_nofollow<'a>(
     root: &Dir,
     parts: Vec<&'a str>,
     create: bool,

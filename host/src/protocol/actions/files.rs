@@ -155,20 +155,9 @@ pub fn statuses(s: &mut Session) -> Handled {
     Ok(reply("file_statuses", json!({"files": files})))
 }
 
-/// Writes `content` to `rel` in the project under the project path rule: atomic, keeping the file's
-/// permissions, following no symbolic link (see [`crate::store::project`]).
-fn write_project(s: &Session, rel: &str, content: &[u8]) -> Result<(), String> {
-    let p = s
-        .project
-        .as_ref()
-        .ok_or("No project: global chats cannot apply files")?;
-    p.write(rel, content)
-        .map_err(|e| format!("Cannot write file {rel}: {e}"))
-}
-
 /// Makes `content` the snapshot of whole file `path` (adding it to the context, writable, when the
 /// model created it). Returns the new version and the previous one, if the file was in context.
-fn resnapshot_whole_file(
+pub(super) fn resnapshot_whole_file(
     a: &mut crate::protocol::session::Active,
     path: &str,
     content: &[u8],
@@ -205,21 +194,22 @@ fn resnapshot_whole_file(
     Ok((version, prev))
 }
 
-/// Writes `content` (the output of `source`) to project file `dest` and settles the chat: the
-/// snapshot of `dest` follows (adding it to the context, writable, when it was not there), the
-/// output of `source` goes, and `action` is recorded.
+/// Writes `content` (the output of `source`) to project file `dest` with `write` (which records the
+/// checkpoint) and settles the chat: the snapshot of `dest` follows (adding it to the context,
+/// writable, when it was not there), the output of `source` goes, and `action` is recorded.
 ///
 /// All or nothing up to the project write: the new snapshot is written under a temporary name first,
 /// so a chat directory that cannot take it fails the apply before the project changes. A failure
 /// after the project file was written is reported as exactly that, never as a plain error.
-fn apply_content(
+fn apply_content<T>(
     s: &mut Session,
     source: &str,
     dest: &str,
     content: &[u8],
     action: &str,
     original_path: Option<&str>,
-) -> Result<(), String> {
+    write: impl FnOnce(&Session) -> Result<T, String>,
+) -> Result<T, String> {
     let a = s.active()?;
     let version = file_id(dest, content);
     let existing = a
@@ -241,7 +231,7 @@ fn apply_content(
     let rel = snapshots::location(&cf)?;
     let pending = crate::store::prepare_atomic(a.dir.dir(), &rel, content)
         .map_err(|e| format!("Failed to update snapshot: {e}"))?;
-    write_project(s, dest, content)?;
+    let written = write(s)?;
     let settle = |s: &mut Session| -> Result<(), String> {
         pending
             .commit()
@@ -263,15 +253,32 @@ fn apply_content(
         s.save_active()?;
         removed.map_err(|e| format!("removing the output failed: {e}"))
     };
-    settle(s).map_err(|e| format!("{dest} was written to the project, but {e}"))
+    settle(s).map_err(|e| format!("{dest} was written to the project, but {e}"))?;
+    Ok(written)
+}
+
+/// After the project file `path` became `content` (a whole-file `apply_hunks`): the snapshot
+/// follows, the output goes and `action` is recorded, as [`apply_content`] does after its write.
+pub(super) fn settle_applied(
+    s: &mut Session,
+    path: &str,
+    content: &[u8],
+    action: &str,
+) -> Result<(), String> {
+    apply_content(s, path, path, content, action, None, |_| Ok(()))
 }
 
 pub fn apply(s: &mut Session, req: &Request) -> Handled {
     let path = internal_path(s, req.nonempty("path")?)?;
     let out = snapshots::read_output(s.active()?.dir.dir(), &path)
         .ok_or_else(|| format!("No output to apply: {path} not found in output"))?;
-    apply_content(s, &path, &path, &out, "UserApplyFile", None)?;
-    Ok(reply("ok", json!({"content": text(&out)})))
+    let cp = apply_content(s, &path, &path, &out, "UserApplyFile", None, |s| {
+        super::review::write_checkpointed(s, "apply_file", &path, &out)
+    })?;
+    Ok(reply(
+        "ok",
+        json!({"content": text(&out), "checkpoint_id": cp}),
+    ))
 }
 
 pub fn apply_as(s: &mut Session, req: &Request) -> Handled {
@@ -293,8 +300,13 @@ pub fn apply_as(s: &mut Session, req: &Request) -> Handled {
         .ok_or_else(|| format!("No output to apply: {path} not found in output"))?;
     // The saved file joins the context (it is now the user's file); the source's output is used up,
     // and an output the destination has of its own stays for the user to review.
-    apply_content(s, &path, &dest, &out, "UserSaveAs", Some(&path))?;
-    Ok(reply("ok", json!({"content": text(&out)})))
+    let cp = apply_content(s, &path, &dest, &out, "UserSaveAs", Some(&path), |s| {
+        super::review::write_checkpointed(s, "apply_file_as", &dest, &out)
+    })?;
+    Ok(reply(
+        "ok",
+        json!({"content": text(&out), "checkpoint_id": cp}),
+    ))
 }
 
 pub fn output_delete(s: &mut Session, req: &Request) -> Handled {

@@ -5,6 +5,7 @@ mod context;
 mod files;
 mod misc;
 mod remote;
+mod review;
 mod send;
 
 use super::request::Request;
@@ -71,6 +72,13 @@ pub fn dispatch(ctx: &Ctx, req: &Request) -> Handled {
         "apply_file_as" => files::apply_as(s, req),
         "output_delete" => files::output_delete(s, req),
         "diff_local_done" => files::diff_local_done(s, req),
+
+        "get_hunks" => review::get_hunks(s, req),
+        "apply_hunks" => review::apply_hunks(s, req),
+        "reject_hunks" => review::reject_hunks(s, req),
+        "checkpoint_list" => review::checkpoint_list(s, req),
+        "checkpoint_diff3" => review::checkpoint_diff3(s, req),
+        "checkpoint_rollback" => review::checkpoint_rollback(s, req),
 
         other => Err(format!("Unknown action: {other}")),
     }

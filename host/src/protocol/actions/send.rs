@@ -60,9 +60,19 @@ pub fn send(ctx: &Ctx, req: &Request) -> Handled {
     let effort = req.opt_str("reasoning_effort")?.map(str::to_string);
     let retry = RetryContext::from_json(req.fields.get("retry_context").unwrap_or(&Value::Null))?;
     let cancel = ctx.inflight.claim(req.id.as_deref())?;
-    let prepared = {
+    let (prepared, stale) = {
         let mut s = ctx.lock();
-        prepare(&mut s, &content, model, effort, retry, cancel)
+        let stale = s.active().ok().map(|a| {
+            // Read as the context itself is: the project path rule, and external files only when
+            // this user added them.
+            crate::chat::review::stale_files(a.dir.dir(), &a.chat.context_files, |p| {
+                s.read_local(p, a.global)
+            })
+        });
+        (
+            prepare(&mut s, &content, model, effort, retry, cancel),
+            stale,
+        )
     };
     let prepared = match prepared {
         Ok(p) => p,
@@ -71,6 +81,18 @@ pub fn send(ctx: &Ctx, req: &Request) -> Handled {
             return Err(e);
         }
     };
+    // Files in context whose local copy changed since their snapshot: the user may want to update
+    // them; the send goes on.
+    if let Some(files) = stale.filter(|f| !f.is_empty()) {
+        let mut m = Map::new();
+        m.insert("type".into(), json!("warning"));
+        if let Some(id) = &req.id {
+            m.insert("request_id".into(), json!(id));
+        }
+        m.insert("kind".into(), json!("stale_context"));
+        m.insert("files".into(), json!(files));
+        let _ = ctx.out.send(&m);
+    }
     let ctx2 = ctx.clone();
     let id = req.id.clone();
     ctx.rt

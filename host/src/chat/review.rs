@@ -1,0 +1,473 @@
+//! Per-hunk review of a chat's output against the local file, checkpointed writes, rollback and the
+//! stale-context check (AGENT-PROTOCOL.md §2–3). Protocol handlers parse requests, call these and
+//! shape the replies; everything here works on handles (the project root, the chat directory,
+//! `.bb7/checkpoints/`).
+
+use std::collections::{BTreeSet, HashMap};
+use std::io;
+
+use cap_std::fs::Dir;
+use serde::Serialize;
+
+use super::checkpoints::{self, Change, CheckpointError, Checkpoints, Meta, Record};
+use super::hunks::{self, Hunk, Lines, TextError};
+use super::model::ContextFile;
+use super::{paths, projfs, snapshots};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    #[error(transparent)]
+    Text(#[from] TextError),
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    #[error("No output: {0} has no output to review")]
+    NoOutput(String),
+    #[error(
+        "Conflict: {0} changed since its hunks were computed (base_hash differs); nothing was written, get the hunks again"
+    )]
+    Conflict(String),
+    #[error("Unknown hunk: {0} (get the hunks again)")]
+    UnknownHunk(String),
+    #[error("Cannot read {0}: {1}")]
+    Read(String, std::io::Error),
+    #[error("Cannot write {0}: {1}")]
+    Write(String, std::io::Error),
+    #[error("Invalid field: mode (expected \"hard_all\" or \"scoped_selected\")")]
+    BadMode,
+    #[error("Missing required field: hunk_ids (scoped_selected names the hunks to revert)")]
+    NoHunkIds,
+}
+
+/// One hunk as `get_hunks` reports it.
+#[derive(Debug, Clone, Serialize)]
+pub struct HunkView {
+    pub id: String,
+    pub old_start: usize,
+    pub old_lines: usize,
+    pub new_start: usize,
+    pub new_lines: usize,
+    pub patch: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub oversized: bool,
+}
+
+fn view(h: &Hunk, old: &Lines, new: &Lines) -> HunkView {
+    HunkView {
+        id: h.id.clone(),
+        old_start: Hunk::start_1based(&h.old),
+        old_lines: h.old.len(),
+        new_start: Hunk::start_1based(&h.new),
+        new_lines: h.new.len(),
+        patch: h.patch(old, new),
+        oversized: h.oversized,
+    }
+}
+
+/// The hunks of one file.
+#[derive(Debug, Serialize)]
+pub struct FileHunks {
+    pub path: String,
+    pub base_hash: String,
+    pub hunks: Vec<HunkView>,
+}
+
+/// The local file (`None`: absent) and the chat's output for `path`.
+fn local_and_output(
+    project: &Dir,
+    chat_dir: &Dir,
+    path: &str,
+) -> Result<(Option<Vec<u8>>, Vec<u8>), ReviewError> {
+    let local = projfs::read(project, path).map_err(|e| ReviewError::Read(path.to_string(), e))?;
+    let out = snapshots::read_output(chat_dir, path)
+        .ok_or_else(|| ReviewError::NoOutput(path.to_string()))?;
+    Ok((local, out))
+}
+
+/// `get_hunks`: the hunks between the local file and the chat's output.
+pub fn get_hunks(project: &Dir, chat_dir: &Dir, path: &str) -> Result<FileHunks, ReviewError> {
+    let (local, out) = local_and_output(project, chat_dir, path)?;
+    let local = local.unwrap_or_default();
+    let (lt, ot) = (hunks::as_text(path, &local)?, hunks::as_text(path, &out)?);
+    let (ll, ol) = (Lines::parse(lt), Lines::parse(ot));
+    let hs = hunks::hunks(path, &ll, &ol);
+    Ok(FileHunks {
+        path: path.to_string(),
+        base_hash: hunks::hash(&local),
+        hunks: hs.iter().map(|h| view(h, &ll, &ol)).collect(),
+    })
+}
+
+/// `hunks` picked by `ids`, in file order; an unknown id is an error.
+fn pick<'a>(hs: &'a [Hunk], ids: &[String]) -> Result<Vec<&'a Hunk>, ReviewError> {
+    let by_id: HashMap<&str, usize> = hs
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (h.id.as_str(), i))
+        .collect();
+    let mut idx = BTreeSet::new();
+    for id in ids {
+        idx.insert(
+            *by_id
+                .get(id.as_str())
+                .ok_or_else(|| ReviewError::UnknownHunk(id.clone()))?,
+        );
+    }
+    Ok(idx.into_iter().map(|i| &hs[i]).collect())
+}
+
+/// What `apply_hunks` did.
+pub struct Applied {
+    /// The local file now.
+    pub content: Vec<u8>,
+    /// The checkpoint recorded (none when the chosen hunks changed nothing).
+    pub checkpoint: Option<Record>,
+    /// Hunks left between the local file and the output.
+    pub remaining: usize,
+}
+
+/// `apply_hunks`: writes the local file with just `ids` applied, after checking `base_hash`.
+pub fn apply_hunks(
+    project: &Dir,
+    chat_dir: &Dir,
+    cps: &Checkpoints,
+    chat_id: &str,
+    path: &str,
+    ids: &[String],
+    base_hash: &str,
+) -> Result<Applied, ReviewError> {
+    let (local, out) = local_and_output(project, chat_dir, path)?;
+    let local_bytes = local.clone().unwrap_or_default();
+    if hunks::hash(&local_bytes) != base_hash {
+        return Err(ReviewError::Conflict(path.to_string()));
+    }
+    let (lt, ot) = (
+        hunks::as_text(path, &local_bytes)?,
+        hunks::as_text(path, &out)?,
+    );
+    let (ll, ol) = (Lines::parse(lt), Lines::parse(ot));
+    let hs = hunks::hunks(path, &ll, &ol);
+    let chosen = pick(&hs, ids)?;
+    let content = hunks::apply(&ll, &ol, &chosen);
+    // Applying some hunks leaves exactly the others between the file and the output.
+    let remaining = hs.len() - chosen.len();
+    let checkpoint = checkpoints::apply_changes(
+        project,
+        cps,
+        Meta {
+            chat_id: Some(chat_id),
+            kind: "apply_hunks",
+            rollback_of: None,
+        },
+        vec![Change {
+            path: path.to_string(),
+            before: local,
+            after: Some(content.clone()),
+        }],
+    )?;
+    Ok(Applied {
+        content,
+        checkpoint,
+        remaining,
+    })
+}
+
+/// What `reject_hunks` did.
+pub struct Rejected {
+    /// The output now (`None`: nothing is left to apply and the output was removed).
+    pub output: Option<Vec<u8>>,
+    pub remaining: usize,
+}
+
+/// `reject_hunks`: reverts `ids` in the chat's output (the model's version loses them). When no
+/// hunk is left the output is removed.
+pub fn reject_hunks(
+    project: &Dir,
+    chat_dir: &Dir,
+    path: &str,
+    ids: &[String],
+) -> Result<Rejected, ReviewError> {
+    let (local, out) = local_and_output(project, chat_dir, path)?;
+    let local = local.unwrap_or_default();
+    let (lt, ot) = (hunks::as_text(path, &local)?, hunks::as_text(path, &out)?);
+    let (ll, ol) = (Lines::parse(lt), Lines::parse(ot));
+    let hs = hunks::hunks(path, &ll, &ol);
+    let chosen = pick(&hs, ids)?;
+    let new_out = hunks::revert(&ll, &ol, &chosen);
+    let remaining = hs.len() - chosen.len();
+    let rel = paths::output_rel(path);
+    if remaining == 0 {
+        crate::store::remove_file_if_exists(chat_dir, &rel)
+            .map_err(|e| ReviewError::Write(rel.clone(), e))?;
+        return Ok(Rejected {
+            output: None,
+            remaining,
+        });
+    }
+    crate::store::write_atomic(chat_dir, &rel, &new_out)
+        .map_err(|e| ReviewError::Write(rel.clone(), e))?;
+    Ok(Rejected {
+        output: Some(new_out),
+        remaining,
+    })
+}
+
+/// A checkpointed write of whole files (`apply_file`, `apply_file_as`): the content before each
+/// write is read (without following links) and kept.
+pub fn checkpointed_write(
+    project: &Dir,
+    cps: &Checkpoints,
+    chat_id: Option<&str>,
+    kind: &str,
+    files: &[(&str, &[u8])],
+) -> Result<Option<Record>, ReviewError> {
+    let mut changes = Vec::new();
+    for (path, content) in files {
+        let before =
+            projfs::read(project, path).map_err(|e| ReviewError::Read(path.to_string(), e))?;
+        changes.push(Change {
+            path: path.to_string(),
+            before,
+            after: Some(content.to_vec()),
+        });
+    }
+    Ok(checkpoints::apply_changes(
+        project,
+        cps,
+        Meta {
+            chat_id,
+            kind,
+            rollback_of: None,
+        },
+        changes,
+    )?)
+}
+
+/// `checkpoint_diff3`: the content before the apply, the file now, what was applied, and the hunks
+/// of the apply (their ids are what `scoped_selected` takes).
+#[derive(Debug, Serialize)]
+pub struct Diff3 {
+    pub path: String,
+    pub base: String,
+    pub current: String,
+    pub proposed: String,
+    pub base_exists: bool,
+    pub current_exists: bool,
+    pub proposed_exists: bool,
+    pub hunks: Vec<HunkView>,
+}
+
+fn lossy(b: &Option<Vec<u8>>) -> String {
+    String::from_utf8_lossy(b.as_deref().unwrap_or_default()).into_owned()
+}
+
+/// The hunks of one file of a checkpoint (before → after), if both sides are text.
+fn checkpoint_hunks(
+    path: &str,
+    before: &Option<Vec<u8>>,
+    after: &Option<Vec<u8>>,
+) -> Option<Vec<HunkView>> {
+    let b = hunks::as_text(path, before.as_deref().unwrap_or_default()).ok()?;
+    let a = hunks::as_text(path, after.as_deref().unwrap_or_default()).ok()?;
+    let (lb, la) = (Lines::parse(b), Lines::parse(a));
+    Some(
+        hunks::hunks(path, &lb, &la)
+            .iter()
+            .map(|h| view(h, &lb, &la))
+            .collect(),
+    )
+}
+
+pub fn diff3(project: &Dir, cps: &Checkpoints, id: &str, path: &str) -> Result<Diff3, ReviewError> {
+    let rec = cps.load(project, id)?;
+    let f = rec
+        .files
+        .iter()
+        .find(|f| f.path == path)
+        .ok_or_else(|| CheckpointError::NoFile(id.to_string(), path.to_string()))?;
+    let before = cps.content(&rec, f, false)?;
+    let after = cps.content(&rec, f, true)?;
+    let current =
+        projfs::read(project, path).map_err(|e| ReviewError::Read(path.to_string(), e))?;
+    Ok(Diff3 {
+        path: path.to_string(),
+        base: lossy(&before),
+        current: lossy(&current),
+        proposed: lossy(&after),
+        base_exists: before.is_some(),
+        current_exists: current.is_some(),
+        proposed_exists: after.is_some(),
+        hunks: checkpoint_hunks(path, &before, &after).unwrap_or_default(),
+    })
+}
+
+/// A hunk a scoped rollback left alone because its lines changed since.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct RollbackConflict {
+    pub path: String,
+    pub hunk_id: String,
+    pub reason: String,
+}
+
+/// What `checkpoint_rollback` did.
+pub struct RolledBack {
+    /// The rollback's own checkpoint (none when nothing needed writing).
+    pub checkpoint: Option<Record>,
+    /// The files written.
+    pub files: Vec<String>,
+    pub conflicts: Vec<RollbackConflict>,
+}
+
+/// `checkpoint_rollback`: `hard_all` restores every file of checkpoint `id` to its content before;
+/// `scoped_selected` reverts only `hunk_ids`, keeping later edits, and reports the hunks whose
+/// lines changed since as conflicts. The rollback is itself a checkpoint.
+pub fn rollback(
+    project: &Dir,
+    cps: &Checkpoints,
+    id: &str,
+    mode: &str,
+    hunk_ids: &[String],
+) -> Result<RolledBack, ReviewError> {
+    let hard = match mode {
+        "hard_all" => true,
+        "scoped_selected" => false,
+        _ => return Err(ReviewError::BadMode),
+    };
+    if !hard && hunk_ids.is_empty() {
+        return Err(ReviewError::NoHunkIds);
+    }
+    let rec = cps.load(project, id)?;
+    let mut changes = Vec::new();
+    let mut conflicts = Vec::new();
+    let wanted: BTreeSet<&str> = hunk_ids.iter().map(String::as_str).collect();
+    let mut found: BTreeSet<&str> = BTreeSet::new();
+    for f in &rec.files {
+        let before = cps.content(&rec, f, false)?;
+        let after = cps.content(&rec, f, true)?;
+        let current =
+            projfs::read(project, &f.path).map_err(|e| ReviewError::Read(f.path.clone(), e))?;
+        if hard {
+            changes.push(Change {
+                path: f.path.clone(),
+                before: current,
+                after: before,
+            });
+            continue;
+        }
+        let (Ok(bt), Ok(at)) = (
+            hunks::as_text(&f.path, before.as_deref().unwrap_or_default()),
+            hunks::as_text(&f.path, after.as_deref().unwrap_or_default()),
+        ) else {
+            continue;
+        };
+        let (lb, la) = (Lines::parse(bt), Lines::parse(at));
+        let hs = hunks::hunks(&f.path, &lb, &la);
+        let chosen: Vec<&Hunk> = hs
+            .iter()
+            .filter(|h| wanted.contains(h.id.as_str()))
+            .collect();
+        if chosen.is_empty() {
+            continue;
+        }
+        found.extend(
+            wanted
+                .iter()
+                .copied()
+                .filter(|w| chosen.iter().any(|h| h.id == *w)),
+        );
+        let Some(cur) = current.as_deref() else {
+            conflicts.extend(chosen.iter().map(|h| RollbackConflict {
+                path: f.path.clone(),
+                hunk_id: h.id.clone(),
+                reason: "the file was removed since".into(),
+            }));
+            continue;
+        };
+        let ct = match hunks::as_text(&f.path, cur) {
+            Ok(t) => t,
+            Err(_) => {
+                conflicts.extend(chosen.iter().map(|h| RollbackConflict {
+                    path: f.path.clone(),
+                    hunk_id: h.id.clone(),
+                    reason: "the file is no longer text".into(),
+                }));
+                continue;
+            }
+        };
+        let (content, clashes) = hunks::revert_onto(&lb, &la, &Lines::parse(ct), &chosen);
+        conflicts.extend(clashes.into_iter().map(|id| RollbackConflict {
+            path: f.path.clone(),
+            hunk_id: id.to_string(),
+            reason: "its lines changed since".into(),
+        }));
+        // A file the apply created and whose every line is reverted goes away again.
+        let after_write = if before.is_none() && content.is_empty() {
+            None
+        } else {
+            Some(content)
+        };
+        changes.push(Change {
+            path: f.path.clone(),
+            before: current.clone(),
+            after: after_write,
+        });
+    }
+    if let Some(missing) = wanted.iter().find(|w| !found.contains(*w)) {
+        return Err(ReviewError::UnknownHunk(missing.to_string()));
+    }
+    let files: Vec<String> = changes
+        .iter()
+        .filter(|c| c.before != c.after)
+        .map(|c| c.path.clone())
+        .collect();
+    let checkpoint = checkpoints::apply_changes(
+        project,
+        cps,
+        Meta {
+            chat_id: rec.chat_id.as_deref(),
+            kind: "rollback",
+            rollback_of: Some(&rec.id),
+        },
+        changes,
+    )?;
+    Ok(RolledBack {
+        checkpoint,
+        files,
+        conflicts,
+    })
+}
+
+/// The context entries whose local copy differs from their snapshot (changed since it was taken), by
+/// path, each once. Files that are not on disk (or cannot be read) are not listed.
+pub fn stale_files(
+    chat_dir: &Dir,
+    files: &[ContextFile],
+    read_local: impl Fn(&paths::ClientPath) -> io::Result<Vec<u8>>,
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for cf in files {
+        if out.contains(&cf.path) {
+            continue;
+        }
+        let Ok(snap) = snapshots::read(chat_dir, cf) else {
+            continue;
+        };
+        let local = match snapshots::client_path(cf) {
+            Ok(p) => read_local(&p),
+            Err(_) => continue,
+        };
+        // A file that is not on disk is not reported: context can come from an unsaved buffer.
+        let stale = match local {
+            Err(_) => false,
+            Ok(local) => match (cf.start_line, cf.end_line) {
+                (Some(s), Some(e)) => {
+                    !snapshots::same_text(&snapshots::section_lines(&local, s, e), &snap)
+                }
+                _ => !snapshots::same_text(&local, &snap),
+            },
+        };
+        if stale {
+            out.push(cf.path.clone());
+        }
+    }
+    out
+}

@@ -1,0 +1,234 @@
+//! Per-hunk review and checkpoints (AGENT-PROTOCOL.md §2–3): `get_hunks`, `apply_hunks`,
+//! `reject_hunks`, `checkpoint_list`, `checkpoint_diff3`, `checkpoint_rollback`. Each handler parses
+//! the request, calls [`crate::chat::review`] and shapes the reply.
+
+use serde_json::{Value, json};
+
+use super::Handled;
+use crate::chat::checkpoints::{Checkpoints, Record};
+use crate::chat::model::event_part;
+use crate::chat::paths::ClientPath;
+use crate::chat::review;
+use crate::protocol::reply;
+use crate::protocol::request::Request;
+use crate::protocol::session::Session;
+use bb7_tool_logic::file_id::file_id;
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// An internal path of the active chat (only project files have outputs and checkpoints).
+fn internal_path(s: &Session, path: &str) -> Result<String, String> {
+    let global = s.active()?.global;
+    match s.classify(path, global)? {
+        ClientPath::Internal(p) => Ok(p),
+        ClientPath::External(p) => Err(format!(
+            "File not found: {p} has no output (external files are read-only)"
+        )),
+    }
+}
+
+fn project_dir(s: &Session) -> Result<&crate::store::project::ProjectDir, String> {
+    s.project
+        .as_ref()
+        .ok_or_else(|| "No project: checkpoints and hunks need a project with .bb7/".to_string())
+}
+
+fn project(s: &Session) -> Result<&cap_std::fs::Dir, String> {
+    project_dir(s).map(|p| p.dir())
+}
+
+/// `.bb7/checkpoints/`, opened through the `.bb7/` handle held since `init`.
+fn checkpoints(s: &Session) -> Result<Checkpoints, String> {
+    Checkpoints::open(project_dir(s)?.state()).map_err(|e| e.to_string())
+}
+
+/// A list of strings (`hunk_ids`); `required` makes a missing one an error.
+fn string_list(req: &Request, name: &str, required: bool) -> Result<Vec<String>, String> {
+    match req.fields.get(name) {
+        None | Some(Value::Null) if !required => Ok(Vec::new()),
+        None | Some(Value::Null) => Err(format!("Missing required field: {name}")),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("Invalid field: {name} (expected a list of strings)"))
+            })
+            .collect(),
+        Some(_) => Err(format!(
+            "Invalid field: {name} (expected a list of strings)"
+        )),
+    }
+}
+
+/// A checkpoint as replies show it.
+fn record_json(r: &Record) -> Value {
+    let mut v = json!({
+        "id": r.id, "created": r.created, "chat_id": r.chat_id, "kind": r.kind,
+        "files": r.files.iter().map(|f| json!({
+            "path": f.path, "before_hash": f.before_hash, "after_hash": f.after_hash,
+        })).collect::<Vec<_>>(),
+    });
+    if let Some(of) = &r.rollback_of {
+        v["rollback_of"] = json!(of);
+    }
+    v
+}
+
+/// `apply_file` / `apply_file_as`: writes `content` to project file `path` with a checkpoint.
+/// Returns the checkpoint id (none when the file already had that content).
+pub fn write_checkpointed(
+    s: &Session,
+    kind: &str,
+    path: &str,
+    content: &[u8],
+) -> Result<Option<String>, String> {
+    let p = s
+        .project
+        .as_ref()
+        .ok_or("No project: global chats cannot apply files")?;
+    let cps = checkpoints(s)?;
+    let chat_id = s.active().ok().map(|a| a.id.clone());
+    let rec =
+        review::checkpointed_write(p.dir(), &cps, chat_id.as_deref(), kind, &[(path, content)])
+            .map_err(|e| e.to_string())?;
+    Ok(rec.map(|r| r.id))
+}
+
+pub fn get_hunks(s: &mut Session, req: &Request) -> Handled {
+    let path = internal_path(s, req.nonempty("path")?)?;
+    let a = s.active()?;
+    let h = review::get_hunks(project(s)?, a.dir.dir(), &path).map_err(|e| e.to_string())?;
+    Ok(reply(
+        "hunks",
+        serde_json::to_value(h).map_err(|e| e.to_string())?,
+    ))
+}
+
+pub fn apply_hunks(s: &mut Session, req: &Request) -> Handled {
+    let path = internal_path(s, req.nonempty("path")?)?;
+    let ids = string_list(req, "hunk_ids", true)?;
+    let base_hash = req.nonempty("base_hash")?.to_string();
+    let cps = checkpoints(s)?;
+    let a = s.active()?;
+    let applied = review::apply_hunks(
+        project(s)?,
+        a.dir.dir(),
+        &cps,
+        &a.id,
+        &path,
+        &ids,
+        &base_hash,
+    )
+    .map_err(|e| e.to_string())?;
+    if applied.checkpoint.is_some() {
+        if applied.remaining == 0 {
+            // Everything is taken: as apply_file does, the output goes and the snapshot follows.
+            super::files::settle_applied(s, &path, &applied.content, "UserApplyFile")?;
+        } else {
+            // Part of it: the snapshot becomes what the user has now; the output keeps the rest.
+            let a = s.active_mut()?;
+            let (version, prev) = super::files::resnapshot_whole_file(a, &path, &applied.content)?;
+            let readonly = a
+                .chat
+                .context_files
+                .iter()
+                .any(|c| !c.is_section() && c.path == path && c.readonly);
+            a.chat.record_event(event_part(
+                "UserPartialApplyFile",
+                &path,
+                &version,
+                prev.as_deref(),
+                readonly,
+                false,
+            ));
+            s.save_active()?;
+        }
+    }
+    Ok(reply(
+        "ok",
+        json!({
+            "path": path,
+            "content": text(&applied.content),
+            "checkpoint_id": applied.checkpoint.as_ref().map(|r| r.id.clone()),
+            "remaining": applied.remaining,
+        }),
+    ))
+}
+
+pub fn reject_hunks(s: &mut Session, req: &Request) -> Handled {
+    let path = internal_path(s, req.nonempty("path")?)?;
+    let ids = string_list(req, "hunk_ids", true)?;
+    let a = s.active()?;
+    let before = crate::chat::snapshots::read_output(a.dir.dir(), &path);
+    let rejected =
+        review::reject_hunks(project(s)?, a.dir.dir(), &path, &ids).map_err(|e| e.to_string())?;
+    if rejected.output.is_none() {
+        // Nothing left to apply: recorded as output_delete records it.
+        let a = s.active_mut()?;
+        a.chat.record_event(event_part(
+            "UserRejectOutput",
+            &path,
+            "",
+            before.as_deref().map(|b| file_id(&path, b)).as_deref(),
+            false,
+            false,
+        ));
+        s.save_active()?;
+    }
+    Ok(reply(
+        "ok",
+        json!({
+            "path": path,
+            "output_content": rejected.output.as_deref().map(text),
+            "remaining": rejected.remaining,
+        }),
+    ))
+}
+
+pub fn checkpoint_list(s: &mut Session, req: &Request) -> Handled {
+    let chat_id = req.opt_str("chat_id")?;
+    let cps = checkpoints(s)?;
+    let list: Vec<Value> = cps
+        .list(project(s)?, chat_id)
+        .iter()
+        .map(record_json)
+        .collect();
+    Ok(reply("checkpoints", json!({ "checkpoints": list })))
+}
+
+pub fn checkpoint_diff3(s: &mut Session, req: &Request) -> Handled {
+    let id = req.nonempty("checkpoint_id")?;
+    let raw = req.nonempty("path")?;
+    let root = s.project.as_ref().map(|p| p.root());
+    let path = match crate::chat::paths::classify(raw, root)? {
+        ClientPath::Internal(p) => p,
+        ClientPath::External(p) => {
+            return Err(format!("File not found: {p} is outside the project"));
+        }
+    };
+    let cps = checkpoints(s)?;
+    let d = review::diff3(project(s)?, &cps, id, &path).map_err(|e| e.to_string())?;
+    Ok(reply(
+        "diff3",
+        serde_json::to_value(d).map_err(|e| e.to_string())?,
+    ))
+}
+
+pub fn checkpoint_rollback(s: &mut Session, req: &Request) -> Handled {
+    let id = req.nonempty("checkpoint_id")?;
+    let mode = req.nonempty("mode")?;
+    let ids = string_list(req, "hunk_ids", false)?;
+    let cps = checkpoints(s)?;
+    let r = review::rollback(project(s)?, &cps, id, mode, &ids).map_err(|e| e.to_string())?;
+    Ok(reply(
+        "rollback",
+        json!({
+            "checkpoint_id": r.checkpoint.as_ref().map(|c| c.id.clone()),
+            "files": r.files,
+            "conflicts": r.conflicts,
+        }),
+    ))
+}
