@@ -171,7 +171,7 @@ impl Run {
     }
 
     pub fn tool_calls(&self) -> u64 {
-        self.terminal["tool_calls"].as_u64().unwrap_or_else(|| {
+        self.terminal["tool_calls"].as_u64().or(self.terminal["tool_call_count"].as_u64()).unwrap_or_else(|| {
             self.trace_finished()["tool_calls"].as_u64().unwrap_or(0)
         })
     }

@@ -86,10 +86,16 @@ pub fn wire_event(
     m
 }
 
-/// Adds `steps`, `tool_calls` (and `job_id`) to a `done` or `diff_error` event.
+/// Adds the counts to a `done` (`steps`, `tool_calls`) or `diff_error` event (`steps`,
+/// `tool_call_count`: its `tool_calls` is already the list of edit calls), and the `job_id`.
 pub fn add_counts(m: &mut serde_json::Map<String, Value>, a: &super::steps::AgentSummary) {
     m.insert("steps".into(), json!(a.steps));
-    m.insert("tool_calls".into(), json!(a.tool_calls));
+    let key = if m.get("type") == Some(&json!("done")) {
+        "tool_calls"
+    } else {
+        "tool_call_count"
+    };
+    m.insert(key.into(), json!(a.tool_calls));
     m.insert("job_id".into(), json!(a.job_id));
 }
 
