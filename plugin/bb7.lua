@@ -34,3 +34,12 @@ cmd("BB7EditInstructions", "edit_instructions", {
 })
 cmd("BB7Version", "version", { desc = "BB-7: plugin and host versions" })
 cmd("BB7Restart", "restart", { desc = "BB-7: restart the host process" })
+vim.api.nvim_create_user_command("BB7Agent", function(o)
+  require("bb7.agent").command(o)
+end, {
+  nargs = "?",
+  complete = function()
+    return { "on", "off", "toggle" }
+  end,
+  desc = "BB-7: agent mode for this chat (on, off, toggle)",
+})

@@ -133,6 +133,10 @@ function M.status_text()
   if b and b.total_credits then
     parts[#parts + 1] = "balance " .. require("bb7.util").money((b.total_credits or 0) - (b.total_usage or 0))
   end
+  local agent = require("bb7.agent").footer_part()
+  if agent then
+    parts[#parts + 1] = agent
+  end
   if session.stream then
     parts[#parts + 1] = "streaming… <C-c> cancels"
   end
