@@ -32,7 +32,6 @@ local SCRIPT = {
     call_reply("c1", "read_file", { file_path = "notes.txt" }),
     call_reply("c2", "clarify_user", { question = "Tabs or spaces?" }),
     text_reply("Using tabs, as you said."),
-    text_reply("Agent Title"),
     call_reply("c3", "clarify_user", { question = "Which file?" }),
     text_reply("I assumed notes.txt."),
   },
@@ -55,7 +54,7 @@ return {
       t.write(env.project .. "/notes.txt", "indent with ?\n")
       t.cmd("BB7Init")
       t.cmd("BB7")
-      t.cmd("BB7NewChat")
+      t.cmd("BB7NewChat agent test")
       t.ok(session.chat and session.chat.mode ~= "agent", "a new chat is in chat mode")
       t.ok(not ui.status_text():find("agent", 1, true), ui.status_text())
       t.cmd("BB7Agent")
