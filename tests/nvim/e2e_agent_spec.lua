@@ -92,12 +92,15 @@ return {
       local input = require("bb7.ui.input")
       vim.api.nvim_buf_set_lines(input.buf(), 0, -1, false, { "Fix the indentation note." })
       input.send()
-      t.wait(function()
+      local ok, err = pcall(t.wait, function()
         return preview_text():find("⚙ read_file notes.txt → notes.txt lines 1-1 of 1", 1, true)
-      end, 15000, "tool log line")
+      end, 90000, "tool log line")
+      if not ok then
+        error(tostring(err) .. "\npreview:\n" .. preview_text() .. "\nnotes: " .. vim.inspect(t.notes))
+      end
       t.wait(function()
         return session.stream == nil
-      end, 15000, "done")
+      end, 60000, "done")
       t.no_errors()
       t.eq(1, #asked, "one question asked")
       t.ok(asked[1]:find("Tabs or spaces?", 1, true), asked[1])
@@ -117,7 +120,7 @@ return {
       input.send()
       t.wait(function()
         return session.stream == nil
-      end, 15000, "done")
+      end, 60000, "done")
       t.no_errors()
       t.eq(2, #asked, "second question asked")
       local text = preview_text()
