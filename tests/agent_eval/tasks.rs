@@ -671,6 +671,23 @@ pub fn all() -> Vec<Task> {
     c.followup = Some("And now?");
     t.push(c);
 
+    // 39. A writable file in context: read_file returns the chat's version (the snapshot the
+    // edit starts from), and the edit applies to it.
+    let mut c = Task::new("context_file_read_and_edited", |r| {
+        r.done()?;
+        let res = r.result_of("s1c0");
+        ensure!(res.contains("source=chat") && res.contains("snapshot text"), "{res}");
+        ensure!(r.outputs.get("ctx.txt").map(String::as_str) == Some("edited text\n"), "{:?}", r.outputs);
+        Ok(())
+    })
+    .file("ctx.txt", "snapshot text\n")
+    .with_setup(|_| {})
+    .step(1, &[read("ctx.txt")])
+    .step(2, &[edit("ctx.txt", "snapshot", "edited")])
+    .text("Edited.");
+    c.context = vec!["ctx.txt"];
+    t.push(c);
+
     t
 }
 

@@ -99,6 +99,12 @@ pub fn run(runner: &mut ToolRunner, project: &Project, call: &ToolCall) -> CallO
             // A path the component will reject gets the component's own message.
             let rel = runner.project_path(tool, raw).ok();
             let staged = rel.as_deref().is_some_and(|r| runner.stage_for_read(r));
+            // Changed by this reply, or the chat's own version (output or context snapshot).
+            let source = match rel.as_deref() {
+                Some(r) if runner.touched().iter().any(|t| t.path == r) => "this_reply",
+                _ if staged => "chat",
+                _ => "project",
+            };
             let grant = if staged {
                 match Grant::new(runner.staging_path(), Access::ReadOnly) {
                     Ok(g) => g,
@@ -139,7 +145,7 @@ pub fn run(runner: &mut ToolRunner, project: &Project, call: &ToolCall) -> CallO
             if let (false, Some(bytes), Some(_)) = (staged, whole, &file_id) {
                 runner.note_project_read(&path, bytes);
             }
-            read_outcome(&path, file_id.as_deref(), staged, &value, record)
+            read_outcome(&path, file_id.as_deref(), source, &value, record)
         }
         "search_project" | "list_files" => {
             let (result, record) =
@@ -185,7 +191,7 @@ pub fn run(runner: &mut ToolRunner, project: &Project, call: &ToolCall) -> CallO
 fn read_outcome(
     path: &str,
     file_id: Option<&str>,
-    staged: bool,
+    source: &str,
     v: &Value,
     record: CallRecord,
 ) -> CallOutcome {
@@ -198,8 +204,7 @@ fn read_outcome(
         header.push_str(&format!(" file_id={id}"));
     }
     header.push_str(&format!(
-        " lines={start}-{end} total_lines={total} truncated={truncated} source={}",
-        if staged { "this_reply" } else { "project" }
+        " lines={start}-{end} total_lines={total} truncated={truncated} source={source}"
     ));
     let mut text = format!("{header}\n{content}");
     if truncated {
