@@ -18,7 +18,10 @@ fn start(replies: Vec<Reply>, extra: Value) -> (Env, MockServer, Bb7, String) {
     for (k, v) in extra.as_object().unwrap() {
         config[k] = v.clone();
     }
-    write_file(&env.home().join(".config/bb7/config.json"), &config.to_string());
+    write_file(
+        &env.home().join(".config/bb7/config.json"),
+        &config.to_string(),
+    );
     let mut s = env.spawn();
     s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
     s.ok(json!({"action": "init", "project_root": env.proj_str()}));
@@ -39,7 +42,9 @@ fn send(s: &mut Bb7, content: &str, mode: Option<&str>) -> (Vec<Value>, Value) {
     let want = json!(rid);
     let mut evs = Vec::new();
     loop {
-        let v = s.recv_where("send event", |v| v.get("request_id") == Some(&want));
+        let v = s.recv_where_for("send event", std::time::Duration::from_secs(120), |v| {
+            v.get("request_id") == Some(&want)
+        });
         match v["type"].as_str() {
             Some("done" | "diff_error" | "error") => return (evs, v),
             _ => evs.push(v),
@@ -51,7 +56,10 @@ fn send(s: &mut Bb7, content: &str, mode: Option<&str>) -> (Vec<Value>, Value) {
 fn mode_is_stored_returned_and_validated() {
     let (env, _server, mut s, id) = start(vec![], json!({}));
     assert_eq!(s.ok(json!({"action": "chat_get"}))["mode"], "chat");
-    assert!(env.chat_json(&id).get("mode").is_none(), "chat mode stores nothing");
+    assert!(
+        env.chat_json(&id).get("mode").is_none(),
+        "chat mode stores nothing"
+    );
     s.ok(json!({"action": "save_chat_settings", "mode": "agent"}));
     assert_eq!(s.ok(json!({"action": "chat_get"}))["mode"], "agent");
     assert_eq!(env.chat_json(&id)["mode"], "agent");
@@ -112,7 +120,12 @@ fn bad_agent_config_names_the_key() {
 #[test]
 fn send_mode_override_and_prefix_stable_across_sends() {
     let read = |id: &str| {
-        Reply::tool_calls([ToolCall::new(0, id, "read_file", r#"{"file_path":"a.txt"}"#)])
+        Reply::tool_calls([ToolCall::new(
+            0,
+            id,
+            "read_file",
+            r#"{"file_path":"a.txt"}"#,
+        )])
     };
     let (env, server, mut s, id) = start(
         vec![
@@ -127,7 +140,10 @@ fn send_mode_override_and_prefix_stable_across_sends() {
     env.write_local("a.txt", "alpha\n");
     let (evs, done) = send(&mut s, "first", Some("agent"));
     assert_eq!(done["type"], "done", "{done}");
-    assert_eq!((done["steps"].as_u64(), done["tool_calls"].as_u64()), (Some(2), Some(1)));
+    assert_eq!(
+        (done["steps"].as_u64(), done["tool_calls"].as_u64()),
+        (Some(2), Some(1))
+    );
     assert_eq!(evs.iter().filter(|e| e["type"] == "agent_event").count(), 3);
     // The chat itself stays in chat mode.
     assert!(env.chat_json(&id).get("mode").is_none());
@@ -135,14 +151,17 @@ fn send_mode_override_and_prefix_stable_across_sends() {
     assert_eq!(done["type"], "done");
     let (evs, done) = send(&mut s, "third", None);
     assert_eq!(done["type"], "done");
-    assert!(done.get("steps").is_none(), "chat mode done is unchanged: {done}");
+    assert!(
+        done.get("steps").is_none(),
+        "chat mode done is unchanged: {done}"
+    );
     assert!(evs.iter().all(|e| e["type"] != "agent_event"));
     let reqs: Vec<Value> = server.chat_requests().into_iter().map(|r| r.body).collect();
     assert_eq!(reqs.len(), 5);
     let user = |b: &Value| b["messages"][1]["content"].as_str().unwrap().to_string();
     let history = |b: &Value| {
         let u = user(b);
-        u[..u.find("@latest_user_message").unwrap()].to_string()
+        u[..u.find("\n@latest_user_message").unwrap()].to_string()
     };
     // Send 2's history extends send 1's; send 3's extends send 2's.
     assert!(history(&reqs[4]).starts_with(&history(&reqs[2])));

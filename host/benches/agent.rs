@@ -68,7 +68,8 @@ fn call(name: &str, args: Value) -> ToolCall {
 
 fn runner(root: &Path) -> (ToolRunner, tempfile::TempDir) {
     let chat = tempfile::tempdir().unwrap();
-    let dir = cap_std::fs::Dir::open_ambient_dir(chat.path(), cap_std::ambient_authority()).unwrap();
+    let dir =
+        cap_std::fs::Dir::open_ambient_dir(chat.path(), cap_std::ambient_authority()).unwrap();
     let mut r = ToolRunner::new(DiffMode::SearchReplaceMulti, root, dir, &[]).unwrap();
     r.set_agent(true);
     (r, chat)
@@ -102,7 +103,11 @@ fn round_trips(root: &Path) {
         med
     };
     println!("\n1. host time per retrieval round trip (no model)");
-    bench("read_file 64 KiB", call("read_file", json!({"file_path": "big.txt"})), 200);
+    bench(
+        "read_file 64 KiB",
+        call("read_file", json!({"file_path": "big.txt"})),
+        200,
+    );
     bench(
         "list_files on 20,000 files (max-list-files 1000)",
         call("list_files", json!({})),
@@ -152,9 +157,15 @@ impl Provider for Instant12 {
                 .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
             let calls = if step < 12 {
                 let (name, args) = match step % 3 {
-                    0 => ("read_file", json!({"file_path": "big.txt", "start_line": step + 1})),
+                    0 => (
+                        "read_file",
+                        json!({"file_path": "big.txt", "start_line": step + 1}),
+                    ),
                     1 => ("list_files", json!({"prefix": format!("d{step:03}")})),
-                    _ => ("read_file", json!({"file_path": format!("d{step:03}/s{:02}/f{step:05}.txt", step % 13)})),
+                    _ => (
+                        "read_file",
+                        json!({"file_path": format!("d{step:03}/s{:02}/f{step:05}.txt", step % 13)}),
+                    ),
                 };
                 vec![ToolCall {
                     id: format!("c{step}"),
@@ -167,7 +178,12 @@ impl Provider for Instant12 {
                 Vec::new()
             };
             Ok(StreamSummary {
-                finish_reason: if calls.is_empty() { "stop" } else { "tool_calls" }.into(),
+                finish_reason: if calls.is_empty() {
+                    "stop"
+                } else {
+                    "tool_calls"
+                }
+                .into(),
                 usage: Usage::default(),
                 tool_calls: calls,
                 reasoning_details: Vec::new(),

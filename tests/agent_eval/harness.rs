@@ -165,15 +165,16 @@ impl Run {
     }
 
     pub fn steps(&self) -> u64 {
-        self.terminal["steps"].as_u64().unwrap_or_else(|| {
-            self.trace_finished()["steps"].as_u64().unwrap_or(0)
-        })
+        self.terminal["steps"]
+            .as_u64()
+            .unwrap_or_else(|| self.trace_finished()["steps"].as_u64().unwrap_or(0))
     }
 
     pub fn tool_calls(&self) -> u64 {
-        self.terminal["tool_calls"].as_u64().or(self.terminal["tool_call_count"].as_u64()).unwrap_or_else(|| {
-            self.trace_finished()["tool_calls"].as_u64().unwrap_or(0)
-        })
+        self.terminal["tool_calls"]
+            .as_u64()
+            .or(self.terminal["tool_call_count"].as_u64())
+            .unwrap_or_else(|| self.trace_finished()["tool_calls"].as_u64().unwrap_or(0))
     }
 
     pub fn trace_finished(&self) -> Value {
@@ -186,7 +187,9 @@ impl Run {
 
     /// Host time excluding the model and the user (from the trace).
     pub fn host_ms(&self) -> f64 {
-        self.trace_finished()["host_ms"].as_f64().unwrap_or(f64::NAN)
+        self.trace_finished()["host_ms"]
+            .as_f64()
+            .unwrap_or(f64::NAN)
     }
 }
 
@@ -217,7 +220,8 @@ pub fn run(task: &Task) -> Run {
     if let Some(f) = task.setup {
         f(&env);
     }
-    let mut config = json!({"api_key": "k", "base_url": server.base_url(), "title_model": "mock/title"});
+    let mut config =
+        json!({"api_key": "k", "base_url": server.base_url(), "title_model": "mock/title"});
     for (k, v) in task.config.as_object().into_iter().flatten() {
         config[k] = v.clone();
     }
@@ -306,7 +310,9 @@ fn send(s: &mut Bb7, prompt: &str, interact: &Interact) -> Sent {
             Some("done" | "diff_error" | "error") => {
                 if let Some(qid) = late_question.take() {
                     // The question ended with the job: a late answer is an error.
-                    notes.push(s.req(json!({"action": "clarify", "question_id": qid, "answer": "late"})));
+                    notes.push(
+                        s.req(json!({"action": "clarify", "question_id": qid, "answer": "late"})),
+                    );
                 }
                 return (events, text, v, notes);
             }

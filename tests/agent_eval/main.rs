@@ -38,7 +38,11 @@ fn agent_eval() {
             if pass { "pass" } else { "FAIL" },
             run.steps(),
             run.tool_calls(),
-            if host.is_nan() { "-".to_string() } else { format!("{host:.2}") },
+            if host.is_nan() {
+                "-".to_string()
+            } else {
+                format!("{host:.2}")
+            },
             run.wall.as_secs_f64() * 1000.0
         );
         if let Err(e) = result {
@@ -49,5 +53,9 @@ fn agent_eval() {
     if let Some(dir) = option_env!("CARGO_TARGET_TMPDIR") {
         let _ = std::fs::write(std::path::Path::new(dir).join("agent-eval.txt"), &table);
     }
-    assert!(failures.is_empty(), "failed tasks:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "failed tasks:\n{}",
+        failures.join("\n")
+    );
 }

@@ -33,7 +33,9 @@ fn search(q: &str) -> (&'static str, Value) {
 
 fn completed_ok(r: &Run, i: usize) -> Result<&Value, String> {
     let c = r.completed();
-    let d = c.get(i).ok_or(format!("no completed call #{i}: {:?}", r.kinds()))?;
+    let d = c
+        .get(i)
+        .ok_or(format!("no completed call #{i}: {:?}", r.kinds()))?;
     Ok(d)
 }
 
@@ -56,12 +58,40 @@ pub fn all() -> Vec<Task> {
     t.push(
         Task::new("find_then_edit_across_files", |r| {
             r.done()?;
-            ensure!(r.outputs.get("src/lib.rs").is_some_and(|c| c.contains("\"hi\"")), "lib.rs: {:?}", r.outputs);
-            ensure!(r.outputs.get("src/main.rs").is_some_and(|c| c.contains("Greeting")), "main.rs: {:?}", r.outputs);
-            ensure!(r.steps() == 4 && r.tool_calls() == 5, "steps {} calls {}", r.steps(), r.tool_calls());
-            ensure!(r.kinds().contains(&"edits.proposed".to_string()), "{:?}", r.kinds());
-            let ev = r.events.iter().find(|e| e["kind"] == "edits.proposed").unwrap();
-            ensure!(ev["data"]["files"] == json!(["src/lib.rs", "src/main.rs"]), "{ev}");
+            ensure!(
+                r.outputs
+                    .get("src/lib.rs")
+                    .is_some_and(|c| c.contains("\"hi\"")),
+                "lib.rs: {:?}",
+                r.outputs
+            );
+            ensure!(
+                r.outputs
+                    .get("src/main.rs")
+                    .is_some_and(|c| c.contains("Greeting")),
+                "main.rs: {:?}",
+                r.outputs
+            );
+            ensure!(
+                r.steps() == 4 && r.tool_calls() == 5,
+                "steps {} calls {}",
+                r.steps(),
+                r.tool_calls()
+            );
+            ensure!(
+                r.kinds().contains(&"edits.proposed".to_string()),
+                "{:?}",
+                r.kinds()
+            );
+            let ev = r
+                .events
+                .iter()
+                .find(|e| e["kind"] == "edits.proposed")
+                .unwrap();
+            ensure!(
+                ev["data"]["files"] == json!(["src/lib.rs", "src/main.rs"]),
+                "{ev}"
+            );
             Ok(())
         })
         .file("src/lib.rs", LIB)
@@ -69,7 +99,17 @@ pub fn all() -> Vec<Task> {
         .file("README.md", "# app\n")
         .step(1, &[search("greet")])
         .step(2, &[read("src/lib.rs"), read("src/main.rs")])
-        .step(3, &[edit("src/lib.rs", "\"hello\"", "\"hi\""), edit("src/main.rs", "println!(\"{}\"", "println!(\"Greeting: {}\"")])
+        .step(
+            3,
+            &[
+                edit("src/lib.rs", "\"hello\"", "\"hi\""),
+                edit(
+                    "src/main.rs",
+                    "println!(\"{}\"",
+                    "println!(\"Greeting: {}\"",
+                ),
+            ],
+        )
         .text("Changed greet to say hi."),
     );
 
@@ -79,7 +119,11 @@ pub fn all() -> Vec<Task> {
             r.done()?;
             let d = completed_ok(r, 0)?;
             ensure!(d["ok"] == true && d["summary"] == "0 results", "{d}");
-            ensure!(r.result_of("s1c0").contains("\"results\":[]"), "{}", r.result_of("s1c0"));
+            ensure!(
+                r.result_of("s1c0").contains("\"results\":[]"),
+                "{}",
+                r.result_of("s1c0")
+            );
             ensure!(r.outputs.is_empty(), "no edits expected");
             Ok(())
         })
@@ -93,17 +137,44 @@ pub fn all() -> Vec<Task> {
         Task::new("read_larger_than_cap_paged", |r| {
             r.done()?;
             let first = r.result_of("s1c0");
-            ensure!(first.contains("lines=1-50 total_lines=120 truncated=true"), "{first}");
-            ensure!(first.contains("[truncated: continue with start_line=51]"), "{first}");
+            ensure!(
+                first.contains("lines=1-50 total_lines=120 truncated=true"),
+                "{first}"
+            );
+            ensure!(
+                first.contains("[truncated: continue with start_line=51]"),
+                "{first}"
+            );
             let third = r.result_of("s3c0");
-            ensure!(third.contains("line 120\n") && third.contains("truncated=false"), "{third}");
-            ensure!(!first.contains("line 51\n"), "the first page stops at the cap");
+            ensure!(
+                third.contains("line 120\n") && third.contains("truncated=false"),
+                "{third}"
+            );
+            ensure!(
+                !first.contains("line 51\n"),
+                "the first page stops at the cap"
+            );
             Ok(())
         })
-        .file("big.txt", (1..=120).map(|i| format!("line {i}\n")).collect::<String>())
+        .file(
+            "big.txt",
+            (1..=120).map(|i| format!("line {i}\n")).collect::<String>(),
+        )
         .step(1, &[read("big.txt")])
-        .step(2, &[("read_file", json!({"file_path": "big.txt", "start_line": 51}))])
-        .step(3, &[("read_file", json!({"file_path": "big.txt", "start_line": 101}))])
+        .step(
+            2,
+            &[(
+                "read_file",
+                json!({"file_path": "big.txt", "start_line": 51}),
+            )],
+        )
+        .step(
+            3,
+            &[(
+                "read_file",
+                json!({"file_path": "big.txt", "start_line": 101}),
+            )],
+        )
         .text("Read it all."),
     );
     t.last_mut().unwrap().config = json!({"agent": {"max_read_lines_default": 50}});
@@ -126,9 +197,18 @@ pub fn all() -> Vec<Task> {
         Task::new("denied_secret_search_and_list", |r| {
             r.done()?;
             let s = r.result_of("s1c0");
-            ensure!(s.contains("src/a.rs") && !s.contains(".pem") && !s.contains(".env"), "{s}");
+            ensure!(
+                s.contains("src/a.rs") && !s.contains(".pem") && !s.contains(".env"),
+                "{s}"
+            );
             let l = r.result_of("s1c1");
-            ensure!(l.contains("src/a.rs") && !l.contains(".env") && !l.contains("id_rsa") && !l.contains(".pem"), "{l}");
+            ensure!(
+                l.contains("src/a.rs")
+                    && !l.contains(".env")
+                    && !l.contains("id_rsa")
+                    && !l.contains(".pem"),
+                "{l}"
+            );
             no_leak(r, ENV_SECRET)
         })
         .file(".env.local", format!("A={ENV_SECRET}\n"))
@@ -143,8 +223,17 @@ pub fn all() -> Vec<Task> {
     t.push(
         Task::new("custom_deny_list", |r| {
             r.done()?;
-            ensure!(r.result_of("s1c0").contains("hidden by the deny list (agent.deny"), "{}", r.result_of("s1c0"));
-            ensure!(r.result_of("s1c1").contains("PLAIN=1"), "{}", r.result_of("s1c1"));
+            ensure!(
+                r.result_of("s1c0")
+                    .contains("hidden by the deny list (agent.deny"),
+                "{}",
+                r.result_of("s1c0")
+            );
+            ensure!(
+                r.result_of("s1c1").contains("PLAIN=1"),
+                "{}",
+                r.result_of("s1c1")
+            );
             no_leak(r, "CUSTOM-SECRET")
         })
         .file("notes.secret", "CUSTOM-SECRET\n")
@@ -159,9 +248,15 @@ pub fn all() -> Vec<Task> {
         Task::new("gitignored_file", |r| {
             r.done()?;
             let res = r.result_of("s1c0");
-            ensure!(res.contains("is inside `build/`, which is ignored") || res.contains("ignored"), "{res}");
+            ensure!(
+                res.contains("is inside `build/`, which is ignored") || res.contains("ignored"),
+                "{res}"
+            );
             let l = r.result_of("s1c1");
-            ensure!(!l.contains("build/") && !l.contains("debug.log") && l.contains("src/a.rs"), "{l}");
+            ensure!(
+                !l.contains("build/") && !l.contains("debug.log") && l.contains("src/a.rs"),
+                "{l}"
+            );
             no_leak(r, "IGNORED-CONTENT")
         })
         .file(".gitignore", "build/\n*.log\n")
@@ -178,7 +273,11 @@ pub fn all() -> Vec<Task> {
             r.done()?;
             let res = r.result_of("s1c0");
             ensure!(res.starts_with("error:") && res.contains("binary"), "{res}");
-            ensure!(r.result_of("s1c1").contains("\"results\":[]"), "{}", r.result_of("s1c1"));
+            ensure!(
+                r.result_of("s1c1").contains("\"results\":[]"),
+                "{}",
+                r.result_of("s1c1")
+            );
             Ok(())
         })
         .file("img.bin", b"\x00\x01\x02MAGICWORD\x00\xff".to_vec())
@@ -190,12 +289,28 @@ pub fn all() -> Vec<Task> {
     t.push(
         Task::new("budget_exhaustion", |r| {
             r.done()?;
-            ensure!(r.steps() == 4 && r.tool_calls() == 3, "steps {} calls {}", r.steps(), r.tool_calls());
+            ensure!(
+                r.steps() == 4 && r.tool_calls() == 3,
+                "steps {} calls {}",
+                r.steps(),
+                r.tool_calls()
+            );
             let last = r.requests.last().unwrap();
-            ensure!(last["tool_choice"] == "none", "last request: {}", last["tool_choice"]);
+            ensure!(
+                last["tool_choice"] == "none",
+                "last request: {}",
+                last["tool_choice"]
+            );
             let msgs = last["messages"].as_array().unwrap();
             let note = msgs.last().unwrap();
-            ensure!(note["role"] == "user" && note["content"].as_str().unwrap().contains("budget of this reply (3 calls) is spent"), "{note}");
+            ensure!(
+                note["role"] == "user"
+                    && note["content"]
+                        .as_str()
+                        .unwrap()
+                        .contains("budget of this reply (3 calls) is spent"),
+                "{note}"
+            );
             ensure!(r.text.contains("Best effort"), "{}", r.text);
             Ok(())
         })
@@ -214,9 +329,19 @@ pub fn all() -> Vec<Task> {
         Task::new("repeated_identical_call", |r| {
             r.done()?;
             let second = r.result_of("s2c0");
-            ensure!(second.contains("not run again") && second.contains("step 1"), "{second}");
-            let sandboxed = r.trace.iter().filter(|l| l["kind"] == "tool.call.completed" && !l["component_sha256"].is_null()).count();
-            ensure!(sandboxed == 1, "one sandbox run expected, trace has {sandboxed}");
+            ensure!(
+                second.contains("not run again") && second.contains("step 1"),
+                "{second}"
+            );
+            let sandboxed = r
+                .trace
+                .iter()
+                .filter(|l| l["kind"] == "tool.call.completed" && !l["component_sha256"].is_null())
+                .count();
+            ensure!(
+                sandboxed == 1,
+                "one sandbox run expected, trace has {sandboxed}"
+            );
             Ok(())
         })
         .file("a.txt", "alpha\n")
@@ -229,13 +354,34 @@ pub fn all() -> Vec<Task> {
     let mut c = Task::new("clarification_answered", |r| {
         r.done()?;
         let k = r.kinds();
-        ensure!(k.contains(&"clarification.requested".into()) && k.contains(&"clarification.received".into()), "{k:?}");
-        ensure!(r.result_of("s1c0").contains("The user answered: use tabs"), "{}", r.result_of("s1c0"));
-        ensure!(r.outputs.get("style.txt").is_some_and(|c| c == "tabs\n"), "{:?}", r.outputs);
+        ensure!(
+            k.contains(&"clarification.requested".into())
+                && k.contains(&"clarification.received".into()),
+            "{k:?}"
+        );
+        ensure!(
+            r.result_of("s1c0").contains("The user answered: use tabs"),
+            "{}",
+            r.result_of("s1c0")
+        );
+        ensure!(
+            r.outputs.get("style.txt").is_some_and(|c| c == "tabs\n"),
+            "{:?}",
+            r.outputs
+        );
         Ok(())
     })
-    .step(1, &[("clarify_user", json!({"question": "Tabs or spaces?"}))])
-    .step(2, &[("write_file", json!({"path": "style.txt", "content": "tabs\n"}))])
+    .step(
+        1,
+        &[("clarify_user", json!({"question": "Tabs or spaces?"}))],
+    )
+    .step(
+        2,
+        &[(
+            "write_file",
+            json!({"path": "style.txt", "content": "tabs\n"}),
+        )],
+    )
     .text("Using tabs.");
     c.interact = Interact::Answer("use tabs");
     t.push(c);
@@ -245,7 +391,11 @@ pub fn all() -> Vec<Task> {
         r.done()?;
         let res = r.result_of("s1c0");
         ensure!(res.starts_with("no_user_answer"), "{res}");
-        let rec = r.events.iter().find(|e| e["kind"] == "clarification.received").ok_or("no received")?;
+        let rec = r
+            .events
+            .iter()
+            .find(|e| e["kind"] == "clarification.received")
+            .ok_or("no received")?;
         ensure!(rec["data"]["skipped"] == true, "{rec}");
         Ok(())
     })
@@ -256,10 +406,25 @@ pub fn all() -> Vec<Task> {
 
     // 13. Clarification cancelled: cancel ends the waiting job; a late answer is an error.
     let mut c = Task::new("clarification_cancelled", |r| {
-        ensure!(r.terminal["type"] == "error" && r.terminal["message"] == ABORTED, "{}", r.terminal);
-        ensure!(r.kinds().last().map(String::as_str) == Some("job.failed"), "{:?}", r.kinds());
+        ensure!(
+            r.terminal["type"] == "error" && r.terminal["message"] == ABORTED,
+            "{}",
+            r.terminal
+        );
+        ensure!(
+            r.kinds().last().map(String::as_str) == Some("job.failed"),
+            "{:?}",
+            r.kinds()
+        );
         let late = r.notes.first().ok_or("no late clarify reply")?;
-        ensure!(late["type"] == "error" && late["message"].as_str().unwrap_or("").contains("Unknown or stale question_id"), "{late}");
+        ensure!(
+            late["type"] == "error"
+                && late["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("Unknown or stale question_id"),
+            "{late}"
+        );
         ensure!(r.requests.len() == 1, "no step after the cancel");
         Ok(())
     })
@@ -272,10 +437,21 @@ pub fn all() -> Vec<Task> {
     t.push(
         Task::new("tool_error_recovered", |r| {
             r.done()?;
-            ensure!(r.result_of("s1c0").contains("file not found: src/missing.rs"), "{}", r.result_of("s1c0"));
+            ensure!(
+                r.result_of("s1c0")
+                    .contains("file not found: src/missing.rs"),
+                "{}",
+                r.result_of("s1c0")
+            );
             let d = completed_ok(r, 0)?;
             ensure!(d["ok"] == false && d["error"].is_string(), "{d}");
-            ensure!(r.outputs.get("src/a.rs").is_some_and(|c| c.contains("fn b()")), "{:?}", r.outputs);
+            ensure!(
+                r.outputs
+                    .get("src/a.rs")
+                    .is_some_and(|c| c.contains("fn b()")),
+                "{:?}",
+                r.outputs
+            );
             Ok(())
         })
         .file("src/a.rs", "fn a() {}\n")
@@ -289,15 +465,30 @@ pub fn all() -> Vec<Task> {
     t.push(
         Task::new("edits_in_two_steps_one_file", |r| {
             r.done()?;
-            ensure!(r.result_of("s3c0").contains("source=this_reply") && r.result_of("s3c0").contains("ONE"), "{}", r.result_of("s3c0"));
-            ensure!(r.outputs.get("a.txt").map(String::as_str) == Some("ONE\nTWO\nthree\n"), "{:?}", r.outputs);
-            ensure!(std::fs::read_to_string(r.env.proj().join("a.txt")).unwrap() == "one\ntwo\nthree\n", "the project is untouched");
+            ensure!(
+                r.result_of("s3c0").contains("source=this_reply")
+                    && r.result_of("s3c0").contains("ONE"),
+                "{}",
+                r.result_of("s3c0")
+            );
+            ensure!(
+                r.outputs.get("a.txt").map(String::as_str) == Some("ONE\nTWO\nthree\n"),
+                "{:?}",
+                r.outputs
+            );
+            ensure!(
+                std::fs::read_to_string(r.env.proj().join("a.txt")).unwrap() == "one\ntwo\nthree\n",
+                "the project is untouched"
+            );
             Ok(())
         })
         .file("a.txt", "one\ntwo\nthree\n")
         .step(1, &[read("a.txt")])
         .step(2, &[edit("a.txt", "one\n", "ONE\n")])
-        .step(3, &[("read_file", json!({"file_path": "a.txt", "start_line": 1}))])
+        .step(
+            3,
+            &[("read_file", json!({"file_path": "a.txt", "start_line": 1}))],
+        )
         .step(4, &[edit("a.txt", "two\n", "TWO\n")])
         .text("Both lines changed."),
     );
@@ -307,26 +498,54 @@ pub fn all() -> Vec<Task> {
         Task::new("failing_edit_whole_reply_diff_error", |r| {
             ensure!(r.terminal["type"] == "diff_error", "{}", r.terminal);
             let errs = r.terminal["errors"].to_string();
-            ensure!(errs.contains("a.txt") && errs.contains("mismatch"), "{errs}");
+            ensure!(
+                errs.contains("a.txt") && errs.contains("mismatch"),
+                "{errs}"
+            );
             ensure!(r.outputs.is_empty(), "nothing committed: {:?}", r.outputs);
-            ensure!(r.terminal["tool_calls"].as_array().map_or(0, Vec::len) == 3, "{}", r.terminal["tool_calls"]);
+            ensure!(
+                r.terminal["tool_calls"].as_array().map_or(0, Vec::len) == 3,
+                "{}",
+                r.terminal["tool_calls"]
+            );
             ensure!(r.terminal["steps"] == 3, "{}", r.terminal);
             Ok(())
         })
         .file("a.txt", "alpha\n")
         .step(1, &[read("a.txt")])
-        .step(2, &[edit("a.txt", "alpha", "ALPHA"), ("write_file", json!({"path": "b.txt", "content": "b\n"}))])
+        .step(
+            2,
+            &[
+                edit("a.txt", "alpha", "ALPHA"),
+                ("write_file", json!({"path": "b.txt", "content": "b\n"})),
+            ],
+        )
         .step(3, &[edit("a.txt", "no such text", "x")])
         .text("never reached"),
     );
 
     // 17. Cancel in the middle of the tool phase.
     let mut c = Task::new("cancel_in_tool_phase", |r| {
-        ensure!(r.terminal["type"] == "error" && r.terminal["message"] == ABORTED, "{}", r.terminal);
+        ensure!(
+            r.terminal["type"] == "error" && r.terminal["message"] == ABORTED,
+            "{}",
+            r.terminal
+        );
         let done = r.completed().len();
-        ensure!((1..12).contains(&done), "cancel stops the calls: {done} completed");
-        ensure!(r.kinds().last().map(String::as_str) == Some("job.failed"), "{:?}", r.kinds());
-        ensure!(r.requests.len() == 1, "no further step: {}", r.requests.len());
+        ensure!(
+            (1..12).contains(&done),
+            "cancel stops the calls: {done} completed"
+        );
+        ensure!(
+            r.kinds().last().map(String::as_str) == Some("job.failed"),
+            "{:?}",
+            r.kinds()
+        );
+        ensure!(
+            r.requests.len() == 1,
+            "no further step: {}",
+            r.requests.len()
+        );
         Ok(())
     })
     .with_setup(|env| {
@@ -336,7 +555,12 @@ pub fn all() -> Vec<Task> {
             std::fs::write(p, "some text without the word\n".repeat(60)).unwrap();
         }
     })
-    .reply(calls_reply(1, &(0..12).map(|i| ("search_project", json!({"query": format!("needle{i}")}))).collect::<Vec<_>>()))
+    .reply(calls_reply(
+        1,
+        &(0..12)
+            .map(|i| ("search_project", json!({"query": format!("needle{i}")})))
+            .collect::<Vec<_>>(),
+    ))
     .reply(bb7_mock_llm::Reply::slow_text(["never"], 3000));
     c.interact = Interact::CancelAfterCalls(1);
     t.push(c);
@@ -345,15 +569,30 @@ pub fn all() -> Vec<Task> {
     t.push(
         Task::new("twenty_calls_in_one_step", |r| {
             r.done()?;
-            ensure!(r.tool_calls() == 20 && r.steps() == 2, "calls {} steps {}", r.tool_calls(), r.steps());
+            ensure!(
+                r.tool_calls() == 20 && r.steps() == 2,
+                "calls {} steps {}",
+                r.tool_calls(),
+                r.steps()
+            );
             let c = r.completed();
             ensure!(c.iter().filter(|d| d["ok"] == true).count() == 12, "12 run");
-            ensure!(r.result_of("s1c12").contains("budget of this reply (12 calls) is spent"), "{}", r.result_of("s1c12"));
+            ensure!(
+                r.result_of("s1c12")
+                    .contains("budget of this reply (12 calls) is spent"),
+                "{}",
+                r.result_of("s1c12")
+            );
             ensure!(r.requests[1]["tool_choice"] == "none", "final step");
             Ok(())
         })
         .files_n(20)
-        .reply(calls_reply(1, &(0..20).map(|i| ("read_file", json!({"file_path": format!("f{i:02}.txt")}))).collect::<Vec<_>>()))
+        .reply(calls_reply(
+            1,
+            &(0..20)
+                .map(|i| ("read_file", json!({"file_path": format!("f{i:02}.txt")})))
+                .collect::<Vec<_>>(),
+        ))
         .text("Summarised what I could read."),
     );
 
@@ -361,35 +600,75 @@ pub fn all() -> Vec<Task> {
     t.push(
         Task::new("escape_dotdot", |r| {
             r.done()?;
-            ensure!(r.result_of("s1c0").starts_with("error:"), "{}", r.result_of("s1c0"));
-            ensure!(r.result_of("s1c1").starts_with("error:"), "{}", r.result_of("s1c1"));
+            ensure!(
+                r.result_of("s1c0").starts_with("error:"),
+                "{}",
+                r.result_of("s1c0")
+            );
+            ensure!(
+                r.result_of("s1c1").starts_with("error:"),
+                "{}",
+                r.result_of("s1c1")
+            );
             no_leak(r, SECRET)
         })
         .with_setup(outside_secret)
-        .step(1, &[read("../outside/secret.txt"), ("list_files", json!({"prefix": ".."}))])
+        .step(
+            1,
+            &[
+                read("../outside/secret.txt"),
+                ("list_files", json!({"prefix": ".."})),
+            ],
+        )
         .text("ok"),
     );
     t.push(
         Task::new("escape_absolute", |r| {
             r.done()?;
             for id in ["s1c0", "s1c1"] {
-                ensure!(r.result_of(id).starts_with("error:"), "{id}: {}", r.result_of(id));
+                ensure!(
+                    r.result_of(id).starts_with("error:"),
+                    "{id}: {}",
+                    r.result_of(id)
+                );
             }
             let s = r.result_of("s1c2");
-            ensure!(s.starts_with("error:") || s.contains("\"results\":[]"), "{s}");
+            ensure!(
+                s.starts_with("error:") || s.contains("\"results\":[]"),
+                "{s}"
+            );
             ensure!(!r.everything().contains("root:x:0:0"), "/etc/passwd leaked");
             no_leak(r, SECRET)
         })
         .with_setup(outside_secret)
-        .step(1, &[read("/etc/passwd"), ("read_file", json!({"file_path": "/proc/self/environ"})), ("search_project", json!({"query": "root", "glob": "/etc/*"}))])
+        .step(
+            1,
+            &[
+                read("/etc/passwd"),
+                ("read_file", json!({"file_path": "/proc/self/environ"})),
+                ("search_project", json!({"query": "root", "glob": "/etc/*"})),
+            ],
+        )
         .text("ok"),
     );
     t.push(
         Task::new("escape_symlinked_dir", |r| {
             r.done()?;
-            ensure!(r.result_of("s1c0").contains("symbolic link"), "{}", r.result_of("s1c0"));
-            ensure!(r.result_of("s1c1").starts_with("error:"), "{}", r.result_of("s1c1"));
-            ensure!(r.result_of("s1c2").contains("\"results\":[]"), "{}", r.result_of("s1c2"));
+            ensure!(
+                r.result_of("s1c0").contains("symbolic link"),
+                "{}",
+                r.result_of("s1c0")
+            );
+            ensure!(
+                r.result_of("s1c1").starts_with("error:"),
+                "{}",
+                r.result_of("s1c1")
+            );
+            ensure!(
+                r.result_of("s1c2").contains("\"results\":[]"),
+                "{}",
+                r.result_of("s1c2")
+            );
             no_leak(r, SECRET)
         })
         .file("a.txt", "a\n")
@@ -397,20 +676,36 @@ pub fn all() -> Vec<Task> {
             outside_secret(env);
             std::os::unix::fs::symlink(env.outside(), env.proj().join("link")).unwrap();
         })
-        .step(1, &[read("link/secret.txt"), ("list_files", json!({"prefix": "link"})), search("OUTSIDE-SECRET")])
+        .step(
+            1,
+            &[
+                read("link/secret.txt"),
+                ("list_files", json!({"prefix": "link"})),
+                search("OUTSIDE-SECRET"),
+            ],
+        )
         .text("ok"),
     );
     t.push(
         Task::new("escape_symlinked_file", |r| {
             r.done()?;
-            ensure!(r.result_of("s1c0").contains("symbolic link"), "{}", r.result_of("s1c0"));
-            ensure!(!r.result_of("s1c1").contains("s.txt"), "{}", r.result_of("s1c1"));
+            ensure!(
+                r.result_of("s1c0").contains("symbolic link"),
+                "{}",
+                r.result_of("s1c0")
+            );
+            ensure!(
+                !r.result_of("s1c1").contains("s.txt"),
+                "{}",
+                r.result_of("s1c1")
+            );
             no_leak(r, SECRET)
         })
         .file("a.txt", "a\n")
         .with_setup(|env| {
             outside_secret(env);
-            std::os::unix::fs::symlink(env.outside().join("secret.txt"), env.proj().join("s.txt")).unwrap();
+            std::os::unix::fs::symlink(env.outside().join("secret.txt"), env.proj().join("s.txt"))
+                .unwrap();
         })
         .step(1, &[read("s.txt"), ("list_files", json!({}))])
         .text("ok"),
@@ -418,9 +713,16 @@ pub fn all() -> Vec<Task> {
     t.push(
         Task::new("escape_hard_link", |r| {
             r.done()?;
-            ensure!(r.result_of("s1c0").contains("hard links"), "{}", r.result_of("s1c0"));
+            ensure!(
+                r.result_of("s1c0").contains("hard links"),
+                "{}",
+                r.result_of("s1c0")
+            );
             let s = r.result_of("s1c1");
-            ensure!(!s.contains("h.txt") && s.contains("hidden_hard_linked"), "{s}");
+            ensure!(
+                !s.contains("h.txt") && s.contains("hidden_hard_linked"),
+                "{s}"
+            );
             no_leak(r, SECRET)
         })
         .file("a.txt", "a\n")
@@ -434,25 +736,51 @@ pub fn all() -> Vec<Task> {
     t.push(
         Task::new("escape_git_config", |r| {
             r.done()?;
-            ensure!(r.result_of("s1c0").contains("git's internal data"), "{}", r.result_of("s1c0"));
-            ensure!(r.result_of("s1c1").contains("\"results\":[]"), "{}", r.result_of("s1c1"));
+            ensure!(
+                r.result_of("s1c0").contains("git's internal data"),
+                "{}",
+                r.result_of("s1c0")
+            );
+            ensure!(
+                r.result_of("s1c1").contains("\"results\":[]"),
+                "{}",
+                r.result_of("s1c1")
+            );
             no_leak(r, "GIT-CONFIG-SECRET")
         })
-        .file(".git/config", "[remote]\n url = https://GIT-CONFIG-SECRET@example.com\n")
+        .file(
+            ".git/config",
+            "[remote]\n url = https://GIT-CONFIG-SECRET@example.com\n",
+        )
         .step(1, &[read(".git/config"), search("example.com")])
         .text("ok"),
     );
     t.push(
         Task::new("escape_bb7_dir", |r| {
             r.done()?;
-            ensure!(r.result_of("s1c0").contains("BB-7's private data"), "{}", r.result_of("s1c0"));
-            ensure!(r.result_of("s1c1").starts_with("error:"), "{}", r.result_of("s1c1"));
+            ensure!(
+                r.result_of("s1c0").contains("BB-7's private data"),
+                "{}",
+                r.result_of("s1c0")
+            );
+            ensure!(
+                r.result_of("s1c1").starts_with("error:"),
+                "{}",
+                r.result_of("s1c1")
+            );
             let l = r.result_of("s1c2");
             ensure!(!l.contains(".bb7"), "{l}");
             Ok(())
         })
         .file("a.txt", "a\n")
-        .step(1, &[read(".bb7/index.json"), ("list_files", json!({"prefix": ".bb7"})), ("list_files", json!({}))])
+        .step(
+            1,
+            &[
+                read(".bb7/index.json"),
+                ("list_files", json!({"prefix": ".bb7"})),
+                ("list_files", json!({})),
+            ],
+        )
         .text("ok"),
     );
 
@@ -461,9 +789,21 @@ pub fn all() -> Vec<Task> {
         Task::new("list_then_read_no_edits", |r| {
             r.done()?;
             ensure!(r.terminal["output_files"] == json!([]), "{}", r.terminal);
-            ensure!(r.result_of("s1c0").contains("src/deep/x.rs"), "{}", r.result_of("s1c0"));
-            ensure!(r.result_of("s2c0").contains("path=src/deep/x.rs file_id="), "{}", r.result_of("s2c0"));
-            ensure!(!r.kinds().contains(&"edits.proposed".into()), "{:?}", r.kinds());
+            ensure!(
+                r.result_of("s1c0").contains("src/deep/x.rs"),
+                "{}",
+                r.result_of("s1c0")
+            );
+            ensure!(
+                r.result_of("s2c0").contains("path=src/deep/x.rs file_id="),
+                "{}",
+                r.result_of("s2c0")
+            );
+            ensure!(
+                !r.kinds().contains(&"edits.proposed".into()),
+                "{:?}",
+                r.kinds()
+            );
             Ok(())
         })
         .file("src/deep/x.rs", "pub const X: u8 = 1;\n")
@@ -477,11 +817,25 @@ pub fn all() -> Vec<Task> {
     t.push(
         Task::new("write_new_file", |r| {
             r.done()?;
-            ensure!(r.outputs.get("docs/NOTES.md").map(String::as_str) == Some("# Notes\n"), "{:?}", r.outputs);
-            ensure!(r.text.contains("[Assistant added: docs/NOTES.md]"), "{}", r.text);
+            ensure!(
+                r.outputs.get("docs/NOTES.md").map(String::as_str) == Some("# Notes\n"),
+                "{:?}",
+                r.outputs
+            );
+            ensure!(
+                r.text.contains("[Assistant added: docs/NOTES.md]"),
+                "{}",
+                r.text
+            );
             Ok(())
         })
-        .step(1, &[("write_file", json!({"path": "docs/NOTES.md", "content": "# Notes\n"}))])
+        .step(
+            1,
+            &[(
+                "write_file",
+                json!({"path": "docs/NOTES.md", "content": "# Notes\n"}),
+            )],
+        )
         .text("Added notes."),
     );
 
@@ -490,11 +844,20 @@ pub fn all() -> Vec<Task> {
         Task::new("read_staged_after_write", |r| {
             r.done()?;
             let res = r.result_of("s2c0");
-            ensure!(res.contains("source=this_reply") && res.contains("staged text"), "{res}");
+            ensure!(
+                res.contains("source=this_reply") && res.contains("staged text"),
+                "{res}"
+            );
             Ok(())
         })
         .file("x.txt", "project text\n")
-        .step(1, &[("write_file", json!({"path": "x.txt", "content": "staged text\n"}))])
+        .step(
+            1,
+            &[(
+                "write_file",
+                json!({"path": "x.txt", "content": "staged text\n"}),
+            )],
+        )
         .step(2, &[read("x.txt")])
         .text("ok"),
     );
@@ -515,7 +878,11 @@ pub fn all() -> Vec<Task> {
     // 30. A read-only file in context stays read-only in agent mode.
     let mut c = Task::new("readonly_context_stays_readonly", |r| {
         ensure!(r.terminal["type"] == "diff_error", "{}", r.terminal);
-        ensure!(r.terminal["errors"].to_string().contains("read-only"), "{}", r.terminal["errors"]);
+        ensure!(
+            r.terminal["errors"].to_string().contains("read-only"),
+            "{}",
+            r.terminal["errors"]
+        );
         ensure!(r.outputs.is_empty(), "{:?}", r.outputs);
         Ok(())
     })
@@ -532,7 +899,10 @@ pub fn all() -> Vec<Task> {
         Task::new("unknown_tool_fed_back", |r| {
             r.done()?;
             let res = r.result_of("s1c0");
-            ensure!(res.contains("unknown tool") && res.contains("read_file"), "{res}");
+            ensure!(
+                res.contains("unknown tool") && res.contains("read_file"),
+                "{res}"
+            );
             Ok(())
         })
         .step(1, &[("delete_file", json!({"path": "a.txt"}))])
@@ -543,12 +913,22 @@ pub fn all() -> Vec<Task> {
     t.push(
         Task::new("invalid_arguments_recovered", |r| {
             r.done()?;
-            ensure!(r.result_of("s1c0").contains("invalid arguments"), "{}", r.result_of("s1c0"));
-            ensure!(r.result_of("s2c0").contains("alpha"), "{}", r.result_of("s2c0"));
+            ensure!(
+                r.result_of("s1c0").contains("invalid arguments"),
+                "{}",
+                r.result_of("s1c0")
+            );
+            ensure!(
+                r.result_of("s2c0").contains("alpha"),
+                "{}",
+                r.result_of("s2c0")
+            );
             Ok(())
         })
         .file("a.txt", "alpha\n")
-        .reply(bb7_mock_llm::Reply::tool_calls([bb7_mock_llm::ToolCall::new(0, "s1c0", "read_file", "{\"file_path\": oops")]))
+        .reply(bb7_mock_llm::Reply::tool_calls([
+            bb7_mock_llm::ToolCall::new(0, "s1c0", "read_file", "{\"file_path\": oops"),
+        ]))
         .step(2, &[read("a.txt")])
         .text("ok"),
     );
@@ -580,10 +960,19 @@ pub fn all() -> Vec<Task> {
             r.done()?;
             ensure!(r.requests.len() == 3, "{} requests", r.requests.len());
             for w in r.requests.windows(2) {
-                let (a, b) = (w[0]["messages"].as_array().unwrap(), w[1]["messages"].as_array().unwrap());
-                ensure!(b.len() > a.len() && b[..a.len()] == a[..], "step messages must extend the previous step's");
+                let (a, b) = (
+                    w[0]["messages"].as_array().unwrap(),
+                    w[1]["messages"].as_array().unwrap(),
+                );
+                ensure!(
+                    b.len() > a.len() && b[..a.len()] == a[..],
+                    "step messages must extend the previous step's"
+                );
                 ensure!(w[0]["tools"] == w[1]["tools"], "tools change between steps");
-                ensure!(w[0]["messages"][1].to_string() == w[1]["messages"][1].to_string(), "user message bytes");
+                ensure!(
+                    w[0]["messages"][1].to_string() == w[1]["messages"][1].to_string(),
+                    "user message bytes"
+                );
             }
             Ok(())
         })
@@ -597,10 +986,22 @@ pub fn all() -> Vec<Task> {
     // 35. Chat mode is unchanged: one step, only the edit tools, no agent events.
     let mut c = Task::new("chat_mode_unchanged", |r| {
         r.done()?;
-        ensure!(r.events.is_empty(), "agent events in chat mode: {:?}", r.kinds());
+        ensure!(
+            r.events.is_empty(),
+            "agent events in chat mode: {:?}",
+            r.kinds()
+        );
         let b = &r.requests[0];
-        ensure!(b["messages"].as_array().unwrap().len() == 2, "chat mode is [system, user]");
-        let names: Vec<&str> = b["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+        ensure!(
+            b["messages"].as_array().unwrap().len() == 2,
+            "chat mode is [system, user]"
+        );
+        let names: Vec<&str> = b["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap())
+            .collect();
         ensure!(names == ["write_file", "edit_file"], "{names:?}");
         ensure!(r.terminal.get("steps").is_none(), "{}", r.terminal);
         ensure!(r.trace.is_empty(), "no trace in chat mode");
@@ -615,14 +1016,29 @@ pub fn all() -> Vec<Task> {
         Task::new("search_glob_and_limit", |r| {
             r.done()?;
             let v: Value = serde_json::from_str(&r.result_of("s1c0")).map_err(|e| e.to_string())?;
-            ensure!(v["results"].as_array().unwrap().len() == 1 && v["truncated"] == true, "{v}");
-            ensure!(v["results"][0]["file_path"].as_str().unwrap().ends_with(".md"), "{v}");
+            ensure!(
+                v["results"].as_array().unwrap().len() == 1 && v["truncated"] == true,
+                "{v}"
+            );
+            ensure!(
+                v["results"][0]["file_path"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with(".md"),
+                "{v}"
+            );
             Ok(())
         })
         .file("a.md", "todo one\n")
         .file("b.md", "todo two\n")
         .file("c.rs", "// todo three\n")
-        .step(1, &[("search_project", json!({"query": "todo", "glob": "*.md", "limit": 1}))])
+        .step(
+            1,
+            &[(
+                "search_project",
+                json!({"query": "todo", "glob": "*.md", "limit": 1}),
+            )],
+        )
         .text("ok"),
     );
 
@@ -632,13 +1048,36 @@ pub fn all() -> Vec<Task> {
             r.done()?;
             let u = &r.terminal["usage"];
             let per = r.requests.len() as u64;
-            ensure!(per == 2 && u["prompt_tokens"].as_u64().unwrap_or(0) > 0, "{u}");
-            let line = r.trace.iter().find(|l| l["kind"] == "tool.call.completed").ok_or("no trace line")?;
-            ensure!(line["component_sha256"].as_str().is_some_and(|s| s.len() == 64), "{line}");
+            ensure!(
+                per == 2 && u["prompt_tokens"].as_u64().unwrap_or(0) > 0,
+                "{u}"
+            );
+            let line = r
+                .trace
+                .iter()
+                .find(|l| l["kind"] == "tool.call.completed")
+                .ok_or("no trace line")?;
+            ensure!(
+                line["component_sha256"]
+                    .as_str()
+                    .is_some_and(|s| s.len() == 64),
+                "{line}"
+            );
             ensure!(line["grants"][0]["access"] == "read-only", "{line}");
-            ensure!(line["data"]["bytes"].as_u64().unwrap_or(0) > 0 && line["result"].as_str().unwrap_or("").contains("alpha"), "{line}");
-            let cursors: Vec<u64> = r.events.iter().map(|e| e["cursor"].as_u64().unwrap()).collect();
-            ensure!(cursors == (1..=cursors.len() as u64).collect::<Vec<_>>(), "{cursors:?}");
+            ensure!(
+                line["data"]["bytes"].as_u64().unwrap_or(0) > 0
+                    && line["result"].as_str().unwrap_or("").contains("alpha"),
+                "{line}"
+            );
+            let cursors: Vec<u64> = r
+                .events
+                .iter()
+                .map(|e| e["cursor"].as_u64().unwrap())
+                .collect();
+            ensure!(
+                cursors == (1..=cursors.len() as u64).collect::<Vec<_>>(),
+                "{cursors:?}"
+            );
             Ok(())
         })
         .file("a.txt", "alpha\n")
@@ -652,16 +1091,36 @@ pub fn all() -> Vec<Task> {
         let f = r.followup_terminal.as_ref().ok_or("no follow-up")?;
         ensure!(f["type"] == "done", "{f}");
         let msgs = r.chat["messages"].as_array().unwrap();
-        let reply = msgs.iter().find(|m| m["role"] == "assistant").ok_or("no reply")?;
+        let reply = msgs
+            .iter()
+            .find(|m| m["role"] == "assistant")
+            .ok_or("no reply")?;
         let parts = reply["parts"].as_array().unwrap();
-        ensure!(parts.iter().any(|p| p["type"] == "tool_call" && p["tool"] == "read_file" && p["excerpt"].as_str().unwrap_or("").contains("alpha")), "{reply}");
+        ensure!(
+            parts.iter().any(|p| p["type"] == "tool_call"
+                && p["tool"] == "read_file"
+                && p["excerpt"].as_str().unwrap_or("").contains("alpha")),
+            "{reply}"
+        );
         ensure!(reply["agent"]["steps"] == 2, "{reply}");
-        let second = r.requests.last().unwrap()["messages"][1]["content"].as_str().unwrap().to_string();
-        ensure!(second.contains("@tool_call tool=read_file ok=true args={\"file_path\":\"a.txt\"}"), "{second}");
+        let second = r.requests.last().unwrap()["messages"][1]["content"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        ensure!(
+            second.contains("@tool_call tool=read_file ok=true args={\"file_path\":\"a.txt\"}"),
+            "{second}"
+        );
         let first = r.requests[0]["messages"][1]["content"].as_str().unwrap();
         let prefix = &first[..first.find("@latest_user_message").unwrap()];
-        ensure!(second.starts_with(prefix), "the user message prefix changed between sends");
-        ensure!(r.requests[0]["messages"][0] == r.requests.last().unwrap()["messages"][0], "system message changed");
+        ensure!(
+            second.starts_with(prefix),
+            "the user message prefix changed between sends"
+        );
+        ensure!(
+            r.requests[0]["messages"][0] == r.requests.last().unwrap()["messages"][0],
+            "system message changed"
+        );
         Ok(())
     })
     .file("a.txt", "alpha\n")
@@ -676,8 +1135,15 @@ pub fn all() -> Vec<Task> {
     let mut c = Task::new("context_file_read_and_edited", |r| {
         r.done()?;
         let res = r.result_of("s1c0");
-        ensure!(res.contains("source=chat") && res.contains("snapshot text"), "{res}");
-        ensure!(r.outputs.get("ctx.txt").map(String::as_str) == Some("edited text\n"), "{:?}", r.outputs);
+        ensure!(
+            res.contains("source=chat") && res.contains("snapshot text"),
+            "{res}"
+        );
+        ensure!(
+            r.outputs.get("ctx.txt").map(String::as_str) == Some("edited text\n"),
+            "{:?}",
+            r.outputs
+        );
         Ok(())
     })
     .file("ctx.txt", "snapshot text\n")

@@ -18,7 +18,9 @@ pub const NO_USER_ANSWER: &str = "no_user_answer";
 /// Why a `clarify` action was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClarifyError {
-    #[error("Unknown or stale question_id: {0} (no question with that id is waiting for an answer)")]
+    #[error(
+        "Unknown or stale question_id: {0} (no question with that id is waiting for an answer)"
+    )]
     Unknown(String),
 }
 
@@ -45,7 +47,8 @@ impl Waiting {
 impl Drop for Waiting {
     fn drop(&mut self) {
         if let Ok(mut p) = PENDING.lock()
-            && p.as_ref().is_some_and(|p| p.question_id == self.question_id)
+            && p.as_ref()
+                .is_some_and(|p| p.question_id == self.question_id)
         {
             *p = None;
         }

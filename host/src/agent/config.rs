@@ -55,7 +55,9 @@ impl AgentConfig {
         for (key, max) in LIMITS {
             match map.get(key) {
                 None | Some(Value::Null) => {}
-                Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n >= 1 && n as usize <= max) => {
+                Some(Value::Number(n))
+                    if n.as_u64().is_some_and(|n| n >= 1 && n as usize <= max) =>
+                {
                     let n = n.as_u64().unwrap_or(1) as usize;
                     *c.limit_mut(key) = n;
                 }
@@ -103,7 +105,10 @@ impl AgentConfig {
     pub fn tool_settings(&self) -> Vec<(String, String)> {
         let n = |k: &str, v: usize| (k.to_string(), v.to_string());
         vec![
-            n("max-search-results-default", self.max_search_results_default),
+            n(
+                "max-search-results-default",
+                self.max_search_results_default,
+            ),
             n("max-search-results-cap", self.max_search_results_cap),
             n("max-search-snippet-lines", self.max_search_snippet_lines),
             n("max-read-bytes-default", self.max_read_bytes_default),

@@ -24,7 +24,13 @@ impl JobEvents {
 
     /// Emits event `kind` with `data` to the client, and traces it with `extra` (fields only the
     /// trace carries: component hash, grants, the text the model read).
-    pub fn emit(&mut self, sink: &mut dyn ReplySink, kind: &str, data: Value, extra: Option<Value>) {
+    pub fn emit(
+        &mut self,
+        sink: &mut dyn ReplySink,
+        kind: &str,
+        data: Value,
+        extra: Option<Value>,
+    ) {
         self.cursor += 1;
         sink.agent_event(self.cursor, kind, &data);
         let mut line = json!({

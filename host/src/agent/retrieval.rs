@@ -90,7 +90,9 @@ pub fn run(runner: &mut ToolRunner, project: &Project, call: &ToolCall) -> CallO
     };
     let component = match runner.sandbox().registry().builtin(tool) {
         Ok(c) => c,
-        Err(e) => return CallOutcome::failed(format!("{tool}: the tool is unavailable: {e:#}"), None),
+        Err(e) => {
+            return CallOutcome::failed(format!("{tool}: the tool is unavailable: {e:#}"), None);
+        }
     };
     let sandbox = runner.sandbox().clone();
     match tool {
@@ -109,13 +111,18 @@ pub fn run(runner: &mut ToolRunner, project: &Project, call: &ToolCall) -> CallO
                 match Grant::new(runner.staging_path(), Access::ReadOnly) {
                     Ok(g) => g,
                     Err(e) => {
-                        return CallOutcome::failed(format!("read_file: cannot grant staging: {e}"), None);
+                        return CallOutcome::failed(
+                            format!("read_file: cannot grant staging: {e}"),
+                            None,
+                        );
                     }
                 }
             } else {
                 if let Some(r) = rel.as_deref().filter(|r| project.hard_linked(r)) {
                     return CallOutcome::failed(
-                        format!("read_file: `{r}` has several hard links (it may be the same file as one outside the project), so tools do not read it"),
+                        format!(
+                            "read_file: `{r}` has several hard links (it may be the same file as one outside the project), so tools do not read it"
+                        ),
                         None,
                     );
                 }
@@ -148,8 +155,12 @@ pub fn run(runner: &mut ToolRunner, project: &Project, call: &ToolCall) -> CallO
             read_outcome(&path, file_id.as_deref(), source, &value, record)
         }
         "search_project" | "list_files" => {
-            let (result, record) =
-                sandbox.call(&component, &project.grant, &project.settings, &call.arguments_raw);
+            let (result, record) = sandbox.call(
+                &component,
+                &project.grant,
+                &project.settings,
+                &call.arguments_raw,
+            );
             let mut value = match result {
                 Ok(v) => v,
                 Err(e) => return CallOutcome::failed(prefixed(tool, &e.to_string()), Some(record)),
@@ -178,7 +189,11 @@ pub fn run(runner: &mut ToolRunner, project: &Project, call: &ToolCall) -> CallO
             CallOutcome {
                 ok: true,
                 content: value.to_string(),
-                summary: if truncated { format!("{summary} (truncated)") } else { summary },
+                summary: if truncated {
+                    format!("{summary} (truncated)")
+                } else {
+                    summary
+                },
                 error: None,
                 record: Some(record),
             }

@@ -160,7 +160,9 @@ pub async fn run(mut job: ReplyJob, agent: AgentJob, sink: &mut dyn ReplySink) -
         };
         usage = usage.add(&s.usage);
         if !acc.step_text.is_empty() {
-            summary.parts.push(crate::chat::model::text_part(&acc.step_text));
+            summary
+                .parts
+                .push(crate::chat::model::text_part(&acc.step_text));
         }
         if final_step || s.tool_calls.is_empty() {
             if final_step && !s.tool_calls.is_empty() {
@@ -192,7 +194,9 @@ pub async fn run(mut job: ReplyJob, agent: AgentJob, sink: &mut dyn ReplySink) -
             let key = call_key(call);
             let outcome = if summary.tool_calls > budget {
                 CallOutcome::failed(
-                    format!("not run: the tool-call budget of this reply ({budget} calls) is spent"),
+                    format!(
+                        "not run: the tool-call budget of this reply ({budget} calls) is spent"
+                    ),
                     None,
                 )
             } else if let Some(first) = seen.get(&key) {
@@ -294,7 +298,12 @@ pub async fn run(mut job: ReplyJob, agent: AgentJob, sink: &mut dyn ReplySink) -
             events.emit(acc.sink, "job.failed", json!({"error": e}), None);
         }
         Ending::Cancelled => {
-            events.emit(acc.sink, "job.failed", json!({"error": "cancelled by the user"}), None);
+            events.emit(
+                acc.sink,
+                "job.failed",
+                json!({"error": "cancelled by the user"}),
+                None,
+            );
         }
     }
     events.note(
@@ -351,7 +360,10 @@ async fn run_call(
     if !retrieval::is_retrieval(name) && !is_edit {
         let offered: Vec<&str> = job.request.tools.iter().map(|t| t.name.as_str()).collect();
         return Some(CallOutcome::failed(
-            format!("unknown tool {name:?}; the tools offered are {}", offered.join(", ")),
+            format!(
+                "unknown tool {name:?}; the tools offered are {}",
+                offered.join(", ")
+            ),
             None,
         ));
     }
@@ -453,14 +465,20 @@ async fn clarify_call(
         None,
     );
     let content = if skipped {
-        format!("{NO_USER_ANSWER}: the user chose not to answer. Proceed with your best judgment and say what you assumed.")
+        format!(
+            "{NO_USER_ANSWER}: the user chose not to answer. Proceed with your best judgment and say what you assumed."
+        )
     } else {
         format!("The user answered: {answer}")
     };
     Some(CallOutcome {
         ok: true,
         content,
-        summary: if skipped { "skipped".into() } else { "answered".into() },
+        summary: if skipped {
+            "skipped".into()
+        } else {
+            "answered".into()
+        },
         error: None,
         record: None,
     })

@@ -130,7 +130,11 @@ mod walk_tests {
         let text = v.to_string();
         assert!(text.contains("src/a.rs") && !text.contains(".env") && !text.contains("pem"));
         let e = crate::tools::read_file::call(&root, &s, r#"{"file_path":".env"}"#).unwrap_err();
-        assert!(e.message.contains("hidden by the deny list (agent.deny"), "{}", e.message);
+        assert!(
+            e.message.contains("hidden by the deny list (agent.deny"),
+            "{}",
+            e.message
+        );
         assert!(!e.message.contains("SECRET=1"));
         let open = Root::at(t.path()).with_settings(&Settings::from_pairs([("deny", "")]).unwrap());
         assert!(crate::tools::read_file::call(&open, &s, r#"{"file_path":".env"}"#).is_ok());

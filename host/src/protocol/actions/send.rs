@@ -9,8 +9,8 @@ use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
 use super::Handled;
-use crate::agent::tools::{self, ToolRunner};
 use crate::agent::mode::Mode;
+use crate::agent::tools::{self, ToolRunner};
 use crate::agent::{Ending, ReplyJob, ReplyOutcome, ReplySink, RequestBuilder};
 use crate::chat::model::{Chat, Message, SnapshotEntry, event_part, now, text_part};
 use crate::chat::snapshots;
@@ -337,10 +337,12 @@ impl ReplySink for ProtocolSink {
         self.emit("thinking", text);
     }
     fn agent_event(&mut self, cursor: u64, kind: &str, data: &Value) {
-        let _ = self
-            .ctx
-            .out
-            .send(&crate::agent::events::wire_event(self.id.as_deref(), cursor, kind, data));
+        let _ = self.ctx.out.send(&crate::agent::events::wire_event(
+            self.id.as_deref(),
+            cursor,
+            kind,
+            data,
+        ));
     }
 }
 
