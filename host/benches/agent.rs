@@ -48,7 +48,7 @@ fn build_tree(root: &Path) {
         std::fs::write(p, s).unwrap();
     }
     let big: String = (0..2000)
-        .map(|i| format!("{i:05} {}\n", "x".repeat(26)))
+        .map(|i| format!("{i:05} {}\n", "x".repeat(94)))
         .collect();
     std::fs::write(root.join("big.txt"), &big[..65536]).unwrap();
     println!(
