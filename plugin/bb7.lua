@@ -50,3 +50,12 @@ end, { nargs = "?", complete = "file", desc = "BB-7: review a file's change hunk
 vim.api.nvim_create_user_command("BB7Checkpoints", function()
   require("bb7.ui.checkpoints").open()
 end, { desc = "BB-7: checkpoints: 3-way view and rollback" })
+vim.api.nvim_create_user_command("BB7Agent", function(o)
+  require("bb7.agent").command(o)
+end, {
+  nargs = "?",
+  complete = function()
+    return { "on", "off", "toggle" }
+  end,
+  desc = "BB-7: agent mode for this chat (on, off, toggle)",
+})

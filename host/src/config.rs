@@ -147,6 +147,8 @@ pub struct Config {
     /// The longest silence (milliseconds; the key `stream_idle_timeout` is in seconds) tolerated
     /// while a reply streams.
     pub stream_idle_timeout_ms: u64,
+    /// Agent mode: the tool-call budget, retrieval limits and the secret deny list (`agent`).
+    pub agent: crate::agent::config::AgentConfig,
 }
 
 impl Default for Config {
@@ -162,6 +164,7 @@ impl Default for Config {
             auto_retry_partial_edits: false,
             diff_mode: DiffMode::default(),
             stream_idle_timeout_ms: DEFAULT_STREAM_IDLE_TIMEOUT_MS,
+            agent: Default::default(),
         }
     }
 }
@@ -179,6 +182,7 @@ impl fmt::Debug for Config {
             .field("auto_retry_partial_edits", &self.auto_retry_partial_edits)
             .field("diff_mode", &self.diff_mode)
             .field("stream_idle_timeout_ms", &self.stream_idle_timeout_ms)
+            .field("agent", &self.agent)
             .finish()
     }
 }
@@ -259,6 +263,13 @@ impl Config {
                 None => p.problem(DIFF_MODE_ERROR.to_string()),
             },
             Some(_) => p.problem(DIFF_MODE_ERROR.to_string()),
+        }
+        match p.map.get("agent") {
+            None | Some(Value::Null) => {}
+            Some(v) => match crate::agent::config::AgentConfig::parse(v) {
+                Ok(a) => config.agent = a,
+                Err(ps) => ps.into_iter().for_each(|e| p.problem(e)),
+            },
         }
 
         if problems.is_empty() {

@@ -80,7 +80,7 @@ local function dispatch(msg)
   local p = rid and pending[rid]
   if p then
     local t = msg.type
-    if p.on_event and (t == "chunk" or t == "thinking") then
+    if p.on_event and (t == "chunk" or t == "thinking" or t == "agent_event") then
       p.on_event(msg)
       return
     end

@@ -1034,6 +1034,13 @@ function M.send(text)
   local rid = host.request("send", params, function(r)
     M._finish_send(st, r)
   end, function(ev)
+    if ev.type == "agent_event" then
+      local line = require("bb7.agent").on_event(ev)
+      if line then
+        M.emit("chunk", "tool", line)
+      end
+      return
+    end
     M.emit("chunk", ev.type, ev.content or "")
   end)
   if not rid then

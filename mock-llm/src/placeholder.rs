@@ -5,7 +5,9 @@
 //!
 //! 1. Take the request body's `messages` array and the **last** message whose `role` is `"user"`.
 //!    Its text is `content` when that is a string, or the `text` of every `content` part that has one,
-//!    joined with `"\n"`, when it is an array.
+//!    joined with `"\n"`, when it is an array. When `tool` messages follow it (an agent's later
+//!    steps), their contents come first, newest first, so an id a tool result showed (e.g. a
+//!    `read_file` result's `file_id`) wins over the one in the user message.
 //! 2. Find the **first** occurrence of PATH in that text (exact, case-sensitive substring).
 //! 3. Look at the 200 characters (Unicode scalar values) right after that occurrence.
 //! 4. The id is the first *token* lying wholly inside that window that is exactly 8 ASCII hex digits
@@ -84,6 +86,24 @@ pub fn find_file_id(text: &str, path: &str) -> Option<String> {
     None
 }
 
+/// The text placeholders are resolved against (rule step 1): the `tool` messages after the last user
+/// message, newest first, then that user message.
+pub fn placeholder_text(body: &Value) -> Option<String> {
+    let messages = body.get("messages")?.as_array()?;
+    let last_user = messages
+        .iter()
+        .rposition(|m| m.get("role").and_then(Value::as_str) == Some("user"));
+    let mut parts: Vec<String> = messages
+        .iter()
+        .skip(last_user.map_or(0, |i| i + 1))
+        .rev()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
+        .filter_map(|m| m.get("content").and_then(Value::as_str).map(str::to_string))
+        .collect();
+    parts.extend(last_user_text(body));
+    (!parts.is_empty()).then(|| parts.join("\n"))
+}
+
 /// Replaces every `{{file_id:PATH}}` in `s` using `user_text`; returns the new string and the paths
 /// that could not be resolved.
 pub fn substitute(s: &str, user_text: Option<&str>) -> (String, Vec<String>) {
@@ -155,7 +175,7 @@ pub fn split_fragments(s: &str, n: usize) -> Vec<String> {
 /// Resolves the placeholders of every string in `reply` against `request_body`; returns the paths
 /// left unresolved.
 pub(crate) fn substitute_reply(reply: &mut Reply, request_body: &Value) -> Vec<String> {
-    let text = last_user_text(request_body);
+    let text = placeholder_text(request_body);
     let mut sub = Substituter {
         text: text.as_deref(),
         unresolved: Vec::new(),

@@ -61,7 +61,7 @@ macro_rules! builtin_tool {
 
             fn call(settings: Vec<$crate::Setting>, arguments: String) -> Result<String, $crate::ToolError> {
                 let settings = $crate::settings(&settings)?;
-                let root = bb7_tool_logic::Root::sandboxed();
+                let root = bb7_tool_logic::Root::sandboxed().with_settings(&settings);
                 bb7_tool_logic::tools::$module::call(&root, &settings, &arguments)
                     .map(|v| v.to_string())
                     .map_err($crate::to_wit)

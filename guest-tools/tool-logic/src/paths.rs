@@ -8,6 +8,8 @@ use crate::error::ToolError;
 #[derive(Debug, Clone)]
 pub struct Root {
     base: PathBuf,
+    /// Files the retrieval tools never see (the secret deny list).
+    deny: crate::retrieval::deny::DenyList,
 }
 
 impl Root {
@@ -15,12 +17,27 @@ impl Root {
     pub fn sandboxed() -> Self {
         Root {
             base: PathBuf::from("/"),
+            deny: Default::default(),
         }
     }
 
     /// A root at a real directory (native tests and benchmarks).
     pub fn at(dir: impl Into<PathBuf>) -> Self {
-        Root { base: dir.into() }
+        Root {
+            base: dir.into(),
+            deny: Default::default(),
+        }
+    }
+
+    /// The same root with `settings`' deny list in force for the retrieval tools.
+    pub fn with_settings(mut self, settings: &crate::Settings) -> Self {
+        self.deny = crate::retrieval::deny::DenyList::new(settings.deny.iter().map(String::as_str));
+        self
+    }
+
+    /// The deny list in force.
+    pub fn deny(&self) -> &crate::retrieval::deny::DenyList {
+        &self.deny
     }
 
     /// The directory itself.

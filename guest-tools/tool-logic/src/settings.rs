@@ -56,6 +56,9 @@ pub struct Settings {
     pub max_read_lines: usize,
     /// `max-list-files`: entries `list_files` returns at most.
     pub max_list_files: usize,
+    /// `deny`: the secret deny list, one `.gitignore`-style pattern per line (default
+    /// [`crate::retrieval::deny::DEFAULT_DENY`]; an empty value denies nothing).
+    pub deny: Vec<String>,
 }
 
 impl Default for Settings {
@@ -68,6 +71,10 @@ impl Default for Settings {
             max_read_bytes: 65536,
             max_read_lines: 800,
             max_list_files: 1000,
+            deny: crate::retrieval::deny::DEFAULT_DENY
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
         }
     }
 }
@@ -94,6 +101,14 @@ impl Settings {
                 "max-read-bytes-default" => s.max_read_bytes = num(value)?,
                 "max-read-lines-default" => s.max_read_lines = num(value)?,
                 "max-list-files" => s.max_list_files = num(value)?,
+                "deny" => {
+                    s.deny = value
+                        .lines()
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                }
                 _ => {}
             }
         }

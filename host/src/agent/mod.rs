@@ -4,11 +4,21 @@
 //! - [`tools`]: which tools are offered, and running each call against staging with EDITS.md's rules.
 //! - [`request`]: the request bodies of a reply (first attempt and hidden retry).
 //! - [`reply`]: stream → tool calls → commit all or nothing → [`reply::ReplyOutcome`].
+//! - [`steps`]: agent mode, the multi-step loop; [`retrieval`] its read-only project tools,
+//!   [`clarify`] its questions to the user, [`events`] and [`trace`] what it reports, [`config`]
+//!   its limits and deny list.
 
+pub mod clarify;
+pub mod config;
+pub mod events;
+pub mod mode;
 pub mod reply;
 pub mod request;
+pub mod retrieval;
 pub mod staging;
+pub mod steps;
 pub mod tools;
+pub mod trace;
 
 pub use reply::{Ending, ReplyJob, ReplyOutcome, ReplySink};
 pub use request::RequestBuilder;

@@ -22,6 +22,8 @@ pub const REATTEMPT_CHUNK: &str = "\n[Reattempting to apply file changes...]\n";
 pub trait ReplySink: Send {
     fn chunk(&mut self, text: &str);
     fn thinking(&mut self, text: &str);
+    /// An agent-mode event (`cursor` starts at 1 per reply). Chat-mode replies emit none.
+    fn agent_event(&mut self, _cursor: u64, _kind: &str, _data: &Value) {}
 }
 
 /// Everything one reply needs.
@@ -38,6 +40,8 @@ pub struct ReplyJob {
     pub chat_dir: Dir,
     /// Becomes `true` on `cancel`.
     pub cancel: watch::Receiver<bool>,
+    /// Agent mode: the multi-step loop of [`super::steps`]; `None` is chat mode (one step).
+    pub agent: Option<super::steps::AgentJob>,
 }
 
 /// How a reply ended.
@@ -65,6 +69,8 @@ pub struct ReplyOutcome {
     pub usage: Usage,
     pub ending: Ending,
     pub duration: f64,
+    /// Agent mode only: steps, calls and the chat.json parts of the loop.
+    pub agent: Option<super::steps::AgentSummary>,
 }
 
 struct Acc<'s> {
@@ -120,6 +126,9 @@ async fn stream_once(
 
 /// Runs the reply.
 pub async fn run(mut job: ReplyJob, sink: &mut dyn ReplySink) -> ReplyOutcome {
+    if let Some(agent) = job.agent.take() {
+        return super::steps::run(job, agent, sink).await;
+    }
     let started = Instant::now();
     let mut acc = Acc {
         text: String::new(),
@@ -181,6 +190,7 @@ pub async fn run(mut job: ReplyJob, sink: &mut dyn ReplySink) -> ReplyOutcome {
         usage,
         ending,
         duration: started.elapsed().as_secs_f64(),
+        agent: None,
     }
 }
 

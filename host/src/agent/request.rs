@@ -7,7 +7,7 @@ use super::tools::Touched;
 use crate::chat::model::Message;
 use crate::config::Config;
 use crate::llm::prompt::{self, FileBlock, FileStatus, RetryContext};
-use crate::llm::request::{self, RequestParts, ToolSpec};
+use crate::llm::request::{self, RequestParts, ToolSpec, Turn};
 
 /// The parts of a reply's request that do not change between its attempts.
 pub struct RequestBuilder {
@@ -83,6 +83,24 @@ impl RequestBuilder {
                 },
                 chat_id: &self.chat_id,
             },
+        )
+    }
+
+    /// The JSON body of one agent step: the user message `user` (rendered once per reply), then
+    /// every earlier step's calls and results; `final_note` ends the tool phase.
+    pub fn agent_body(&self, user: &str, turns: &[Turn], final_note: Option<&str>) -> Value {
+        request::agent_body(
+            &self.config,
+            &RequestParts {
+                model: &self.model,
+                system: &self.system,
+                user,
+                tools: &self.tools,
+                reasoning_effort: &self.reasoning_effort,
+                chat_id: &self.chat_id,
+            },
+            turns,
+            final_note,
         )
     }
 }

@@ -128,6 +128,11 @@ pub struct ToolRunner {
     /// A call was abandoned while it held the staging directory read-write: its thread could still
     /// write there, so nothing in staging is trusted any more (no further call, no commit).
     tainted: bool,
+    /// Agent mode: project files read whole by `read_file` (the base of a later edit), by path.
+    project_reads: HashMap<String, Vec<u8>>,
+    agent: bool,
+    /// The sandbox record of the latest call (for the agent's trace).
+    last_record: Option<crate::sandbox::CallRecord>,
 }
 
 /// Why a tainted reply cannot go on (see `ToolRunner::tainted`).
@@ -167,7 +172,64 @@ impl ToolRunner {
             touched: Vec::new(),
             placed: BTreeSet::new(),
             tainted: false,
+            project_reads: HashMap::new(),
+            agent: false,
+            last_record: None,
         })
+    }
+
+    /// Agent mode: edits may also start from a project file the model read with `read_file`.
+    pub fn set_agent(&mut self, agent: bool) {
+        self.agent = agent;
+    }
+
+    /// The sandbox record of the latest call that reached the sandbox, taken.
+    pub fn take_record(&mut self) -> Option<crate::sandbox::CallRecord> {
+        self.last_record.take()
+    }
+
+    /// The sandbox the calls run in.
+    pub fn sandbox(&self) -> &Arc<Sandbox> {
+        &self.sandbox
+    }
+
+    /// The staging directory's host path.
+    pub fn staging_path(&self) -> &Path {
+        self.staging.path()
+    }
+
+    /// `raw` as a normalised project-relative path, or the message for the model.
+    pub fn project_path(&self, tool: &str, raw: &str) -> Result<String, String> {
+        self.normalize(tool, raw)
+    }
+
+    /// Whether a read of `rel` should see the reply's own version: a path this reply changed or
+    /// staged, or one with a base version (the chat's output, a writable context file), which is
+    /// placed in staging first so that what is read is exactly what an edit will start from.
+    pub fn stage_for_read(&mut self, rel: &str) -> bool {
+        if self.placed.contains(rel) || self.touched.iter().any(|t| t.path == rel) {
+            return true;
+        }
+        if self.read_only.contains(rel) {
+            return false;
+        }
+        match self.base(rel) {
+            Some(content) if self.staging.place(rel, &content).is_ok() => {
+                self.placed.insert(rel.to_string());
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The current staged content of `rel`.
+    pub fn staged(&self, rel: &str) -> Option<Vec<u8>> {
+        self.staging.read(rel).ok()
+    }
+
+    /// Records the whole content of a project file `read_file` returned (the base of an edit).
+    pub fn note_project_read(&mut self, rel: &str, content: Vec<u8>) {
+        self.project_reads.insert(rel.to_string(), content);
     }
 
     /// The paths changed so far, in order.
@@ -188,11 +250,17 @@ impl ToolRunner {
 
     /// The base version of `path`: the chat's output, else the writable context snapshot.
     fn base(&self, path: &str) -> Option<Vec<u8>> {
-        snapshots::read_output(&self.chat_dir, path).or_else(|| {
-            self.writable
-                .get(path)
-                .and_then(|cf| snapshots::read(&self.chat_dir, cf).ok())
-        })
+        snapshots::read_output(&self.chat_dir, path)
+            .or_else(|| {
+                self.writable
+                    .get(path)
+                    .and_then(|cf| snapshots::read(&self.chat_dir, cf).ok())
+            })
+            .or_else(|| {
+                self.agent
+                    .then(|| self.project_reads.get(path).cloned())
+                    .flatten()
+            })
     }
 
     fn normalize(&self, tool: &str, raw: &str) -> Result<String, String> {
@@ -266,6 +334,11 @@ impl ToolRunner {
                 .map(|b| bb7_tool_logic::file_id::file_id(rel, b));
             if change == Change::Edit && !prior && !self.placed.contains(rel) {
                 let Some(content) = &base else {
+                    if self.agent {
+                        return Err(format!(
+                            "edit_file: {rel} has not been read in this reply; call read_file on it first and use the file_id it returns, or create a new file with write_file"
+                        ));
+                    }
                     return Err(format!(
                         "edit_file: {rel} is not in context and has no output; edit only files shown in the request, or create a new file with write_file"
                     ));
@@ -280,7 +353,7 @@ impl ToolRunner {
         let component = self.component(tool)?;
         let grant = Grant::new(self.staging.path(), component.policy.access)
             .map_err(|e| format!("{tool}: cannot grant the staging directory: {e}"))?;
-        let (result, _record) = self.sandbox.call(
+        let (result, record) = self.sandbox.call(
             &component,
             &grant,
             &settings(self.mode),
@@ -289,6 +362,7 @@ impl ToolRunner {
         if matches!(result, Err(CallError::Abandoned(_))) && grant.access == Access::ReadWrite {
             self.tainted = true;
         }
+        self.last_record = Some(record);
         let value = result.map_err(|e| prefixed(tool, &e.to_string()))?;
         let mut any_new = false;
         for (rel, prior, base_id) in bases {

@@ -69,6 +69,8 @@ pub struct StreamSummary {
     pub usage: Usage,
     /// Complete tool calls, in index order.
     pub tool_calls: Vec<ToolCall>,
+    /// The provider's `reasoning_details` (merged fragments), to send back with the next step.
+    pub reasoning_details: Vec<Value>,
 }
 
 /// A client for one OpenAI-compatible API.
@@ -107,6 +109,7 @@ impl LlmClient {
         let mut tools = ToolCallAssembler::default();
         let mut finish: Option<String> = None;
         let mut usage = Usage::default();
+        let mut reasoning_details: Vec<Value> = Vec::new();
         loop {
             let next = tokio::time::timeout(self.settings.idle_timeout, events.next()).await;
             let item = match next {
@@ -133,6 +136,14 @@ impl LlmClient {
             }
             let value: Value =
                 serde_json::from_str(data).map_err(|e| LlmError::BadChunk(e.to_string()))?;
+            if let Some(details) = value
+                .pointer("/choices/0/delta/reasoning_details")
+                .and_then(Value::as_array)
+            {
+                for d in details {
+                    super::request::merge_reasoning_details(&mut reasoning_details, d);
+                }
+            }
             let parsed = chunk::parse(&value).map_err(|e| LlmError::Stream {
                 code: e.code,
                 message: e.message,
@@ -170,6 +181,7 @@ impl LlmClient {
             finish_reason,
             usage,
             tool_calls: tools.finish(),
+            reasoning_details,
         })
     }
 

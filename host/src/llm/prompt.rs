@@ -257,6 +257,7 @@ fn render_message(out: &mut String, m: &Message) {
                     let _ = writeln!(out, "(file: {path})");
                 }
             }
+            "tool_call" => render_tool_call(out, p),
             _ if !content.trim().is_empty() => {
                 out.push_str(content.trim_end());
                 out.push('\n');
@@ -264,6 +265,31 @@ fn render_message(out: &mut String, m: &Message) {
             _ => {}
         }
     }
+}
+
+/// How much of a tool result `@history` repeats.
+pub const HISTORY_RESULT_CHARS: usize = 300;
+
+/// An agent's tool call in `@history`: the tool, its arguments, and a short excerpt of the result.
+fn render_tool_call(out: &mut String, p: &serde_json::Map<String, Value>) {
+    let s = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("");
+    let args = p.get("args").map(Value::to_string).unwrap_or_default();
+    let ok = p.get("ok").and_then(Value::as_bool).unwrap_or(false);
+    let _ = writeln!(
+        out,
+        "@tool_call tool={} ok={ok} args={args}",
+        attr(s("tool"))
+    );
+    let excerpt = s("excerpt");
+    let cut = match excerpt.char_indices().nth(HISTORY_RESULT_CHARS) {
+        Some((i, _)) => format!("{}…", &excerpt[..i]),
+        None => excerpt.to_string(),
+    };
+    if !cut.trim().is_empty() {
+        out.push_str(cut.trim_end());
+        out.push('\n');
+    }
+    out.push_str("@end_tool_call\n");
 }
 
 fn render_event(out: &mut String, p: &serde_json::Map<String, Value>) {

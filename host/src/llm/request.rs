@@ -66,6 +66,101 @@ pub fn body(config: &Config, p: &RequestParts<'_>) -> Value {
     body
 }
 
+/// One finished step of an agent reply in canonical form (AGENT-PLAN.md §14): what the model said
+/// and called, and the result of every call. Only this module turns it into the wire format.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Turn {
+    pub text: String,
+    pub tool_calls: Vec<super::tool_calls::ToolCall>,
+    /// The provider's opaque reasoning state (`reasoning_details`), sent back unchanged.
+    pub reasoning_details: Vec<Value>,
+    /// One result per call, in call order.
+    pub results: Vec<ToolResult>,
+}
+
+/// The canonical result of one tool call, as the model will read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    pub tool_call_id: String,
+    pub name: String,
+    pub ok: bool,
+    /// The text the model sees (a result, or the error).
+    pub content: String,
+}
+
+/// The body of step `turns.len() + 1` of an agent reply: the request of [`body`] followed by every
+/// earlier step (the assistant message with its tool calls, then one `tool` message per call), so
+/// each step's messages extend the previous step's byte for byte. `final_note` (the budget is
+/// spent) adds a last user message and forbids tool calls with `tool_choice: "none"`; the tools
+/// stay declared so the cached prefix stays the same.
+pub fn agent_body(
+    config: &Config,
+    p: &RequestParts<'_>,
+    turns: &[Turn],
+    final_note: Option<&str>,
+) -> Value {
+    let mut b = body(config, p);
+    if let Some(messages) = b["messages"].as_array_mut() {
+        for t in turns {
+            let mut m = json!({"role": "assistant", "content": t.text});
+            if !t.tool_calls.is_empty() {
+                m["tool_calls"] = Value::Array(
+                    t.tool_calls
+                        .iter()
+                        .map(|c| {
+                            json!({"id": c.id, "type": "function",
+                                "function": {"name": c.name, "arguments": c.arguments_raw}})
+                        })
+                        .collect(),
+                );
+            }
+            if !t.reasoning_details.is_empty() {
+                m["reasoning_details"] = Value::Array(t.reasoning_details.clone());
+            }
+            messages.push(m);
+            for r in &t.results {
+                messages.push(json!({"role": "tool", "tool_call_id": r.tool_call_id,
+                    "name": r.name, "content": r.content}));
+            }
+        }
+        if let Some(note) = final_note {
+            messages.push(json!({"role": "user", "content": note}));
+        }
+    }
+    if final_note.is_some() && b.get("tools").is_some() {
+        b["tool_choice"] = json!("none");
+    }
+    b
+}
+
+/// Merges streamed `reasoning_details` fragments: entries continuing the previous one (same `type`
+/// and `index`) have their text appended; anything else starts a new entry.
+pub fn merge_reasoning_details(acc: &mut Vec<Value>, fragment: &Value) {
+    let key = |v: &Value| (v.get("type").cloned(), v.get("index").cloned());
+    if let Some(last) = acc.last_mut()
+        && key(last) == key(fragment)
+        && fragment.get("index").is_some()
+    {
+        if let (Some(l), Some(f)) = (last.as_object_mut(), fragment.as_object()) {
+            for (k, v) in f {
+                match (l.get_mut(k), v) {
+                    (Some(Value::String(a)), Value::String(b))
+                        if matches!(k.as_str(), "text" | "summary" | "data") =>
+                    {
+                        a.push_str(b)
+                    }
+                    (_, v) if !v.is_null() => {
+                        l.insert(k.clone(), v.clone());
+                    }
+                    _ => {}
+                }
+            }
+        }
+        return;
+    }
+    acc.push(fragment.clone());
+}
+
 /// OpenRouter's `provider` object: no training on user data unless allowed, zero data retention
 /// when retention is not allowed, and only providers that honour every parameter when tools or
 /// reasoning are sent.

@@ -188,6 +188,10 @@ function M.status_text()
   if b and b.total_credits then
     parts[#parts + 1] = "balance " .. require("bb7.util").money((b.total_credits or 0) - (b.total_usage or 0))
   end
+  local agent = require("bb7.agent").footer_part()
+  if agent then
+    parts[#parts + 1] = agent
+  end
   if session.stream then
     local secs = (vim.uv.hrtime() - (session.stream.started or vim.uv.hrtime())) / 1e9
     local frame = M.SPINNER[math.floor(secs * 10) % #M.SPINNER + 1]

@@ -249,11 +249,17 @@ end
 
 local function on_chunk(kind, text)
   if M.stream then
+    -- A tool-log line (agent mode) starts on a line of its own.
+    if kind == "tool" and M.stream_tail and M.stream_tail ~= "\n" then
+      text = "\n" .. text
+    end
     M.stream:push(kind == "thinking" and "thinking" or "chunk", text)
+    M.stream_tail = text:sub(-1)
   end
 end
 
 local function end_stream(r)
+  M.stream_tail = nil
   if M.stream then
     M.stream:stop()
     M.stream = nil

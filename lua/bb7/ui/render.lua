@@ -135,10 +135,16 @@ function M.chat(chat, opts)
           add("  ✎ " .. util.oneline(p.path or ""), "Directory", mi)
         elseif p.type == "context_event" then
           add("  • " .. M.event_line(p), "Comment", mi)
+        elseif p.type == "tool_call" then
+          add(require("bb7.agent").call_line(p), "Comment", mi)
         end
       end
       if m.output_files and #m.output_files > 0 then
         add("  → Output: " .. util.oneline(table.concat(m.output_files, ", ")), "Directory", mi)
+      end
+      local agent_footer = require("bb7.agent").reply_footer(m)
+      if agent_footer then
+        add(agent_footer, "Comment", mi)
       end
     end
   end

@@ -14,6 +14,7 @@
 //! opened only where the listing contains one, and files opened and read once into a reused buffer
 //! with no metadata call (see [`walk::FileBuf`]).
 
+pub mod deny;
 pub mod glob;
 pub mod list;
 pub mod read;

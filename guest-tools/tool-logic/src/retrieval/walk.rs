@@ -101,6 +101,8 @@ pub enum Refusal {
     Symlink { path: String },
     /// `path` (the path or one of its directories) is ignored.
     Ignored { path: String, why: Ignored },
+    /// `path` (the path or one of its directories) matches the secret deny list.
+    Denied { path: String, pattern: String },
     /// The path is neither a regular file nor a directory (a socket, a FIFO, a device).
     Special,
     /// Any other filesystem failure.
@@ -151,6 +153,18 @@ impl Refusal {
                 format!(
                     "`{full}` is inside `{path}/`, which is ignored (pattern `{}` in `{}`); tools do not see ignored files",
                     why.pattern, why.source
+                ),
+            ),
+            Refusal::Denied { path, pattern } if path == full => ToolError::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "`{full}` is hidden by the deny list (agent.deny, pattern `{pattern}`); its content is not available to tools"
+                ),
+            ),
+            Refusal::Denied { path, pattern } => ToolError::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "`{full}` is inside `{path}/`, which is hidden by the deny list (agent.deny, pattern `{pattern}`); its content is not available to tools"
                 ),
             ),
             Refusal::Special => {
@@ -246,6 +260,14 @@ impl<'r> Walker<'r> {
             if is_reserved(&name) {
                 continue;
             }
+            if self
+                .root
+                .deny()
+                .check(&join_rel(dir, &name), kind == Kind::Dir)
+                .is_some()
+            {
+                continue;
+            }
             entries.push(Entry { name, kind });
         }
         let pushed_rules = has_ignore_file && self.push_ignore_file(dir, &path.join(".gitignore"));
@@ -298,6 +320,9 @@ impl<'r> Walker<'r> {
             } else {
                 return Err(Refusal::Special);
             };
+            if let Some(pattern) = self.root.deny().check(&cur, kind == Kind::Dir) {
+                return Err(Refusal::Denied { path: cur, pattern });
+            }
             if let Some(why) = self.rules.check(&cur, kind == Kind::Dir) {
                 return Err(Refusal::Ignored { path: cur, why });
             }

@@ -137,6 +137,7 @@ fn details(s: &mut Session) -> Handled {
         "settings_model": a.chat.model,
         "draft": a.chat.draft,
         "reasoning_effort": a.chat.reasoning_effort,
+        "mode": crate::agent::mode::Mode::of(&a.chat).as_str(),
         "messages": messages,
         "instructions_info": super::misc::instructions_info(s, a.global),
     });
@@ -651,7 +652,17 @@ pub fn save_draft(s: &mut Session, req: &Request) -> Handled {
 pub fn save_settings(s: &mut Session, req: &Request) -> Handled {
     let model = req.opt_str("model")?.map(str::to_string);
     let effort = req.opt_str("reasoning_effort")?.map(str::to_string);
+    let mode = req
+        .opt_str("mode")?
+        .map(crate::agent::mode::Mode::parse)
+        .transpose()?;
+    if mode == Some(crate::agent::mode::Mode::Agent) && s.active()?.global {
+        return Err(crate::agent::mode::GLOBAL_AGENT_ERROR.to_string());
+    }
     let a = s.active_mut()?;
+    if let Some(mode) = mode {
+        mode.store(&mut a.chat);
+    }
     if let Some(m) = model.filter(|m| !m.is_empty()) {
         a.chat.model = m;
     }

@@ -1,5 +1,6 @@
 //! Dispatch of actions to handlers, one module per concern.
 
+mod agent;
 mod chats;
 mod context;
 mod files;
@@ -20,6 +21,7 @@ pub fn dispatch(ctx: &Ctx, req: &Request) -> Handled {
     match req.action.as_str() {
         "send" => return send::send(ctx, req),
         "cancel" => return send::cancel(ctx, req),
+        "clarify" => return agent::clarify(req),
         "get_models" => return remote::get_models(ctx, req),
         "get_balance" => return remote::get_balance(ctx, req),
         "generate_title" => return remote::generate_title(ctx, req),

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
 use super::Handled;
+use crate::agent::mode::Mode;
 use crate::agent::tools::{self, ToolRunner};
 use crate::agent::{Ending, ReplyJob, ReplyOutcome, ReplySink, RequestBuilder};
 use crate::chat::model::{Chat, Message, SnapshotEntry, event_part, now, text_part};
@@ -59,6 +60,7 @@ pub fn send(ctx: &Ctx, req: &Request) -> Handled {
         .map(str::to_string);
     let effort = req.opt_str("reasoning_effort")?.map(str::to_string);
     let retry = RetryContext::from_json(req.fields.get("retry_context").unwrap_or(&Value::Null))?;
+    let mode = req.opt_str("mode")?.map(Mode::parse).transpose()?;
     let cancel = ctx.inflight.claim(req.id.as_deref())?;
     let (prepared, stale) = {
         let mut s = ctx.lock();
@@ -70,7 +72,7 @@ pub fn send(ctx: &Ctx, req: &Request) -> Handled {
             })
         });
         (
-            prepare(&mut s, &content, model, effort, retry, cancel),
+            prepare(&mut s, &content, model, effort, retry, cancel, mode),
             stale,
         )
     };
@@ -107,9 +109,14 @@ fn prepare(
     effort: Option<String>,
     retry: Option<RetryContext>,
     cancel: watch::Receiver<bool>,
+    mode: Option<Mode>,
 ) -> Result<Prepared, String> {
     let a = s.active()?;
     let global = a.global;
+    let mode = mode.unwrap_or_else(|| Mode::of(&a.chat));
+    if mode == Mode::Agent && global {
+        return Err(crate::agent::mode::GLOBAL_AGENT_ERROR.to_string());
+    }
     let provider = provider(s)?;
     let config = s.config.config().clone();
     let config_dir = crate::config::config_dir();
@@ -122,11 +129,22 @@ fn prepare(
         return Err(format!("Project instructions error: {e}"));
     }
     let (system, _) = crate::instructions::system_prompt(config_dir.as_deref());
-    let system = crate::instructions::render_system_message(&system, &inst, global);
+    let mut system = crate::instructions::render_system_message(&system, &inst, global);
     let tools_offered = if global {
         Vec::new()
+    } else if mode == Mode::Agent {
+        system.push_str(crate::agent::steps::AGENT_SYSTEM_NOTE);
+        crate::agent::steps::offered(config.diff_mode, &config.agent)?
     } else {
         tools::offered(config.diff_mode)?
+    };
+    let agent = match (&project_root, mode) {
+        (Some(root), Mode::Agent) => Some(crate::agent::steps::AgentJob {
+            config: config.agent.clone(),
+            project: crate::agent::steps::open_project(root, &config.agent)?,
+        }),
+        (None, Mode::Agent) => return Err(crate::agent::mode::GLOBAL_AGENT_ERROR.to_string()),
+        _ => None,
     };
 
     let a = s.active()?;
@@ -219,6 +237,7 @@ fn prepare(
             tools: runner,
             chat_dir,
             cancel,
+            agent,
         },
         target,
         model,
@@ -335,6 +354,14 @@ impl ReplySink for ProtocolSink {
     fn thinking(&mut self, text: &str) {
         self.emit("thinking", text);
     }
+    fn agent_event(&mut self, cursor: u64, kind: &str, data: &Value) {
+        let _ = self.ctx.out.send(&crate::agent::events::wire_event(
+            self.id.as_deref(),
+            cursor,
+            kind,
+            data,
+        ));
+    }
 }
 
 async fn finish_send(ctx: Ctx, id: Option<String>, p: Prepared) {
@@ -438,10 +465,16 @@ fn terminal_event(o: &ReplyOutcome) -> Map<String, Value> {
         Ending::Failed(msg) => json!({"type": "error", "message": msg}),
         Ending::Cancelled => json!({"type": "error", "message": ABORTED}),
     };
-    match v {
+    let mut m = match v {
         Value::Object(m) => m,
         _ => Map::new(),
+    };
+    if let Some(a) = &o.agent
+        && m.get("type") != Some(&json!("error"))
+    {
+        crate::agent::events::add_counts(&mut m, a);
     }
+    m
 }
 
 /// Appends the reply (and, after an error or a cancel, the system message) to its chat.
@@ -453,8 +486,10 @@ fn record(s: &mut Session, target: &ChatRef, o: &ReplyOutcome, model: &str) -> R
         p.insert("content".into(), json!(o.thinking));
         parts.push(p);
     }
-    if !o.text.is_empty() {
-        parts.push(text_part(&o.text));
+    match &o.agent {
+        Some(a) => parts.extend(a.parts.iter().cloned()),
+        None if !o.text.is_empty() => parts.push(text_part(&o.text)),
+        None => {}
     }
     for w in &o.written {
         parts.push(event_part(
@@ -482,6 +517,10 @@ fn record(s: &mut Session, target: &ChatRef, o: &ReplyOutcome, model: &str) -> R
             "usage".into(),
             serde_json::to_value(&o.usage).unwrap_or(Value::Null),
         );
+        if let Some(a) = &o.agent {
+            m.extra
+                .insert("agent".into(), crate::agent::events::message_summary(a));
+        }
         messages.push(m);
     }
     match &o.ending {

@@ -1,0 +1,142 @@
+//! The secret deny list (AGENT-PROTOCOL.md §1, config `agent.deny`): files the retrieval tools never
+//! list, search or read, whatever `.gitignore` says. Patterns use `.gitignore` syntax: a pattern
+//! without a `/` matches a name at any depth (`*.pem`, `.env.*`), one with a `/` is anchored at the
+//! project root, a trailing `/` matches directories only.
+
+use ignore::Match;
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+
+/// The default deny list: credentials and keys that commonly sit in a project tree.
+pub const DEFAULT_DENY: [&str; 10] = [
+    ".env",
+    ".env.*",
+    "*.pem",
+    "*.key",
+    "id_rsa*",
+    "id_ed25519*",
+    "*.p12",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+];
+
+/// A compiled deny list.
+#[derive(Clone, Default)]
+pub struct DenyList {
+    matcher: Option<Gitignore>,
+}
+
+impl std::fmt::Debug for DenyList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DenyList")
+            .field("patterns", &self.matcher.as_ref().map_or(0, |m| m.len()))
+            .finish()
+    }
+}
+
+impl DenyList {
+    /// Compiles `patterns`; patterns that do not parse are skipped (as git skips them).
+    pub fn new<'a>(patterns: impl IntoIterator<Item = &'a str>) -> DenyList {
+        let mut builder = GitignoreBuilder::new(".");
+        for p in patterns {
+            let p = p.trim();
+            if p.is_empty() || p.starts_with('#') {
+                continue;
+            }
+            let _ = builder.add_line(None, p);
+        }
+        DenyList {
+            matcher: builder.build().ok().filter(|m| !m.is_empty()),
+        }
+    }
+
+    /// The pattern that denies `rel` (relative to the project root; a directory when `is_dir`),
+    /// checking the path itself only (callers check its directories on the way down).
+    pub fn check(&self, rel: &str, is_dir: bool) -> Option<String> {
+        match self.matcher.as_ref()?.matched(rel, is_dir) {
+            Match::Ignore(g) => Some(g.original().to_string()),
+            _ => None,
+        }
+    }
+
+    /// The pattern that denies `rel` or any directory above it.
+    pub fn check_path(&self, rel: &str, is_dir: bool) -> Option<String> {
+        let parts: Vec<&str> = rel.split('/').collect();
+        let mut cur = String::new();
+        for (i, part) in parts.iter().enumerate() {
+            if !cur.is_empty() {
+                cur.push('/');
+            }
+            cur.push_str(part);
+            let last = i + 1 == parts.len();
+            if let Some(p) = self.check(&cur, !last || is_dir) {
+                return Some(p);
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_secrets_at_any_depth() {
+        let d = DenyList::new(DEFAULT_DENY);
+        for p in [
+            ".env",
+            ".env.local",
+            "cfg/.env",
+            "certs/server.pem",
+            "a/b/tls.key",
+            "id_rsa",
+            "home/id_rsa.pub",
+            "id_ed25519",
+            "x.p12",
+            ".netrc",
+            "web/.npmrc",
+            ".pypirc",
+        ] {
+            assert!(d.check_path(p, false).is_some(), "{p}");
+        }
+        for p in ["env", "src/key.rs", "README.md", ".envrc"] {
+            assert!(d.check_path(p, false).is_none(), "{p}");
+        }
+        let custom = DenyList::new(["secrets/", "/top.txt"]);
+        assert!(custom.check_path("secrets/a.txt", false).is_some());
+        assert!(custom.check_path("top.txt", false).is_some());
+        assert!(custom.check_path("x/top.txt", false).is_none());
+        assert!(DenyList::new([""]).check_path(".env", false).is_none());
+    }
+}
+
+#[cfg(test)]
+mod walk_tests {
+    use crate::retrieval::testutil::put;
+    use crate::{Root, Settings};
+
+    #[test]
+    fn retrieval_hides_denied_files() {
+        let t = tempfile::tempdir().unwrap();
+        put(t.path(), ".env", "SECRET=1\n");
+        put(t.path(), "certs/a.pem", "SECRET\n");
+        put(t.path(), "src/a.rs", "// SECRET mention\n");
+        let root = Root::at(t.path()).with_settings(&Settings::default());
+        let s = Settings::default();
+        let v = crate::tools::list_files::call(&root, &s, "{}").unwrap();
+        assert_eq!(v["files"], serde_json::json!(["src/a.rs"]));
+        let v = crate::tools::search_project::call(&root, &s, r#"{"query":"SECRET"}"#).unwrap();
+        let text = v.to_string();
+        assert!(text.contains("src/a.rs") && !text.contains(".env") && !text.contains("pem"));
+        let e = crate::tools::read_file::call(&root, &s, r#"{"file_path":".env"}"#).unwrap_err();
+        assert!(
+            e.message.contains("hidden by the deny list (agent.deny"),
+            "{}",
+            e.message
+        );
+        assert!(!e.message.contains("SECRET=1"));
+        let open = Root::at(t.path()).with_settings(&Settings::from_pairs([("deny", "")]).unwrap());
+        assert!(crate::tools::read_file::call(&open, &s, r#"{"file_path":".env"}"#).is_ok());
+    }
+}

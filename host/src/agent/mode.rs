@@ -1,0 +1,59 @@
+//! A chat's mode (AGENT-PROTOCOL.md §1): `chat` (the default: the model sees only what the user
+//! added) or `agent` (the model explores the project with the retrieval tools). Stored as `mode`
+//! in chat.json; absent means `chat`, so older chat files need no migration.
+
+use serde_json::json;
+
+use crate::chat::model::Chat;
+
+/// The error for a bad `mode` value.
+pub const MODE_ERROR: &str = r#"Invalid field: mode must be "chat" or "agent""#;
+
+/// A chat's mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Chat,
+    Agent,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Chat => "chat",
+            Mode::Agent => "agent",
+        }
+    }
+
+    /// Parses a client's value.
+    pub fn parse(s: &str) -> Result<Mode, String> {
+        match s {
+            "chat" => Ok(Mode::Chat),
+            "agent" => Ok(Mode::Agent),
+            _ => Err(MODE_ERROR.to_string()),
+        }
+    }
+
+    /// The mode stored in `chat` (anything unknown reads as `chat`).
+    pub fn of(chat: &Chat) -> Mode {
+        match chat.extra.get("mode").and_then(|v| v.as_str()) {
+            Some("agent") => Mode::Agent,
+            _ => Mode::Chat,
+        }
+    }
+
+    /// Stores the mode in `chat` (`chat` removes the key, keeping older files byte-identical).
+    pub fn store(self, chat: &mut Chat) {
+        match self {
+            Mode::Chat => {
+                chat.extra.remove("mode");
+            }
+            Mode::Agent => {
+                chat.extra.insert("mode".into(), json!("agent"));
+            }
+        }
+    }
+}
+
+/// The error for agent mode in a global chat.
+pub const GLOBAL_AGENT_ERROR: &str =
+    "Agent mode needs a project: global chats have no project for the model to explore";

@@ -1,0 +1,566 @@
+//! Agent mode (AGENT-PROTOCOL.md §1): a reply of several steps. Each step streams the model's
+//! answer; its tool calls run (retrieval against the project read-only, edits against the reply's
+//! staging directory, `clarify_user` through the client), and the assistant message with its calls
+//! plus one result per call are appended for the next step. The loop ends when a step makes no
+//! call, or after the budget is spent with one last step in which no tool may be called. Edits are
+//! committed to `output/` all or nothing, as in chat mode.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use serde_json::{Map, Value, json};
+use tokio::sync::watch;
+
+use super::clarify::{self, NO_USER_ANSWER};
+use super::config::AgentConfig;
+use super::events::{JobEvents, new_job_id};
+use super::reply::{Ending, ReplyJob, ReplyOutcome, ReplySink};
+use super::retrieval::{self, CallOutcome, Project};
+use super::tools::call_record;
+use super::trace::Trace;
+use crate::llm::request::{ToolResult, Turn};
+use crate::llm::tool_calls::ToolCall;
+use crate::llm::{StreamEvent, Usage};
+
+/// Added to the system message in agent mode.
+pub const AGENT_SYSTEM_NOTE: &str = "\n\n# Agent mode\n\nYou can explore the project yourself: \
+search_project finds text, list_files lists files, read_file reads a file (large files in ranges of \
+lines). Only files inside the project are visible; `.git/`, `.bb7/`, files ignored by `.gitignore` \
+and secret files (the deny list) are not. You may change any UTF-8 text file of the project: read \
+it with read_file first and pass the `file_id` its result shows to edit_file, or create files with \
+write_file. Your changes are proposed to the user, never applied directly; later reads of a file \
+you changed show your version. Ask the user with clarify_user only when a wrong guess would waste \
+work. Tool calls are limited per reply, so search before reading whole files.";
+
+/// The last user message once the tool budget is spent.
+pub fn budget_note(max: usize) -> String {
+    format!(
+        "[bb7] The tool-call budget of this reply ({max} calls) is spent: no more tools can be called. \
+         Answer now with what you have found, and say what you could not check."
+    )
+}
+
+/// How much of a result chat.json keeps (and `@history` shows).
+pub const EXCERPT_CHARS: usize = 600;
+
+/// What an agent reply needs beyond a [`ReplyJob`].
+pub struct AgentJob {
+    pub config: AgentConfig,
+    pub project: Project,
+}
+
+/// What the agent loop adds to a [`ReplyOutcome`].
+#[derive(Debug, Clone, Default)]
+pub struct AgentSummary {
+    pub job_id: String,
+    pub steps: usize,
+    /// Every call the model made (each got a result, run or not).
+    pub tool_calls: usize,
+    /// The calls that ran.
+    pub tool_calls_run: usize,
+    /// chat.json parts in order: each step's text, then its calls.
+    pub parts: Vec<Map<String, Value>>,
+}
+
+struct StepAcc<'s> {
+    text: String,
+    thinking: String,
+    step_text: String,
+    sink: &'s mut dyn ReplySink,
+}
+
+impl StepAcc<'_> {
+    fn event(&mut self, ev: &StreamEvent) {
+        match ev {
+            StreamEvent::Text(t) if !t.is_empty() => {
+                self.text.push_str(t);
+                self.step_text.push_str(t);
+                self.sink.chunk(t);
+            }
+            StreamEvent::Reasoning(t) if !t.is_empty() => {
+                self.thinking.push_str(t);
+                self.sink.thinking(t);
+            }
+            _ => {}
+        }
+    }
+
+    fn status(&mut self, line: &str) {
+        self.text.push_str(line);
+        self.sink.chunk(line);
+    }
+}
+
+enum Step {
+    Ok(crate::llm::StreamSummary),
+    Err(String),
+    Cancelled,
+}
+
+/// Runs an agent reply.
+pub async fn run(mut job: ReplyJob, agent: AgentJob, sink: &mut dyn ReplySink) -> ReplyOutcome {
+    let started = Instant::now();
+    let job_id = new_job_id();
+    let trace = match job.chat_dir.try_clone() {
+        Ok(d) => Trace::open(&d, &job_id),
+        Err(_) => Trace::none(),
+    };
+    let mut events = JobEvents::new(job_id.clone(), trace);
+    let budget = agent.config.max_tool_calls_per_job;
+    let mut acc = StepAcc {
+        text: String::new(),
+        thinking: String::new(),
+        step_text: String::new(),
+        sink,
+    };
+    events.emit(
+        acc.sink,
+        "job.started",
+        json!({"job_id": job_id, "mode": "agent", "model": job.request.model,
+               "max_tool_calls": budget}),
+        Some(json!({"project": agent.project.root, "tools": job.request.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>()})),
+    );
+    if let Some(t) = job.tools.as_mut() {
+        t.set_agent(true);
+    }
+    let user = job.request.user_message(job.retry.as_ref(), &[]);
+    let mut summary = AgentSummary {
+        job_id: job_id.clone(),
+        ..Default::default()
+    };
+    let mut usage = Usage::default();
+    let mut turns: Vec<Turn> = Vec::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut edit_errors: Vec<String> = Vec::new();
+    let mut edit_records: Vec<Value> = Vec::new();
+    let mut final_step = false;
+    let note = budget_note(budget);
+    // Time spent waiting for the model and for the user, left out of the host's own time.
+    let mut model_ms = 0.0f64;
+    let mut wait_ms = 0.0f64;
+    let ending = 'job: loop {
+        summary.steps += 1;
+        let step = summary.steps;
+        let body = job
+            .request
+            .agent_body(&user, &turns, final_step.then_some(note.as_str()));
+        events.note(
+            "step.request",
+            json!({"step": step, "messages": body["messages"].as_array().map_or(0, Vec::len),
+                   "final": final_step}),
+        );
+        acc.step_text.clear();
+        let t_model = Instant::now();
+        let streamed = stream_step(&job, &body, &mut acc, &mut job.cancel.clone()).await;
+        model_ms += t_model.elapsed().as_secs_f64() * 1000.0;
+        let s = match streamed {
+            Step::Ok(s) => s,
+            Step::Err(e) => break Ending::Failed(e),
+            Step::Cancelled => break Ending::Cancelled,
+        };
+        usage = usage.add(&s.usage);
+        if !acc.step_text.is_empty() {
+            summary
+                .parts
+                .push(crate::chat::model::text_part(&acc.step_text));
+        }
+        if final_step || s.tool_calls.is_empty() {
+            if final_step && !s.tool_calls.is_empty() {
+                events.note(
+                    "step.ignored_calls",
+                    json!({"step": step, "calls": s.tool_calls.len()}),
+                );
+            }
+            break Ending::Done;
+        }
+        let mut turn = Turn {
+            text: acc.step_text.clone(),
+            tool_calls: s.tool_calls.clone(),
+            reasoning_details: s.reasoning_details.clone(),
+            results: Vec::new(),
+        };
+        for call in &s.tool_calls {
+            if *job.cancel.borrow() {
+                break 'job Ending::Cancelled;
+            }
+            summary.tool_calls += 1;
+            events.emit(
+                acc.sink,
+                "tool.call.requested",
+                json!({"id": call.id, "tool": call.name, "args": args_value(call), "step": step}),
+                None,
+            );
+            let t0 = Instant::now();
+            let key = call_key(call);
+            let outcome = if summary.tool_calls > budget {
+                CallOutcome::failed(
+                    format!(
+                        "not run: the tool-call budget of this reply ({budget} calls) is spent"
+                    ),
+                    None,
+                )
+            } else if let Some(first) = seen.get(&key) {
+                CallOutcome::failed(
+                    format!(
+                        "not run again: this exact call was already made in step {first} and its result is above; \
+                         do not repeat a call, use its result or try something different"
+                    ),
+                    None,
+                )
+            } else {
+                seen.insert(key, step);
+                let waits = call.name == "clarify_user";
+                let call_result = run_call(&mut job, &agent, call, &mut events, &mut acc).await;
+                if waits {
+                    wait_ms += t0.elapsed().as_secs_f64() * 1000.0;
+                }
+                match call_result {
+                    Some(o) => o,
+                    None => break 'job Ending::Cancelled,
+                }
+            };
+            if outcome.record.is_some() || outcome.ok {
+                summary.tool_calls_run += 1;
+            }
+            if matches!(call.name.as_str(), "write_file" | "edit_file") {
+                edit_records.push(call_record(call, outcome.error.as_deref()));
+                if let Some(e) = &outcome.error
+                    && outcome.record.is_some()
+                {
+                    edit_errors.push(e.clone());
+                }
+            }
+            let duration_ms = t0.elapsed().as_secs_f64() * 1000.0;
+            let mut data = json!({"id": call.id, "tool": call.name, "ok": outcome.ok,
+                "summary": outcome.summary, "bytes": outcome.content.len(),
+                "duration_ms": round3(duration_ms), "step": step});
+            if let Some(e) = &outcome.error {
+                data["error"] = json!(e);
+            }
+            let extra = json!({
+                "component_sha256": outcome.record.as_ref().map(|r| r.component_sha256.clone()),
+                "wit_version": outcome.record.as_ref().map(|r| r.wit_version.clone()),
+                "grants": outcome.record.as_ref().map(|r| r.grants.clone()),
+                "sandbox_ms": outcome.record.as_ref().map(|r| round3(r.duration_ms)),
+                "args_raw": call.arguments_raw,
+                "result": outcome.content,
+            });
+            events.emit(acc.sink, "tool.call.completed", data, Some(extra));
+            summary.parts.push(call_part(call, &outcome, step));
+            turn.results.push(ToolResult {
+                tool_call_id: call.id.clone(),
+                name: call.name.clone(),
+                ok: outcome.ok,
+                content: outcome.content,
+            });
+        }
+        turns.push(turn);
+        if !edit_errors.is_empty() {
+            break Ending::DiffError {
+                errors: edit_errors.clone(),
+                tool_calls: edit_records.clone(),
+            };
+        }
+        if summary.tool_calls >= budget {
+            final_step = true;
+        }
+        if !acc.text.is_empty() && !acc.text.ends_with('\n') {
+            acc.status("\n");
+        }
+    };
+    let mut ending = ending;
+    let mut written = Vec::new();
+    if matches!(ending, Ending::Done | Ending::Cancelled)
+        && let Some(tools) = &job.tools
+    {
+        match tools.commit(&job.chat_dir) {
+            Ok(w) => written = w,
+            Err(e) if ending == Ending::Done => ending = Ending::Failed(e),
+            Err(e) => tracing::warn!("cancelled reply: {e}"),
+        }
+    }
+    match &ending {
+        Ending::Done => {
+            if !written.is_empty() {
+                let files: Vec<&str> = written.iter().map(|w| w.path.as_str()).collect();
+                events.emit(acc.sink, "edits.proposed", json!({"files": files}), None);
+            }
+        }
+        Ending::DiffError { errors, .. } => {
+            events.emit(
+                acc.sink,
+                "job.failed",
+                json!({"error": format!("{} file change(s) failed; nothing was proposed", errors.len())}),
+                Some(json!({"errors": errors})),
+            );
+        }
+        Ending::Failed(e) => {
+            events.emit(acc.sink, "job.failed", json!({"error": e}), None);
+        }
+        Ending::Cancelled => {
+            events.emit(
+                acc.sink,
+                "job.failed",
+                json!({"error": "cancelled by the user"}),
+                None,
+            );
+        }
+    }
+    events.note(
+        "job.finished",
+        json!({"steps": summary.steps, "tool_calls": summary.tool_calls,
+               "tool_calls_run": summary.tool_calls_run, "usage": usage,
+               "duration_ms": round3(started.elapsed().as_secs_f64() * 1000.0),
+               "model_ms": round3(model_ms), "user_wait_ms": round3(wait_ms),
+               "host_ms": round3(started.elapsed().as_secs_f64() * 1000.0 - model_ms - wait_ms)}),
+    );
+    ReplyOutcome {
+        text: acc.text,
+        thinking: acc.thinking,
+        written,
+        usage,
+        ending,
+        duration: started.elapsed().as_secs_f64(),
+        agent: Some(summary),
+    }
+}
+
+async fn stream_step(
+    job: &ReplyJob,
+    body: &Value,
+    acc: &mut StepAcc<'_>,
+    cancel: &mut watch::Receiver<bool>,
+) -> Step {
+    if *cancel.borrow() {
+        return Step::Cancelled;
+    }
+    let mut on_event = |ev: &StreamEvent| acc.event(ev);
+    tokio::select! {
+        r = job.provider.stream(body, &mut on_event) => match r {
+            Ok(s) => Step::Ok(s),
+            Err(e) => Step::Err(e.to_string()),
+        },
+        _ = cancel.wait_for(|c| *c) => Step::Cancelled,
+    }
+}
+
+/// Runs one call that is within budget and not a repeat. `None`: cancelled while it waited.
+async fn run_call(
+    job: &mut ReplyJob,
+    agent: &AgentJob,
+    call: &ToolCall,
+    events: &mut JobEvents,
+    acc: &mut StepAcc<'_>,
+) -> Option<CallOutcome> {
+    let name = call.name.as_str();
+    if name == "clarify_user" {
+        return clarify_call(job, call, events, acc).await;
+    }
+    let is_edit = matches!(name, "write_file" | "edit_file");
+    if !retrieval::is_retrieval(name) && !is_edit {
+        let offered: Vec<&str> = job.request.tools.iter().map(|t| t.name.as_str()).collect();
+        return Some(CallOutcome::failed(
+            format!(
+                "unknown tool {name:?}; the tools offered are {}",
+                offered.join(", ")
+            ),
+            None,
+        ));
+    }
+    let Some(mut runner) = job.tools.take() else {
+        return Some(CallOutcome::failed(
+            format!("{name}: this chat has no tools"),
+            None,
+        ));
+    };
+    let c = call.clone();
+    let project = &agent.project;
+    // The project handle is shared by reference: run on this thread inside block_in_place, which
+    // lets the runtime move other tasks away while the sandbox call blocks.
+    let (runner, outcome) = tokio::task::block_in_place(|| {
+        let outcome = if is_edit {
+            match runner.run(&c) {
+                Ok(done) => CallOutcome {
+                    ok: true,
+                    content: done.status.trim().to_string(),
+                    summary: done.status.trim().trim_matches(['[', ']']).to_string(),
+                    error: None,
+                    record: runner.take_record(),
+                },
+                Err(e) => {
+                    let record = runner.take_record();
+                    // A refusal before the sandbox ran (read-only file, bad path) is an edit
+                    // failure too: give it a record-less marker so the reply still fails.
+                    let mut o = CallOutcome::failed(e, record);
+                    if o.record.is_none() {
+                        o.record = Some(crate::sandbox::CallRecord {
+                            started: chrono::Utc::now()
+                                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                            tool: c.name.clone(),
+                            component_sha256: String::new(),
+                            wit_version: String::new(),
+                            grants: Vec::new(),
+                            network: "none",
+                            env: "none",
+                            duration_ms: 0.0,
+                            outcome: "refused".into(),
+                            error: o.error.clone(),
+                        });
+                    }
+                    o
+                }
+            }
+        } else {
+            retrieval::run(&mut runner, project, &c)
+        };
+        (runner, outcome)
+    });
+    job.tools = Some(runner);
+    if is_edit && outcome.ok {
+        acc.status(&format!("\n[{}]\n", outcome.summary));
+    }
+    Some(outcome)
+}
+
+async fn clarify_call(
+    job: &mut ReplyJob,
+    call: &ToolCall,
+    events: &mut JobEvents,
+    acc: &mut StepAcc<'_>,
+) -> Option<CallOutcome> {
+    let question = call
+        .arguments
+        .as_ref()
+        .ok()
+        .and_then(|a| a.get("question"))
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|q| !q.is_empty());
+    let Some(question) = question else {
+        return Some(CallOutcome::failed(
+            "clarify_user: `question` must be a non-empty string".into(),
+            None,
+        ));
+    };
+    let question_id = format!("q-{}", &new_job_id()[4..]);
+    let mut waiting = clarify::ask(question_id.clone());
+    events.emit(
+        acc.sink,
+        "clarification.requested",
+        json!({"question_id": question_id, "question": question, "id": call.id}),
+        None,
+    );
+    let mut cancel = job.cancel.clone();
+    let answer = tokio::select! {
+        a = waiting.answer() => a,
+        _ = cancel.wait_for(|c| *c) => None,
+    };
+    drop(waiting);
+    let answer = answer?;
+    let skipped = answer == NO_USER_ANSWER;
+    events.emit(
+        acc.sink,
+        "clarification.received",
+        json!({"question_id": question_id, "answer": answer, "skipped": skipped}),
+        None,
+    );
+    let content = if skipped {
+        format!(
+            "{NO_USER_ANSWER}: the user chose not to answer. Proceed with your best judgment and say what you assumed."
+        )
+    } else {
+        format!("The user answered: {answer}")
+    };
+    Some(CallOutcome {
+        ok: true,
+        content,
+        summary: if skipped {
+            "skipped".into()
+        } else {
+            "answered".into()
+        },
+        error: None,
+        record: None,
+    })
+}
+
+/// The loop detector's key: the tool and its arguments in canonical form.
+fn call_key(call: &ToolCall) -> String {
+    match &call.arguments {
+        Ok(v) => format!("{}\u{0}{v}", call.name),
+        Err(_) => format!("{}\u{0}{}", call.name, call.arguments_raw),
+    }
+}
+
+fn args_value(call: &ToolCall) -> Value {
+    match &call.arguments {
+        Ok(v) => v.clone(),
+        Err(_) => json!(call.arguments_raw),
+    }
+}
+
+/// The chat.json part of one call: the tool, its arguments and a capped excerpt of its result.
+fn call_part(call: &ToolCall, o: &CallOutcome, step: usize) -> Map<String, Value> {
+    let mut p = Map::new();
+    p.insert("type".into(), json!("tool_call"));
+    p.insert("id".into(), json!(call.id));
+    p.insert("tool".into(), json!(call.name));
+    p.insert("args".into(), args_value(call));
+    p.insert("ok".into(), json!(o.ok));
+    p.insert("summary".into(), json!(o.summary));
+    p.insert("bytes".into(), json!(o.content.len()));
+    p.insert("step".into(), json!(step));
+    p.insert("excerpt".into(), json!(excerpt(&o.content, EXCERPT_CHARS)));
+    p
+}
+
+/// The first `max` characters of `s`, saying how much was cut.
+pub fn excerpt(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        None => s.to_string(),
+        Some((i, _)) => format!("{}… [{} more bytes]", &s[..i], s.len() - i),
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// Opens the project for a job; `None` for chats without a project.
+pub fn open_project(root: &std::path::Path, config: &AgentConfig) -> Result<Project, String> {
+    Project::open(root, config.tool_settings())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn excerpts_and_keys() {
+        assert_eq!(excerpt("abc", 5), "abc");
+        assert_eq!(excerpt("abcdef", 3), "abc… [3 more bytes]");
+        let c = |args: &str| ToolCall {
+            id: "x".into(),
+            name: "read_file".into(),
+            arguments_raw: args.into(),
+            arguments: serde_json::from_str(args).map_err(|e| e.to_string()),
+        };
+        assert_eq!(
+            call_key(&c(r#"{"a":1,"b":2}"#)),
+            call_key(&c(r#"{"b":2, "a":1}"#))
+        );
+        assert_ne!(call_key(&c(r#"{"a":1}"#)), call_key(&c(r#"{"a":2}"#)));
+    }
+}
+
+/// The tools offered in agent mode: the edit tools of `diff_mode`, the retrieval tools (described
+/// under the agent's limits) and `clarify_user`.
+pub fn offered(
+    diff_mode: crate::config::DiffMode,
+    config: &AgentConfig,
+) -> Result<Vec<crate::llm::request::ToolSpec>, String> {
+    let mut specs = super::tools::offered(diff_mode)?;
+    specs.extend(retrieval::specs(&config.tool_settings())?);
+    specs.push(clarify::spec());
+    Ok(specs)
+}

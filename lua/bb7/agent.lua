@@ -1,0 +1,186 @@
+--- Agent mode in the plugin: the per-chat toggle (`:BB7Agent`), the live tool log streamed into the
+--- preview, clarifying questions (answer or skip), and the step/tool counts of agent replies.
+local M = {}
+
+local function session()
+  return require("bb7.session")
+end
+
+--- Whether the active chat is in agent mode.
+function M.enabled()
+  local c = session().chat
+  return c ~= nil and c.mode == "agent"
+end
+
+--- Sets the active chat's mode (`on` true/false; nil toggles). `cb(ok)` when the host answered.
+function M.set(on, cb)
+  local s = session()
+  if not s.chat then
+    s.notify("No active chat", vim.log.levels.WARN)
+    return
+  end
+  if on == nil then
+    on = not M.enabled()
+  end
+  local mode = on and "agent" or "chat"
+  require("bb7.host").request("save_chat_settings", { mode = mode }, function(r)
+    if r.type == "error" then
+      s.notify(r.message or "cannot change the mode", vim.log.levels.ERROR)
+    elseif s.chat then
+      s.chat.mode = mode
+      s.notify(on and "Agent mode on: the model may explore the project (read-only)" or "Agent mode off", vim.log.levels.INFO)
+      s.emit("status")
+    end
+    if cb then
+      cb(r.type ~= "error")
+    end
+  end)
+end
+
+--- `:BB7Agent [on|off|toggle]`.
+function M.command(opts)
+  session().hook()
+  local a = vim.trim(opts and opts.args or "")
+  if a == "on" then
+    M.set(true)
+  elseif a == "off" then
+    M.set(false)
+  elseif a == "" or a == "toggle" then
+    M.set(nil)
+  else
+    session().notify("Usage: :BB7Agent [on|off|toggle]", vim.log.levels.ERROR)
+  end
+end
+
+--- The part of the input footer that shows the mode.
+function M.footer_part()
+  if M.enabled() then
+    return "agent"
+  end
+end
+
+local function size(n)
+  n = tonumber(n) or 0
+  if n < 1024 then
+    return n .. " B"
+  end
+  return ("%.1f KiB"):format(n / 1024)
+end
+
+--- A short summary of a call's arguments.
+function M.arg_summary(tool, args)
+  if type(args) ~= "table" then
+    return tostring(args or "")
+  end
+  if args.file_path then
+    local r = args.file_path
+    if args.start_line then
+      r = r .. ":" .. args.start_line .. (args.end_line and ("-" .. args.end_line) or "")
+    end
+    return r
+  end
+  if args.query then
+    return vim.json.encode(args.query) .. (args.glob and (" in " .. args.glob) or "")
+  end
+  if args.prefix or args.glob then
+    return (args.prefix or "") .. (args.glob and (" " .. args.glob) or "")
+  end
+  if args.path then
+    return args.path
+  end
+  if type(args.edits) == "table" and args.edits[1] then
+    return (args.edits[1].path or "?") .. (#args.edits > 1 and (" +" .. (#args.edits - 1)) or "")
+  end
+  if args.question then
+    return args.question
+  end
+  if tool == "list_files" then
+    return "(project)"
+  end
+  return ""
+end
+
+local requested = {} -- call id -> args, for the completion line
+
+--- Asks the user `data.question`; an empty answer or <Esc> skips (`no_user_answer`).
+function M.ask(data)
+  local s = session()
+  vim.schedule(function()
+    vim.ui.input({ prompt = "BB-7 asks: " .. (data.question or "?") .. " (empty skips) " }, function(answer)
+      if answer == nil or vim.trim(answer) == "" then
+        answer = "no_user_answer"
+      end
+      M.answer(data.question_id, answer)
+    end)
+    s.emit("status")
+  end)
+end
+
+--- Sends the answer to question `qid`.
+function M.answer(qid, answer)
+  local s = session()
+  M.pending = nil
+  require("bb7.host").request("clarify", { question_id = qid, answer = answer }, function(r)
+    if r.type == "error" then
+      s.notify(r.message or "clarify failed", vim.log.levels.WARN)
+    end
+  end)
+end
+
+--- Handles one `agent_event` of the streaming send; returns a line for the preview, or nil.
+function M.on_event(ev)
+  local d = ev.data or {}
+  local k = ev.kind
+  if k == "tool.call.requested" then
+    requested[d.id or ""] = d.args
+    return nil
+  elseif k == "tool.call.completed" then
+    local args = requested[d.id or ""]
+    requested[d.id or ""] = nil
+    local mark = d.ok and "→" or "✗"
+    local what = d.ok and (d.summary or "") or (d.error or "error")
+    return ("⚙ %s %s %s %s · %s · %.0f ms\n"):format(
+      d.tool or "?",
+      M.arg_summary(d.tool, args),
+      mark,
+      what,
+      size(d.bytes),
+      tonumber(d.duration_ms) or 0
+    )
+  elseif k == "clarification.requested" then
+    M.pending = d
+    M.ask(d)
+    return ("? %s\n"):format(d.question or "")
+  elseif k == "clarification.received" then
+    return d.skipped and "  (skipped)\n" or ("  ↳ %s\n"):format(d.answer or "")
+  elseif k == "job.failed" then
+    return ("✗ %s\n"):format(d.error or "failed")
+  end
+  return nil
+end
+
+--- The preview line of a stored `tool_call` part.
+function M.call_line(p)
+  return ("  ⚙ %s %s %s %s"):format(
+    p.tool or "?",
+    M.arg_summary(p.tool, p.args),
+    p.ok and "→" or "✗",
+    p.summary or ""
+  )
+end
+
+--- The footer line of an agent reply (nil for chat-mode replies).
+function M.reply_footer(m)
+  local a = m and m.agent
+  if type(a) ~= "table" then
+    return nil
+  end
+  return ("  agent · %d step%s · %d tool call%s"):format(
+    a.steps or 0,
+    (a.steps or 0) == 1 and "" or "s",
+    a.tool_calls or 0,
+    (a.tool_calls or 0) == 1 and "" or "s"
+  )
+end
+
+return M
