@@ -290,6 +290,57 @@ fn diff_paths_apply_and_diff_local_done_follow_no_link() {
     assert_eq!(r["local_path"], env.proj().join("src/new/a.txt").to_str().unwrap());
 }
 
+/// A racing local process swaps a project directory for a symlink into `.git/` (rename-exchange,
+/// atomically) again and again while applies run: every apply either lands in the real directory or
+/// is refused; none is redirected into `.git/` (the walk opens each directory with `O_NOFOLLOW`
+/// from the one before, never check-then-open by name).
+#[test]
+fn an_apply_racing_a_directory_swap_never_lands_in_git() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (env, mut s) = start();
+    let id = new_chat(&mut s, "race");
+    fs::create_dir_all(env.proj().join(".git/hooks")).unwrap();
+    fs::create_dir_all(env.proj().join("sub")).unwrap();
+    symlink(".git/hooks", env.proj().join("alt")).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let swaps = {
+        let (stop, proj) = (stop.clone(), env.proj());
+        std::thread::spawn(move || {
+            let a = std::ffi::CString::new(proj.join("sub").into_os_string().into_encoded_bytes()).unwrap();
+            let b = std::ffi::CString::new(proj.join("alt").into_os_string().into_encoded_bytes()).unwrap();
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let r = unsafe {
+                    libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE)
+                };
+                assert_eq!(r, 0, "renameat2: {}", std::io::Error::last_os_error());
+                n += 1;
+            }
+            n
+        })
+    };
+    let (mut applied, mut refused) = (0, 0);
+    for i in 0..300 {
+        let content = format!("#!/bin/sh\necho {i}\n");
+        env.write_output(&id, "sub/pre-commit", &content);
+        let r = s.req(json!({"action": "apply_file", "path": "sub/pre-commit"}));
+        if r["type"] == "error" {
+            refused += 1;
+        } else {
+            applied += 1;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let n = swaps.join().unwrap();
+    assert!(n > 100, "the race must actually run ({n} swaps)");
+    assert!(
+        !env.proj().join(".git/hooks/pre-commit").exists(),
+        "an apply was redirected into .git/ through the swapped-in symlink ({applied} applied, {refused} refused)"
+    );
+    assert!(applied > 0, "no apply succeeded in {} tries", applied + refused);
+}
+
 #[test]
 fn instructions_include_no_link_and_nothing_under_git() {
     let (env, mut s) = start();

@@ -108,25 +108,24 @@ function M.check()
     h.error("`bb7 tools audit` failed: " .. vim.trim(audit.stderr or ""), { "Rebuild the host; the wasm32-wasip2 target must be installed (rustup target add wasm32-wasip2)" })
     return
   end
+  -- The built-ins' native code is precompiled into the binary when it is built; `native_code` says
+  -- where each component's code came from this time ("precompiled", else "cached" or "compiled": an
+  -- engine the build did not match, compiled once into the cache).
   local dir = cache_dir(config) .. "/components"
-  local cached = {}
-  for _, f in ipairs(vim.fn.glob(dir .. "/*/*.cwasm", false, true)) do
-    cached[vim.fn.fnamemodify(f, ":t:r")] = true
-  end
-  local ready, missing = 0, {}
+  local ready, other = 0, {}
   for _, c in ipairs(report.components) do
-    if cached[c.sha256] then
+    if c.native_code == "precompiled" then
       ready = ready + 1
     else
-      missing[#missing + 1] = c.name
+      other[#other + 1] = ("%s (%s)"):format(c.name, tostring(c.native_code))
     end
   end
-  if #missing == 0 then
-    h.ok(("%d components embedded and compiled (cache %s)"):format(ready, dir))
+  if #other == 0 then
+    h.ok(("%d components embedded and compiled into the binary (nothing is compiled at run time)"):format(ready))
   else
     h.warn(
-      ("%d of %d components compiled; not yet: %s"):format(ready, #report.components, table.concat(missing, ", ")),
-      { "They are compiled on the host's first start (a few seconds) and cached in " .. dir }
+      ("%d of %d components precompiled; not: %s"):format(ready, #report.components, table.concat(other, ", ")),
+      { "This binary's engine differs from the one its tools were built for; they are compiled once and cached in " .. dir .. ". Rebuild the host to fix it." }
     )
   end
 end

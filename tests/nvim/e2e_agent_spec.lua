@@ -46,6 +46,8 @@ local answers = {}
 local asked = {}
 
 return {
+  -- A story told step by step: the cases share one Neovim, in order (tests/nvim/run.lua).
+  scenario = true,
   {
     ":BB7Agent toggles the chat's mode; the input footer shows it",
     function()

@@ -57,6 +57,8 @@ local function buf_of(path)
 end
 
 return {
+  -- A story told step by step: the cases share one Neovim, in order (tests/nvim/run.lua).
+  scenario = true,
   {
     "setup: a chat with m.txt in context, an open buffer with undo history, and a 4-hunk output",
     function()

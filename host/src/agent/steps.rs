@@ -403,6 +403,7 @@ async fn run_call(
                             network: "none",
                             env: "none",
                             duration_ms: 0.0,
+                            compile_ms: 0.0,
                             outcome: "refused".into(),
                             error: o.error.clone(),
                         });

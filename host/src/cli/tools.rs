@@ -9,6 +9,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
 use crate::sandbox::{Access, AuditLog, Grant, Limits, Sandbox, ToolComponent};
+use crate::sandbox::cache::CacheOutcome;
 
 #[derive(Debug, Subcommand)]
 pub enum ToolsCommand {
@@ -179,6 +180,13 @@ fn component_json(c: &ToolComponent, limits: &Limits, exe: &str) -> Value {
             "stdio": "none",
         },
         "imports": c.imports,
+        // Where its native code came from: precompiled into this binary when it was built (the
+        // norm), the on-disk cache, or compiled by this run (an engine the build did not match).
+        "native_code": match c.cache {
+            CacheOutcome::Embedded => "precompiled",
+            CacheOutcome::Hit => "cached",
+            CacheOutcome::Compiled => "compiled",
+        },
         "limits": {
             "memory_bytes": limits.memory_bytes,
             "wall_time_ms": limits.wall_time.as_millis() as u64,
