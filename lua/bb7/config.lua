@@ -68,6 +68,7 @@ M.defaults = {
       reject = "x",
       diff = "D",
       diff_local = "L",
+      review = "R", -- per-hunk review of the output (:BB7Review)
       pick = "A", -- pick files with vim.ui.select (your Telescope / fzf-lua / snacks / mini.pick)
     },
     preview = {

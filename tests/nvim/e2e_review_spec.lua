@@ -147,7 +147,7 @@ return {
       local text = t.buf_text(0)
       local _, n = text:gsub("apply_hunks", "")
       t.eq(2, n, "two applies listed: " .. text)
-      press("?")
+      press("g?")
       t.ok(noted("H     hard rollback"), vim.inspect(t.notes))
       -- The older apply (first hunk only) is the second row.
       vim.api.nvim_win_set_cursor(0, { 4, 0 })
@@ -214,6 +214,33 @@ return {
       vim.api.nvim_buf_call(buf, function()
         t.ok(vim.tbl_isempty(vim.fn.maparg("ga", "n", false, true)), "ga unmapped")
       end)
+      t.eq(OLD, disk(), "nothing written")
+    end,
+  },
+  {
+    "R in the Files pane opens the review of the output under the cursor",
+    function()
+      t.write(out_path(), NEW)
+      session.refresh_files()
+      local ui = require("bb7.ui")
+      t.cmd("BB7")
+      ui.focus("files")
+      local row
+      t.wait(function()
+        for i, l in ipairs(vim.api.nvim_buf_get_lines(ui.bufs.files, 0, -1, false)) do
+          if l:find("m.txt", 1, true) then
+            row = i
+          end
+        end
+        return row
+      end, 2000, "m.txt in the Files pane")
+      vim.api.nvim_win_set_cursor(ui.wins.files, { row, 0 })
+      press("R")
+      t.wait(function()
+        return review.current() ~= nil
+      end, 2000, "the review to open")
+      t.eq(4, #review.current().hunks, "hunks")
+      t.cmd("tabclose")
       t.eq(OLD, disk(), "nothing written")
     end,
   },

@@ -12,14 +12,14 @@ M.list_keys = {
   { "<CR>", "open", "3-way view of the file under the cursor" },
   { "H", "hard", "hard rollback of the checkpoint under the cursor (asks first)" },
   { "R", "reload", "reload the list" },
-  { "?", "help", "list these keys" },
+  { "g?", "help", "list these keys" },
   { "q", "close", "close" },
 }
 
 M.view_keys = {
   { "gr", "scoped", "roll back the hunk under the cursor (visual: every hunk in the selection)" },
   { "gH", "hard", "hard rollback of the whole checkpoint (asks first)" },
-  { "?", "help", "list these keys" },
+  { "g?", "help", "list these keys" },
   { "q", "close", "close the 3-way view" },
 }
 
@@ -270,7 +270,7 @@ function M.view(id, path)
     end, { buffer = buf, desc = "BB-7 checkpoints: roll back the hunks in the selection" })
   end
   vim.api.nvim_set_current_win(st.wins.proposed)
-  notify(("Checkpoint %s, %s: base | current | proposed; gr roll back hunk, gH hard rollback, ? keys"):format(id, path))
+  notify(("Checkpoint %s, %s: base | current | proposed; gr roll back hunk, gH hard rollback, g? keys"):format(id, path))
   return true
 end
 
@@ -282,7 +282,7 @@ end
 -- The list ---------------------------------------------------------------------------------------
 
 local function render_list(st, cps)
-  local lines = { "BB-7 checkpoints (newest first): <CR> 3-way view, H hard rollback, ? keys", "" }
+  local lines = { "BB-7 checkpoints (newest first): <CR> 3-way view, H hard rollback, g? keys", "" }
   st.rows = {}
   for _, c in ipairs(cps) do
     local kind = c.kind .. (c.rollback_of and (" of " .. c.rollback_of) or "")

@@ -182,6 +182,12 @@ function M.attach(b, u)
       end),
       "side-by-side local ↔ output diff (:BB7DiffLocal)",
     },
+    review = {
+      with_file(function(f)
+        require("bb7.ui.review").open(f.path)
+      end),
+      "review the output hunk by hunk (:BB7Review)",
+    },
   })
   session.subscribe("files", M.render)
   session.subscribe("chat", M.render)
