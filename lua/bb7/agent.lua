@@ -159,13 +159,24 @@ function M.on_event(ev)
   return nil
 end
 
---- The preview line of a stored `tool_call` part.
+--- Why a stored call failed: the first line of its result, without the `error: ` prefix, cut to
+--- `max` characters (the whole text is in the chat's trace).
+local function failure(p, max)
+  local first = tostring(p.excerpt or p.summary or "error"):match("^[^\n]*") or ""
+  first = first:gsub("^error: ", "")
+  if vim.fn.strchars(first) > max then
+    first = vim.fn.strcharpart(first, 0, max - 1) .. "…"
+  end
+  return first
+end
+
+--- The preview line of a stored `tool_call` part (a failed call says why).
 function M.call_line(p)
   return ("  ⚙ %s %s %s %s"):format(
     p.tool or "?",
     M.arg_summary(p.tool, p.args),
     p.ok and "→" or "✗",
-    p.summary or ""
+    p.ok and (p.summary or "") or failure(p, 100)
   )
 end
 

@@ -400,4 +400,23 @@ return {
       t.ok(out:find("meta_spec: 3 passed, 3 failed", 1, true), out)
     end,
   },
+  {
+    "agent: a stored failed call says why in one line; a successful one shows its summary",
+    function()
+      local agent = require("bb7.agent")
+      local bad = agent.call_line({
+        tool = "read_file",
+        args = { file_path = ".env" },
+        ok = false,
+        summary = "error",
+        excerpt = "error: read_file: `.env` is hidden by the deny list (agent.deny, pattern `.env`)\nsecond line",
+      })
+      t.ok(bad:find("✗ read_file: `.env` is hidden by the deny list", 1, true), bad)
+      t.ok(not bad:find("second line", 1, true) and not bad:find("\n", 1, true), bad)
+      local long = agent.call_line({ tool = "search_project", args = { query = "x" }, ok = false, excerpt = ("y"):rep(300) })
+      t.ok(vim.fn.strchars(long) < 140 and long:find("…", 1, true), long)
+      local good = agent.call_line({ tool = "read_file", args = { file_path = "a.rs" }, ok = true, summary = "a.rs lines 1-7 of 7" })
+      t.ok(good:find("→ a.rs lines 1-7 of 7", 1, true), good)
+    end,
+  },
 }
