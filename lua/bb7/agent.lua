@@ -1,6 +1,7 @@
 --- Agent mode in the plugin: the per-chat toggle (`:BB7Agent`), the live tool log streamed into the
 --- preview, clarifying questions (answer or skip), and the step/tool counts of agent replies.
 local M = {}
+local util = require("bb7.util")
 
 local function session()
   return require("bb7.session")
@@ -131,10 +132,16 @@ end
 function M.on_event(ev)
   local d = ev.data or {}
   local k = ev.kind
-  if k == "tool.call.requested" then
+  if k == "job.started" then
+    M.current = nil
+    return nil
+  elseif k == "tool.call.requested" then
     requested[d.id or ""] = d.args
+    -- The input footer shows the tool running now, beside the spinner.
+    M.current = util.oneline(("%s %s"):format(d.tool or "?", M.arg_summary(d.tool, d.args)))
     return nil
   elseif k == "tool.call.completed" then
+    M.current = nil
     local args = requested[d.id or ""]
     requested[d.id or ""] = nil
     local mark = d.ok and "→" or "✗"

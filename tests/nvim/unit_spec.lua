@@ -419,4 +419,19 @@ return {
       t.ok(good:find("→ a.rs lines 1-7 of 7", 1, true), good)
     end,
   },
+  {
+    "agent: while a tool runs the input footer names it beside the spinner",
+    function()
+      local agent, ui, session = require("bb7.agent"), require("bb7.ui"), require("bb7.session")
+      session.stream = { started = vim.uv.hrtime() }
+      agent.on_event({ kind = "job.started", data = {} })
+      t.ok(ui.status_text():find("streaming", 1, true), ui.status_text())
+      agent.on_event({ kind = "tool.call.requested", data = { id = "c1", tool = "read_file", args = { file_path = "src/a\nb.rs" } } })
+      local text = ui.status_text()
+      t.ok(text:find("running read_file src/a\\nb.rs", 1, true), text)
+      agent.on_event({ kind = "tool.call.completed", data = { id = "c1", tool = "read_file", ok = true, summary = "x" } })
+      t.ok(ui.status_text():find("streaming", 1, true) and not ui.status_text():find("running", 1, true), ui.status_text())
+      session.stream = nil
+    end,
+  },
 }

@@ -195,7 +195,8 @@ function M.status_text()
   if session.stream then
     local secs = (vim.uv.hrtime() - (session.stream.started or vim.uv.hrtime())) / 1e9
     local frame = M.SPINNER[math.floor(secs * 10) % #M.SPINNER + 1]
-    parts[#parts + 1] = ("%s streaming %.1f s · <C-c> cancels"):format(frame, secs)
+    local tool = require("bb7.agent").current
+    parts[#parts + 1] = ("%s %s %.1f s · <C-c> cancels"):format(frame, tool and ("running " .. tool) or "streaming", secs)
   end
   return " " .. table.concat(parts, "  ·  ") .. " "
 end
