@@ -167,24 +167,13 @@ fn hostile_sha256() -> &'static str {
     })
 }
 
-/// One compiled-component cache for the whole test run (outside every grant), so each component is
-/// compiled once. Caches of earlier runs whose process is gone are removed.
+/// One compiled-component cache for the whole test run (outside every grant), in cargo's target
+/// tmpdir so that runs leave nothing in /tmp; each third-party component is compiled once (every
+/// artifact is integrity-checked, so one left by an earlier run cannot be trusted blindly).
 fn cache_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let base = std::env::temp_dir();
-        let prefix = "bb7-escape-cache-";
-        if let Ok(entries) = std::fs::read_dir(&base) {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if let Some(pid) = name.strip_prefix(prefix) {
-                    if !Path::new("/proc").join(pid).exists() {
-                        let _ = std::fs::remove_dir_all(e.path());
-                    }
-                }
-            }
-        }
-        let dir = base.join(format!("{prefix}{}", std::process::id()));
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bb7-escape-cache");
         std::fs::create_dir_all(&dir).expect("creating the component cache dir");
         dir
     })
@@ -393,122 +382,17 @@ impl Layout {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Node {
-    File {
-        content: Vec<u8>,
-        mode: u32,
-        mtime: (i64, i64),
-    },
-    Dir {
-        mode: u32,
-        mtime: (i64, i64),
-    },
-    Symlink {
-        target: PathBuf,
-    },
-    Other {
-        mode: u32,
-        mtime: (i64, i64),
-    },
-}
+#[path = "common/snapshot.rs"]
+mod tree_snapshot;
+use tree_snapshot::{Node, Snapshot};
 
-type Snapshot = BTreeMap<PathBuf, Node>;
-
-/// Paths (relative to `dir`, `""` for `dir` itself), contents, modes, mtimes and symlink targets of
-/// everything under `dir`, never following a symlink and never opening anything but regular files.
+/// Everything under `dir` (but `skip`), directories' mtimes included (tests/common/snapshot.rs).
 fn snapshot(dir: &Path, skip: Option<&Path>) -> Snapshot {
-    fn visit(base: &Path, path: &Path, skip: Option<&Path>, out: &mut Snapshot) {
-        if Some(path) == skip {
-            return;
-        }
-        let rel = path.strip_prefix(base).unwrap().to_path_buf();
-        let meta = std::fs::symlink_metadata(path)
-            .unwrap_or_else(|e| panic!("stat {}: {e}", path.display()));
-        let mtime = (meta.mtime(), meta.mtime_nsec());
-        let ft = meta.file_type();
-        if ft.is_symlink() {
-            out.insert(
-                rel,
-                Node::Symlink {
-                    target: std::fs::read_link(path).unwrap(),
-                },
-            );
-        } else if ft.is_file() {
-            let content =
-                std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-            out.insert(
-                rel,
-                Node::File {
-                    content,
-                    mode: meta.mode(),
-                    mtime,
-                },
-            );
-        } else if ft.is_dir() {
-            out.insert(
-                rel,
-                Node::Dir {
-                    mode: meta.mode(),
-                    mtime,
-                },
-            );
-            let mut children: Vec<PathBuf> = std::fs::read_dir(path)
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .collect();
-            children.sort();
-            for c in children {
-                visit(base, &c, skip, out);
-            }
-        } else {
-            out.insert(
-                rel,
-                Node::Other {
-                    mode: meta.mode(),
-                    mtime,
-                },
-            );
-        }
-    }
-    let mut out = BTreeMap::new();
-    visit(dir, dir, skip, &mut out);
-    out
-}
-
-fn describe_node(n: Option<&Node>) -> String {
-    match n {
-        None => "absent".into(),
-        Some(Node::File {
-            content,
-            mode,
-            mtime,
-        }) => format!(
-            "file {:?} mode {mode:o} mtime {mtime:?}",
-            String::from_utf8_lossy(&content[..content.len().min(200)])
-        ),
-        Some(Node::Dir { mode, mtime }) => format!("dir mode {mode:o} mtime {mtime:?}"),
-        Some(Node::Symlink { target }) => format!("symlink -> {}", target.display()),
-        Some(Node::Other { mode, mtime }) => format!("special mode {mode:o} mtime {mtime:?}"),
-    }
+    tree_snapshot::snapshot(dir, skip.as_slice(), true)
 }
 
 fn assert_same(before: &Snapshot, after: &Snapshot, what: &str) {
-    let mut diffs = Vec::new();
-    for key in before
-        .keys()
-        .chain(after.keys().filter(|k| !before.contains_key(*k)))
-    {
-        let (b, a) = (before.get(key), after.get(key));
-        if b != a {
-            diffs.push(format!(
-                "  {}: {} => {}",
-                key.display(),
-                describe_node(b),
-                describe_node(a)
-            ));
-        }
-    }
+    let diffs = tree_snapshot::differences(before, after);
     assert!(
         diffs.is_empty(),
         "SANDBOX ESCAPE: something changed {what}:\n{}",

@@ -7,18 +7,20 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
 pub mod proto;
+pub mod snapshot;
 
 /// The `bb7` binary cargo built for these tests.
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_bb7")
 }
 
-/// A compiled-component cache shared by every bb7 this test binary starts (compiling the components
-/// once per test run instead of once per call).
+/// A compiled-component cache shared by every bb7 the tests start (third-party components compile
+/// once; the built-ins are precompiled into the binary). It lives in cargo's target tmpdir, so test
+/// runs leave nothing in /tmp.
 pub fn shared_cache() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let d = std::env::temp_dir().join(format!("bb7-test-cache-{}", std::process::id()));
+        let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bb7-test-cache");
         std::fs::create_dir_all(&d).expect("cache dir");
         d
     })

@@ -681,30 +681,23 @@ pub fn dead_pid() -> u32 {
 
 /// Every entry under `root` (not following symlinks) except the `skip` subtrees: path → kind and hash.
 pub fn tree(root: &Path, skip: &[PathBuf]) -> BTreeMap<String, String> {
-    fn walk(dir: &Path, root: &Path, skip: &[PathBuf], out: &mut BTreeMap<String, String>) {
-        let Ok(rd) = fs::read_dir(dir) else { return };
-        for e in rd.flatten() {
-            let p = e.path();
-            if skip.iter().any(|s| s == &p) {
-                continue;
-            }
-            let rel = p.strip_prefix(root).unwrap().display().to_string();
-            let md = fs::symlink_metadata(&p).unwrap();
-            if md.file_type().is_symlink() {
-                let t = fs::read_link(&p).unwrap();
-                out.insert(rel, format!("symlink -> {}", t.display()));
-            } else if md.is_dir() {
-                out.insert(rel, "dir".into());
-                walk(&p, root, skip, out);
-            } else {
-                let bytes = fs::read(&p).unwrap_or_default();
-                out.insert(rel, format!("file {}", sha256_hex(&bytes)));
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(root, root, skip, &mut out);
-    out
+    // The escape suite's snapshot (tests/common/snapshot.rs): contents, modes, mtimes and link
+    // targets; an entry that cannot be read fails the test instead of being skipped. Directories'
+    // mtimes are left out: tests create and remove files of their own outside between snapshots.
+    let skip: Vec<&Path> = skip.iter().map(PathBuf::as_path).collect();
+    super::snapshot::snapshot(root, &skip, false)
+        .into_iter()
+        .filter(|(rel, _)| !rel.as_os_str().is_empty())
+        .map(|(rel, node)| {
+            let shown = match &node {
+                super::snapshot::Node::File { content, mode, mtime } => {
+                    format!("file {} mode {mode:o} mtime {mtime:?}", sha256_hex(content))
+                }
+                other => super::snapshot::describe_node(Some(other)),
+            };
+            (rel.display().to_string(), shown)
+        })
+        .collect()
 }
 
 /// Fails with the differences between two `tree` maps.
