@@ -492,6 +492,69 @@ fn fill(dir: &Path) -> PathBuf {
     p
 }
 
+/// `chat_new_with_context` (and `fork_chat`, same code path) on a disk with room for a new chat but
+/// not for its context: the request fails and leaves no empty chat behind.
+#[test]
+fn a_new_chat_with_context_that_runs_out_of_space_leaves_no_empty_chat() {
+    let small = match SmallFs::mount("3m") {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("SKIPPED out-of-space chat_new_with_context: cannot mount a small tmpfs here ({e}); run as root");
+            return;
+        }
+    };
+    let server = MockServer::start(Script::new([]).with_fallback(Reply::text(["ok"])));
+    let root = small.path.clone();
+    let env = Env::new();
+    let proj = root.join("proj");
+    let home = root.join("home");
+    fs::create_dir_all(&proj).unwrap();
+    fs::create_dir_all(&home).unwrap();
+    write_config(&home, &server);
+    let proj_str = proj.to_str().unwrap().to_string();
+    let mut s = Bb7::spawn(&home, &env.root);
+    s.ok(json!({"action": "bb7_init", "project_root": proj_str}));
+    s.ok(json!({"action": "init", "project_root": proj_str}));
+    let id = s.ok(json!({"action": "chat_new", "name": "source"}))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let big = "b".repeat(600 * 1024);
+    write_file(&proj.join("big.txt"), &big);
+    s.ok(json!({"action": "context_add", "path": "big.txt", "content": big}));
+    let chats = proj.join(".bb7/chats");
+    let dirs = || -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(&chats)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let before = dirs();
+    // Fill the disk, then give back 128 KiB: room for a chat.json, not for a 600 KiB snapshot.
+    let filler = fill(&root);
+    let f = fs::OpenOptions::new().write(true).open(&filler).unwrap();
+    let len = f.metadata().unwrap().len();
+    f.set_len(len.saturating_sub(128 * 1024)).unwrap();
+    drop(f);
+    let (ok, r) = attempt(&mut s, json!({"action": "chat_new_with_context", "source_chat_id": id}));
+    assert!(!ok, "the new chat's context cannot fit: {r}");
+    assert_eq!(dirs(), before, "a failed chat_new_with_context left a chat behind: {r}");
+    let listed = s.ok(json!({"action": "chat_list"}));
+    assert_eq!(
+        listed["chats"].as_array().map(|a| a.len()),
+        Some(1),
+        "only the source is listed: {listed}"
+    );
+    fs::remove_file(&filler).unwrap();
+    let (ok, r) = attempt(&mut s, json!({"action": "chat_new_with_context", "source_chat_id": id}));
+    assert!(ok, "with space again it works: {r}");
+    s.shutdown();
+}
+
 /// Runs `req` and returns (ok?, reply); every request must be answered.
 fn attempt(s: &mut Bb7, req: Value) -> (bool, Value) {
     let is_send = req["action"] == "send";

@@ -2811,6 +2811,26 @@ fn a_symlinked_bb7_directory_is_refused() {
     );
 }
 
+/// A re-`init` that fails (here: another project whose `.bb7` is a symlink) is an error and changes
+/// nothing: the session still serves the project it had, not global chats.
+#[test]
+fn a_failed_re_init_keeps_the_project_it_had() {
+    let (env, mut s, id) = start_chat();
+    let other = env.home().join("other");
+    fs::create_dir_all(&other).unwrap();
+    symlink(env.outside(), other.join(".bb7")).unwrap();
+    s.err_has(
+        json!({"action": "init", "project_root": other.to_str().unwrap()}),
+        "symbolic link",
+    );
+    let r = s.ok(json!({"action": "chat_list"}));
+    assert!(r.to_string().contains(&id), "still the project's chats: {r}");
+    let r = s.ok(json!({"action": "chat_new", "name": "after"}));
+    let new_id = chat_id_of(&r);
+    assert!(env.chat_dir(&new_id).join("chat.json").is_file(), "a new chat lands in the project");
+    s.shutdown();
+}
+
 #[test]
 fn a_symlinked_project_instructions_file_is_not_followed() {
     let (env, mut s, _id) = start_chat();

@@ -1194,6 +1194,23 @@ fn get_balance_from_credits_then_key() {
     assert!(msg.contains("balance"), "{msg}");
 }
 
+/// The existing bb7.nvim client names a new chat `Untitled chat - YYYY-MM-DD HH:MM`: that is a default
+/// name too, so the chat gets its automatic title.
+#[test]
+fn a_chat_named_by_the_go_client_s_default_gets_a_title() {
+    let mut t = setup_full(
+        vec![Reply::text(["answer"])],
+        json!({}),
+        Some("Untitled chat - 2026-01-31 14:05"),
+        false,
+    );
+    let (_, term) = t.send("How do I parse TOML in Rust?");
+    assert_eq!(term["type"], "done", "{term}");
+    let ev = t.s.recv_unnumbered("title_updated");
+    assert_eq!(ev["title"], TITLE, "{ev}");
+    assert_eq!(t.chat()["name"], TITLE);
+}
+
 #[test]
 fn title_is_generated_after_the_first_exchange() {
     let mut t = setup_full(

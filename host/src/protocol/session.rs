@@ -49,49 +49,63 @@ impl Session {
         }
     }
 
-    /// Opens `root` as the project (its `.bb7/` must exist), or global-only mode for `None`.
+    /// Opens `root` as the project (its `.bb7/` must exist), or global-only mode for `None`. A project
+    /// that cannot be opened is an error and changes nothing: the session keeps serving what it served
+    /// before (a failed re-`init` never turns into global-only behind the client's back).
     pub fn init(&mut self, root: Option<&Path>) -> Result<(), String> {
+        let opened = match root {
+            Some(root) => Self::open_project(root)?,
+            None => None,
+        };
         self.release_active();
-        self.project = None;
-        self.project_store = None;
         self.project_search = SearchIndex::default();
         self.config = crate::config::load();
-        if let Some(root) = root {
-            let root = root
-                .canonicalize()
-                .map_err(|e| format!("Cannot open project {}: {e}", root.display()))?;
-            if !root.is_dir() {
-                return Err(format!(
-                    "Cannot open project {}: not a directory",
-                    root.display()
-                ));
+        match opened {
+            Some((project, store)) => {
+                self.project = Some(project);
+                self.project_store = Some(store);
             }
-            let state = root.join(".bb7");
-            // A repository could ship `.bb7` as a symlink and so redirect every state write.
-            if std::fs::symlink_metadata(&state).is_ok_and(|m| m.file_type().is_symlink()) {
-                return Err(format!(
-                    "{} is a symbolic link; BB-7 keeps its state only in a real .bb7/ directory",
-                    state.display()
-                ));
+            None => {
+                self.project = None;
+                self.project_store = None;
             }
-            // Like the reference backend: a directory without .bb7/ serves global chats only (the
-            // client always sends its working directory and branches on `global_only`). So does the
-            // home directory, whose .bb7/ *is* the global store: one directory must never be both.
-            if !state.is_dir() || is_global_state_dir(&state) {
-                self.initialized = true;
-                return Ok(());
-            }
-            let project = ProjectDir::open(&root)
-                .map_err(|e| format!("Cannot open project {}: {e}", root.display()))?;
-            let store = ChatStore::open(&state, false)
-                .map_err(|e| format!("Cannot open {}: {e}", state.display()))?;
-            self.project = Some(project);
-            self.project_store = Some(store);
         }
         self.initialized = true;
         self.resolve_interrupted_moves();
         self.restore_last_active();
         Ok(())
+    }
+
+    /// The project at `root` with its chat store; `None` when `root` serves global chats only.
+    fn open_project(root: &Path) -> Result<Option<(ProjectDir, ChatStore)>, String> {
+        let root = root
+            .canonicalize()
+            .map_err(|e| format!("Cannot open project {}: {e}", root.display()))?;
+        if !root.is_dir() {
+            return Err(format!(
+                "Cannot open project {}: not a directory",
+                root.display()
+            ));
+        }
+        let state = root.join(".bb7");
+        // A repository could ship `.bb7` as a symlink and so redirect every state write.
+        if std::fs::symlink_metadata(&state).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(format!(
+                "{} is a symbolic link; BB-7 keeps its state only in a real .bb7/ directory",
+                state.display()
+            ));
+        }
+        // Like the reference backend: a directory without .bb7/ serves global chats only (the
+        // client always sends its working directory and branches on `global_only`). So does the
+        // home directory, whose .bb7/ *is* the global store: one directory must never be both.
+        if !state.is_dir() || is_global_state_dir(&state) {
+            return Ok(None);
+        }
+        let project = ProjectDir::open(&root)
+            .map_err(|e| format!("Cannot open project {}: {e}", root.display()))?;
+        let store = ChatStore::open(&state, false)
+            .map_err(|e| format!("Cannot open {}: {e}", state.display()))?;
+        Ok(Some((project, store)))
     }
 
     /// A crash during `chat_move` between publishing the copy and retiring the source leaves the

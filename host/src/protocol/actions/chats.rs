@@ -411,6 +411,17 @@ pub fn edit(s: &mut Session, req: &Request) -> Handled {
     Ok(reply("ok", json!({"context_warnings": warnings})))
 }
 
+/// A chat just created for `fork_chat` / `chat_new_with_context` whose filling failed is removed
+/// again, so a failure leaves no empty chat behind; the error is passed on.
+fn discard_on_error(s: &mut Session, global: bool, id: &str, r: Result<(), String>) -> Result<(), String> {
+    if r.is_err() {
+        if let Ok(store) = s.store(global) {
+            let _ = store.delete(id);
+        }
+    }
+    r
+}
+
 pub fn fork(s: &mut Session, req: &Request) -> Handled {
     let id = req.nonempty("chat_id")?.to_string();
     let index = req.uint("fork_message_index")? as usize;
@@ -438,26 +449,29 @@ pub fn fork(s: &mut Session, req: &Request) -> Handled {
         .store(global)?
         .create(Some(&format!("Fork of {}", source.name)), &source.model)
         .map_err(|e| format!("Failed to create chat: {e}"))?;
-    let dir = s
-        .store(global)?
-        .chat_dir(&chat.id)
-        .map_err(|e| format!("Cannot open chat: {e}"))?;
     chat.reasoning_effort = source.reasoning_effort.clone();
     chat.messages = source.messages[..index].to_vec();
     chat.draft = fork_content.clone();
-    chat.context_files = restore_context(
-        s,
-        is_global,
-        &source.context_files,
-        source_dir.dir(),
-        &snapshot,
-        dir.dir(),
-    )
-    .map_err(|e| format!("Failed to fork chat: {e}"))?;
-    record_warnings(&mut chat, &warnings);
-    s.store(global)?
-        .save(&chat)
+    let filled = (|| -> Result<(), String> {
+        let dir = s
+            .store(global)?
+            .chat_dir(&chat.id)
+            .map_err(|e| format!("Cannot open chat: {e}"))?;
+        chat.context_files = restore_context(
+            s,
+            is_global,
+            &source.context_files,
+            source_dir.dir(),
+            &snapshot,
+            dir.dir(),
+        )
         .map_err(|e| format!("Failed to fork chat: {e}"))?;
+        record_warnings(&mut chat, &warnings);
+        s.store(global)?
+            .save(&chat)
+            .map_err(|e| format!("Failed to fork chat: {e}"))
+    })();
+    discard_on_error(s, global, &chat.id, filled)?;
     let new_id = chat.id.clone();
     s.activate(is_global, chat)?;
     Ok(reply(
@@ -479,43 +493,46 @@ pub fn new_with_context(s: &mut Session, req: &Request) -> Handled {
         .store(global)?
         .create(None, &source.model)
         .map_err(|e| format!("Failed to create chat: {e}"))?;
-    let dir = s
-        .store(global)?
-        .chat_dir(&chat.id)
-        .map_err(|e| format!("Cannot open chat: {e}"))?;
     chat.reasoning_effort = source.reasoning_effort.clone();
-    for c in &source.context_files {
-        // Sections are copied; full files are re-read from disk (the snapshot if the file is gone).
-        let content = if c.is_section() {
-            snapshots::read(source_dir.dir(), c).ok()
-        } else {
-            snapshots::client_path(c)
-                .ok()
-                .and_then(|cp| s.read_local(&cp, is_global).ok())
-                .or_else(|| snapshots::read(source_dir.dir(), c).ok())
-        };
-        let Some(content) = content else { continue };
-        let mut cf = c.clone();
-        cf.version = snapshots::version(&cf.path, cf.start_line, cf.end_line, &content);
-        snapshots::write(dir.dir(), &cf, &content)
-            .map_err(|e| format!("Failed to create chat: {e}"))?;
-        chat.record_event(event_part(
-            if cf.is_section() {
-                "UserAddSection"
+    let filled = (|| -> Result<(), String> {
+        let dir = s
+            .store(global)?
+            .chat_dir(&chat.id)
+            .map_err(|e| format!("Cannot open chat: {e}"))?;
+        for c in &source.context_files {
+            // Sections are copied; full files are re-read from disk (the snapshot if the file is gone).
+            let content = if c.is_section() {
+                snapshots::read(source_dir.dir(), c).ok()
             } else {
-                "UserAddFile"
-            },
-            &cf.path,
-            &cf.version,
-            None,
-            cf.readonly,
-            cf.external,
-        ));
-        chat.context_files.push(cf);
-    }
-    s.store(global)?
-        .save(&chat)
-        .map_err(|e| format!("Failed to create chat: {e}"))?;
+                snapshots::client_path(c)
+                    .ok()
+                    .and_then(|cp| s.read_local(&cp, is_global).ok())
+                    .or_else(|| snapshots::read(source_dir.dir(), c).ok())
+            };
+            let Some(content) = content else { continue };
+            let mut cf = c.clone();
+            cf.version = snapshots::version(&cf.path, cf.start_line, cf.end_line, &content);
+            snapshots::write(dir.dir(), &cf, &content)
+                .map_err(|e| format!("Failed to create chat: {e}"))?;
+            chat.record_event(event_part(
+                if cf.is_section() {
+                    "UserAddSection"
+                } else {
+                    "UserAddFile"
+                },
+                &cf.path,
+                &cf.version,
+                None,
+                cf.readonly,
+                cf.external,
+            ));
+            chat.context_files.push(cf);
+        }
+        s.store(global)?
+            .save(&chat)
+            .map_err(|e| format!("Failed to create chat: {e}"))
+    })();
+    discard_on_error(s, global, &chat.id, filled)?;
     let id = chat.id.clone();
     s.activate(is_global, chat)?;
     Ok(reply("ok", json!({"id": id})))

@@ -433,16 +433,53 @@ async fn finish_send(ctx: Ctx, id: Option<String>, p: Prepared) {
     }
 }
 
-/// A name the user did not choose: empty, or the `Chat YYYY-MM-DD HH:MM` a new chat gets.
+/// A name the user did not choose: empty, or what a client names a new chat (ours and bb7.nvim's).
 pub fn is_default_name(name: &str) -> bool {
+    /// `YYYY-MM-DD HH:MM`, the stamp both clients put in a new chat's name.
+    fn stamp(s: &str) -> bool {
+        let b = s.as_bytes();
+        b.len() == 16
+            && b.iter().enumerate().all(|(i, c)| match i {
+                4 | 7 => *c == b'-',
+                10 => *c == b' ',
+                13 => *c == b':',
+                _ => c.is_ascii_digit(),
+            })
+    }
     let name = name.trim();
     name.is_empty()
-        || name.strip_prefix("Chat ").is_some_and(|rest| {
-            rest.len() == 16
-                && rest
-                    .chars()
-                    .all(|c| c.is_ascii_digit() || " -:".contains(c))
-        })
+        || name.eq_ignore_ascii_case("untitled chat")
+        || name.eq_ignore_ascii_case("new chat")
+        // Ours: `Chat 2026-01-31 14:05`; the bb7.nvim client's: `Untitled chat - 2026-01-31 14:05`.
+        || name.strip_prefix("Chat ").is_some_and(stamp)
+        || name.strip_prefix("Untitled chat - ").is_some_and(stamp)
+}
+
+#[cfg(test)]
+mod default_name_tests {
+    use super::is_default_name;
+
+    #[test]
+    fn both_clients_default_names_are_default() {
+        for n in [
+            "",
+            "Chat 2026-01-31 14:05",
+            "Untitled chat - 2026-01-31 14:05",
+            "Untitled chat",
+            "New chat",
+        ] {
+            assert!(is_default_name(n), "{n:?}");
+        }
+        for n in [
+            "Chat about parsing",
+            "Untitled chat - my notes",
+            "Chat 2026-01-31 14:0x",
+            "Chat 2026:01-31 14:05",
+            "Fix the parser",
+        ] {
+            assert!(!is_default_name(n), "{n:?}");
+        }
+    }
 }
 
 /// The `done` / `diff_error` / `error` event (without the request id).
