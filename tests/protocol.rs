@@ -1467,6 +1467,36 @@ fn estimate_tokens_reports_every_part() {
     s.shutdown();
 }
 
+/// The history is counted as the `@history` block the model is sent (a context event is an `@event`
+/// line there, though it has no text of its own), and a cached count never outlives the text it
+/// counted: instructions edited between two estimates are counted afresh.
+#[test]
+fn estimate_tokens_counts_the_rendered_history_and_follows_changed_instructions() {
+    let (env, mut s, _id) = start_chat();
+    let r = s.ok(json!({"action": "estimate_tokens"}));
+    assert_eq!(num(&r, "history"), 0, "a new chat has no history: {r}");
+    add(&mut s, "a.txt", "hello world\n");
+    let r = s.ok(json!({"action": "estimate_tokens"}));
+    let with_event = num(&r, "history");
+    assert!(with_event > 0, "the @event line of the add is sent, so it is counted: {r}");
+    fs::write(env.bb7().join("instructions"), "Use tabs.\n").unwrap();
+    let short = num(&s.ok(json!({"action": "estimate_tokens"})), "instructions");
+    assert!(short > 0);
+    assert_eq!(
+        num(&s.ok(json!({"action": "estimate_tokens"})), "instructions"),
+        short,
+        "a repeat counts the same"
+    );
+    fs::write(
+        env.bb7().join("instructions"),
+        "Use tabs. Prefer small functions, explicit error types and doc comments on every public item.\n",
+    )
+    .unwrap();
+    let long = num(&s.ok(json!({"action": "estimate_tokens"})), "instructions");
+    assert!(long > short, "edited instructions are counted afresh: {short} then {long}");
+    s.shutdown();
+}
+
 #[test]
 fn estimate_text_tokens_counts_cl100k_and_refuses_empty_input() {
     let (_env, mut s) = start();

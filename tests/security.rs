@@ -212,6 +212,69 @@ fn a_committed_chat_cannot_make_the_host_read_external_files() {
     }
 }
 
+/// A planted chat whose in-project context file is a symlink out of the project (`leak ->
+/// ~/.ssh/id_rsa`) is moved to the global store: the file becomes an absolute path there, and must
+/// not become one the host re-reads (which would follow the link), because the project rule never
+/// read it in the first place.
+#[test]
+fn a_planted_project_link_is_not_trusted_after_a_move_to_global() {
+    let env = Env::new();
+    let mut s = env.spawn();
+    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
+    s.close_stdin();
+    s.wait_exit();
+    let secret = env.outside().join("id_rsa");
+    fs::write(&secret, format!("{SECRET}\n")).unwrap();
+    symlink(&secret, env.proj().join("leak")).unwrap();
+    fs::write(env.proj().join("real.txt"), "a real project file\n").unwrap();
+    let id = "20250101-000000-linked";
+    let chat = json!({
+        "version": 2, "id": id, "name": "planted", "created": "2025-01-01T00:00:00Z",
+        "model": DEFAULT_MODEL, "draft": "",
+        "context_files": [
+            {"path": "leak", "readonly": false, "external": false, "version": "0123456789abcdef"},
+            {"path": "real.txt", "readonly": false, "external": false, "version": "0123456789abcdef"}
+        ],
+        "messages": []
+    });
+    let dir = env.chat_dir(id);
+    fs::create_dir_all(dir.join("context")).unwrap();
+    fs::write(dir.join("context/leak"), "planted snapshot\n").unwrap();
+    fs::write(dir.join("context/real.txt"), "old snapshot\n").unwrap();
+    fs::write(dir.join("chat.json"), chat.to_string()).unwrap();
+    fs::write(
+        env.chats().join("index.json"),
+        json!({"chats": [{"id": id, "name": "planted"}], "active_chat_id": id}).to_string(),
+    )
+    .unwrap();
+
+    let mut s = env.start();
+    s.ok(json!({"action": "chat_move", "id": id, "to": "global"}));
+    let r = s.ok(json!({"action": "chat_new_with_context", "source_chat_id": id, "global": true}));
+    no_leak(&r, "chat_new_with_context");
+    let ctx = s.ok(json!({"action": "context_list"}));
+    no_leak(&ctx, "context_list");
+    let mut real_reread = false;
+    for f in ctx["files"].as_array().unwrap() {
+        let c = s.req(json!({"action": "get_context_file", "path": f["path"]}));
+        no_leak(&c, "get_context_file");
+        real_reread |= c["content"] == "a real project file\n";
+    }
+    assert!(real_reread, "a real project file is still re-read after the move: {ctx}");
+    let est = s.ok(json!({"action": "estimate_tokens"}));
+    no_leak(&est, "estimate_tokens");
+    for entry in walk(&env.home().join(".bb7")) {
+        if entry.is_file() {
+            let bytes = fs::read(&entry).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(SECRET),
+                "{} holds the secret",
+                entry.display()
+            );
+        }
+    }
+}
+
 #[test]
 fn external_files_the_user_added_are_still_re_read() {
     let (env, mut s) = start();

@@ -139,13 +139,7 @@ pub fn render_user_message(p: Prompt<'_>) -> String {
         }
         out.push('\n');
     }
-    if !history.is_empty() {
-        out.push_str("@history\n");
-        for m in history {
-            render_message(&mut out, m);
-        }
-        out.push('\n');
-    }
+    out.push_str(&render_history(history));
     out.push_str("@latest_user_message\n");
     out.push_str(latest.trim_end());
     out.push_str("\n\n");
@@ -161,6 +155,20 @@ pub fn render_user_message(p: Prompt<'_>) -> String {
     }
     out.truncate(out.trim_end().len());
     out.push('\n');
+    out
+}
+
+/// The `@history` block exactly as [`render_user_message`] sends it (empty for no messages), so
+/// that a token estimate counts what the model is sent.
+pub fn render_history(history: &[Message]) -> String {
+    let mut out = String::new();
+    if !history.is_empty() {
+        out.push_str("@history\n");
+        for m in history {
+            render_message(&mut out, m);
+        }
+        out.push('\n');
+    }
     out
 }
 

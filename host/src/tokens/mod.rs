@@ -183,6 +183,16 @@ impl TokenCounter {
         counts
     }
 
+    /// The number of tokens in `text`, cached by its content (a 64-bit hash and the length): the
+    /// instructions and the rendered history are counted again only when they change.
+    pub fn count_cached(&self, text: &str) -> usize {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        text.hash(&mut h);
+        let key = format!("text:{:016x}", h.finish());
+        self.count_file(&key, text)
+    }
+
     /// How many file counts are cached.
     pub fn cached_files(&self) -> usize {
         self.lock().map.len()

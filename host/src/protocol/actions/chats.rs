@@ -591,7 +591,16 @@ pub fn move_chat(s: &mut Session, req: &Request) -> Handled {
         .iter()
         .zip(&moved)
         .filter(|(src, (cf, _))| {
-            cf.external && (!src.is_external() || record.allows(&from_scope, src.as_str()))
+            cf.external
+                && match src {
+                    // A project file becomes an absolute path, re-read later without the project
+                    // rule: trust it only if the project rule reads it now (a regular file, no
+                    // symlink on the way), so a planted `leak -> ~/.ssh/id_rsa` never becomes one.
+                    ClientPath::Internal(rel) => {
+                        s.project.as_ref().is_some_and(|p| p.open_read(rel).is_ok())
+                    }
+                    ClientPath::External(abs) => record.allows(&from_scope, abs),
+                }
         })
         .map(|(_, (cf, _))| cf.path.as_str())
         .collect();

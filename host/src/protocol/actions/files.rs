@@ -1,7 +1,7 @@
 //! File actions: snapshots and outputs, statuses, applying the model's changes to the project, and
 //! token estimates.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::Handled;
 use crate::chat::model::{ContextFile, event_part};
@@ -390,18 +390,13 @@ pub fn estimate_tokens(s: &mut Session, req: &Request) -> Handled {
     let a = s.active()?;
     let global = a.global;
     let (system_prompt, instructions) = super::misc::prompt_texts(s, global);
-    let system_tokens = s.tokens.count(&system_prompt);
-    let instruction_tokens = s.tokens.count(&instructions);
-    let mut history_text = String::new();
-    for m in &a.chat.messages {
-        for p in &m.parts {
-            if let Some(c) = p.get("content").and_then(Value::as_str) {
-                history_text.push_str(c);
-                history_text.push('\n');
-            }
-        }
-    }
-    let history = s.tokens.count(&history_text);
+    // The instructions are re-read (they may have changed) but counted again only when they did;
+    // the history is counted as the rendered `@history` block the model is sent.
+    let system_tokens = s.tokens.count_cached(&system_prompt);
+    let instruction_tokens = s.tokens.count_cached(&instructions);
+    let history = s
+        .tokens
+        .count_cached(&crate::llm::prompt::render_history(&a.chat.messages));
     // Count every file's text once, in parallel where the counter can.
     let mut items: Vec<(String, String)> = Vec::new();
     let mut meta = Vec::new();
