@@ -15,6 +15,7 @@
 //! with no metadata call (see [`walk::FileBuf`]).
 
 pub mod deny;
+pub mod dirlist;
 pub mod glob;
 pub mod list;
 pub mod read;

@@ -8,7 +8,7 @@
 //! per walk. Files are read by the caller through a [`FileBuf`]: one open, reads into a reused
 //! buffer, no metadata call.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::{self, Read};
 use std::ops::ControlFlow;
 use std::path::Path;
@@ -40,8 +40,9 @@ impl FileBuf {
     /// Reads all of the file at `path` if it holds at most `cap` bytes (`Ok(None)` when it holds
     /// more; at most `cap + 1` bytes are read to find out).
     pub fn read(&mut self, path: &Path, cap: usize) -> io::Result<Option<&[u8]>> {
-        let mut file = File::open(path)?;
-        self.read_from(&mut file, cap)
+        // Inside a component: positioned reads straight through WASI, no link followed (`dirlist`).
+        let len = super::dirlist::read_capped(path, cap, &mut self.buf)?;
+        Ok(len.map(|n| &self.buf[..n]))
     }
 
     /// Like [`FileBuf::read`], from an open reader.
@@ -241,19 +242,8 @@ impl<'r> Walker<'r> {
         let path = self.root.join(dir);
         let mut entries = Vec::new();
         let mut has_ignore_file = false;
-        for ent in fs::read_dir(&path)? {
-            let Ok(ent) = ent else { continue };
-            let Ok(ft) = ent.file_type() else { continue };
-            let kind = if ft.is_dir() {
-                Kind::Dir
-            } else if ft.is_file() {
-                Kind::File
-            } else {
-                continue;
-            };
-            let Ok(name) = ent.file_name().into_string() else {
-                continue;
-            };
+        for (name, kind) in super::dirlist::list(&path)? {
+            let Some(kind) = kind else { continue };
             if kind == Kind::File && name == ".gitignore" {
                 has_ignore_file = true;
             }
