@@ -333,6 +333,10 @@ pub fn all() -> Vec<Task> {
                 second.contains("not run again") && second.contains("step 1"),
                 "{second}"
             );
+            // The step stops at the repeat: the new call after it is not run either.
+            let after = r.result_of("s2c1");
+            ensure!(after.contains("this step was stopped"), "{after}");
+            ensure!(!after.contains("beta"), "{after}");
             let sandboxed = r
                 .trace
                 .iter()
@@ -345,8 +349,9 @@ pub fn all() -> Vec<Task> {
             Ok(())
         })
         .file("a.txt", "alpha\n")
+        .file("b.txt", "beta\n")
         .step(1, &[read("a.txt")])
-        .step(2, &[("read_file", json!({"file_path": "a.txt"}))])
+        .step(2, &[("read_file", json!({"file_path": "a.txt"})), read("b.txt")])
         .text("ok"),
     );
 

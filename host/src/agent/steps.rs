@@ -179,6 +179,9 @@ pub async fn run(mut job: ReplyJob, agent: AgentJob, sink: &mut dyn ReplySink) -
             reasoning_details: s.reasoning_details.clone(),
             results: Vec::new(),
         };
+        // The loop detector: a step that repeats a call already made is stopped there; the repeat
+        // and every call after it in the step are not run, and the model is told why.
+        let mut repeated: Option<(String, usize)> = None;
         for call in &s.tool_calls {
             if *job.cancel.borrow() {
                 break 'job Ending::Cancelled;
@@ -199,11 +202,25 @@ pub async fn run(mut job: ReplyJob, agent: AgentJob, sink: &mut dyn ReplySink) -
                     ),
                     None,
                 )
+            } else if let Some((tool, first)) = &repeated {
+                CallOutcome::failed(
+                    format!(
+                        "not run: this step was stopped at its repeated `{tool}` call (first made in step {first}); \
+                         use the results above and decide again"
+                    ),
+                    None,
+                )
             } else if let Some(first) = seen.get(&key) {
+                repeated = Some((call.name.clone(), *first));
+                events.note(
+                    "step.loop_detected",
+                    json!({"step": step, "tool": call.name, "first_step": first}),
+                );
                 CallOutcome::failed(
                     format!(
                         "not run again: this exact call was already made in step {first} and its result is above; \
-                         do not repeat a call, use its result or try something different"
+                         the rest of this step is not run either. Do not repeat a call: use its result or try \
+                         something different"
                     ),
                     None,
                 )
