@@ -177,14 +177,50 @@ local function failure(p, max)
   return first
 end
 
---- The preview line of a stored `tool_call` part (a failed call says why).
-function M.call_line(p)
-  return ("  ⚙ %s %s %s %s"):format(
+--- The preview line of a stored `tool_call` part (a failed call says why), with the result's size
+--- and the call's duration like the live log; `open` marks it expanded (▾) or collapsed (▸).
+function M.call_line(p, open)
+  local line = ("  %s ⚙ %s %s %s %s"):format(
+    open and "▾" or "▸",
     p.tool or "?",
     M.arg_summary(p.tool, p.args),
     p.ok and "→" or "✗",
     p.ok and (p.summary or "") or failure(p, 100)
   )
+  if p.bytes then
+    line = line .. " · " .. size(p.bytes)
+  end
+  if tonumber(p.duration_ms) then
+    line = ("%s · %.0f ms"):format(line, tonumber(p.duration_ms))
+  end
+  return util.oneline(line)
+end
+
+--- How many lines of a call's result an expanded tool call shows.
+local DETAIL_LINES = 40
+
+--- The lines of an expanded stored `tool_call` part: its arguments, step, and the start of its
+--- result (the whole result is in the chat's trace). Every line is one display line.
+function M.call_details(p)
+  local out = {}
+  local ok, args = pcall(vim.json.encode, p.args or vim.empty_dict())
+  out[#out + 1] = util.oneline("args: " .. (ok and args or "?"))
+  out[#out + 1] = util.oneline(
+    ("step %s · %s · %s"):format(
+      tostring(p.step or "?"),
+      p.ok and "ok" or "failed",
+      p.bytes and size(p.bytes) or "?"
+    )
+  )
+  local body = util.lines(tostring(p.excerpt or ""))
+  for i, l in ipairs(body) do
+    if i > DETAIL_LINES then
+      out[#out + 1] = ("… %d more lines (the whole result is in the chat's trace)"):format(#body - DETAIL_LINES)
+      break
+    end
+    out[#out + 1] = util.oneline("│ " .. l)
+  end
+  return out
 end
 
 --- The footer line of an agent reply (nil for chat-mode replies).

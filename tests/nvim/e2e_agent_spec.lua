@@ -111,6 +111,30 @@ return {
       t.ok(text:find("⚙ read_file notes.txt → notes.txt lines 1-1 of 1", 1, true), "stored call shown: " .. text)
       t.ok(text:find("⚙ clarify_user Tabs or spaces? → answered", 1, true), text)
       t.ok(text:find("agent · 3 steps · 2 tool calls", 1, true), text)
+      -- A stored call is collapsed with its size and duration; <CR> shows its arguments and result.
+      local ui, preview = require("bb7.ui"), require("bb7.ui.preview")
+      local function row_of(pat)
+        for i, l in ipairs(vim.api.nvim_buf_get_lines(preview.buf(), 0, -1, false)) do
+          if l:find(pat, 1, true) then
+            return i
+          end
+        end
+      end
+      local row = row_of("▸ ⚙ read_file notes.txt")
+      t.ok(row, "collapsed stored call: " .. text)
+      local line = vim.api.nvim_buf_get_lines(preview.buf(), row - 1, row, false)[1]
+      t.ok(line:find(" B · %d+ ms$"), "size and duration: " .. line)
+      ui.focus("preview")
+      vim.api.nvim_win_set_cursor(ui.wins.preview, { row, 0 })
+      vim.api.nvim_feedkeys("\r", "x", false)
+      t.eq(row, row_of("▾ ⚙ read_file notes.txt"), "expanded in place")
+      text = preview_text()
+      t.ok(text:find('args: {"file_path":"notes.txt"}', 1, true), text)
+      t.ok(text:find("│ ", 1, true), "the start of the result: " .. text)
+      vim.api.nvim_feedkeys("\r", "x", false)
+      t.eq(row, row_of("▸ ⚙ read_file notes.txt"), "collapsed again")
+      t.ok(not preview_text():find("args: {", 1, true), "details hidden again")
+      t.no_errors()
     end,
   },
   {

@@ -417,6 +417,13 @@ return {
       t.ok(vim.fn.strchars(long) < 140 and long:find("…", 1, true), long)
       local good = agent.call_line({ tool = "read_file", args = { file_path = "a.rs" }, ok = true, summary = "a.rs lines 1-7 of 7" })
       t.ok(good:find("→ a.rs lines 1-7 of 7", 1, true), good)
+      local timed = agent.call_line({ tool = "read_file", args = { file_path = "a.rs" }, ok = true, summary = "s", bytes = 2048, duration_ms = 3.4 }, true)
+      t.ok(timed:find("^  ▾ ⚙ read_file") and timed:find(" · 2.0 KiB · 3 ms$"), timed)
+      local details = agent.call_details({ tool = "read_file", args = { file_path = "a\nb" }, ok = true, step = 2, bytes = 10, excerpt = "one\ntwo\27[31m" })
+      t.ok(details[1]:find("args: ", 1, true) and not details[1]:find("\n", 1, true), vim.inspect(details))
+      t.ok(details[2]:find("step 2 · ok", 1, true), vim.inspect(details))
+      t.eq("│ one", details[3])
+      t.ok(not details[4]:find("\27", 1, true), "control characters escaped: " .. details[4])
     end,
   },
   {

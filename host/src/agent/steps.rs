@@ -146,8 +146,7 @@ pub async fn run(mut job: ReplyJob, agent: AgentJob, sink: &mut dyn ReplySink) -
             .agent_body(&user, &turns, final_step.then_some(note.as_str()));
         events.note(
             "step.request",
-            json!({"step": step, "messages": body["messages"].as_array().map_or(0, Vec::len),
-                   "final": final_step}),
+            json!({"step": step, "earlier_steps": turns.len(), "final": final_step}),
         );
         acc.step_text.clear();
         let t_model = Instant::now();
@@ -263,7 +262,9 @@ pub async fn run(mut job: ReplyJob, agent: AgentJob, sink: &mut dyn ReplySink) -
                 "result": outcome.content,
             });
             events.emit(acc.sink, "tool.call.completed", data, Some(extra));
-            summary.parts.push(call_part(call, &outcome, step));
+            summary
+                .parts
+                .push(call_part(call, &outcome, step, duration_ms));
             turn.results.push(ToolResult {
                 tool_call_id: call.id.clone(),
                 name: call.name.clone(),
@@ -518,7 +519,7 @@ fn args_value(call: &ToolCall) -> Value {
 }
 
 /// The chat.json part of one call: the tool, its arguments and a capped excerpt of its result.
-fn call_part(call: &ToolCall, o: &CallOutcome, step: usize) -> Map<String, Value> {
+fn call_part(call: &ToolCall, o: &CallOutcome, step: usize, duration_ms: f64) -> Map<String, Value> {
     let mut p = Map::new();
     p.insert("type".into(), json!("tool_call"));
     p.insert("id".into(), json!(call.id));
@@ -528,6 +529,7 @@ fn call_part(call: &ToolCall, o: &CallOutcome, step: usize) -> Map<String, Value
     p.insert("summary".into(), json!(o.summary));
     p.insert("bytes".into(), json!(o.content.len()));
     p.insert("step".into(), json!(step));
+    p.insert("duration_ms".into(), json!(round3(duration_ms)));
     p.insert("excerpt".into(), json!(excerpt(&o.content, EXCERPT_CHARS)));
     p
 }

@@ -200,7 +200,8 @@ local function toggle()
   end
   local open = M.expanded[key]
   if open == nil then
-    open = not config.options.collapse_reasoning
+    -- Reasoning follows `collapse_reasoning`; a tool call starts collapsed.
+    open = not key:match("^tool:") and not config.options.collapse_reasoning
   end
   M.expanded[key] = not open
   M.render()
@@ -411,7 +412,7 @@ function M.attach(b, u)
       end,
       "let the model retry the edits that failed",
     },
-    toggle = { toggle, "expand / collapse the reasoning under the cursor" },
+    toggle = { toggle, "expand / collapse the reasoning or tool call under the cursor" },
     fork = {
       function()
         local mi = user_message_at_cursor()

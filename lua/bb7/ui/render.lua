@@ -136,7 +136,18 @@ function M.chat(chat, opts)
         elseif p.type == "context_event" then
           add("  • " .. M.event_line(p), "Comment", mi)
         elseif p.type == "tool_call" then
-          add(require("bb7.agent").call_line(p), "Comment", mi)
+          -- Collapsed by default; <CR> on the line shows the arguments and the start of the result.
+          local agent = require("bb7.agent")
+          local key = "tool:" .. mi .. ":" .. pi
+          local open = expanded[key] == true
+          add(agent.call_line(p, open), "Comment", mi)
+          fold_at[#lines] = key
+          if open then
+            for _, l in ipairs(agent.call_details(p)) do
+              add("      " .. l, "Comment", mi)
+              fold_at[#lines] = key
+            end
+          end
         end
       end
       if m.output_files and #m.output_files > 0 then
