@@ -1105,6 +1105,8 @@ fn one_send_in_flight_and_mutations_refused() {
         json!({"action": "chat_new", "name": "x"}),
         json!({"action": "apply_file", "path": "a.txt"}),
         json!({"action": "save_chat_settings", "model": "x/y"}),
+        json!({"action": "apply_hunks", "path": "a.txt", "hunk_ids": ["h0"], "base_hash": "x"}),
+        json!({"action": "checkpoint_rollback", "checkpoint_id": "x", "mode": "hard_all"}),
     ] {
         t.s.err_is(req, BUSY);
     }

@@ -441,4 +441,37 @@ return {
       session.stream = nil
     end,
   },
+  {
+    "review: an accepted hunk's buffer rewrite leaves exactly the host's bytes (BOM, CRLF, no final newline)",
+    function()
+      local review = require("bb7.ui.review")
+      local dir = vim.fn.tempname()
+      vim.fn.mkdir(dir, "p")
+      for i, case in ipairs({
+        { "\239\187\191one\ntwo\n", "\239\187\191one\nTWO\nthree\n" },
+        { "a\r\nb\r\n", "a\r\nB\r\nc\r\n" },
+        { "a\r\nb", "a\r\nB" },
+        { "mixed\r\nlines\n", "mixed\r\nLINES\n" },
+        { "x\n", "x\nnot ascii: é ✓\n" },
+      }) do
+        local path = dir .. "/f" .. i .. ".txt"
+        local f = assert(io.open(path, "wb"))
+        f:write(case[1])
+        f:close()
+        vim.cmd("edit " .. vim.fn.fnameescape(path))
+        local buf = vim.api.nvim_get_current_buf()
+        -- What the host does on accept: the file changes on disk, then the buffer follows.
+        f = assert(io.open(path, "wb"))
+        f:write(case[2])
+        f:close()
+        review.sync_buffer(buf, case[2])
+        f = assert(io.open(path, "rb"))
+        local got = f:read("*a")
+        f:close()
+        t.eq(case[2], got, "case " .. i)
+        t.eq(false, vim.bo[buf].modified, "case " .. i .. " in sync")
+        vim.cmd("bwipeout!")
+      end
+    end,
+  },
 }

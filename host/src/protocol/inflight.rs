@@ -88,6 +88,7 @@ pub fn refused_while_busy(action: &str) -> bool {
             | "diff_local_done"
             | "apply_hunks"
             | "reject_hunks"
+            | "checkpoint_rollback"
     )
 }
 

@@ -55,6 +55,17 @@ function M.sync_buffer(buf, content)
   if not (buf and buf > 0 and vim.api.nvim_buf_is_loaded(buf)) then
     return
   end
+  -- The rewrite must produce exactly the host's bytes: a byte-order mark is the 'bomb' option, not
+  -- text (else it would be written twice); the file is UTF-8 (review refuses anything else); and the
+  -- buffer is 'dos' only when every line ends in CRLF (else each line keeps its own ending).
+  local bom = content:sub(1, 3) == "\239\187\191"
+  if bom then
+    content = content:sub(4)
+  end
+  vim.bo[buf].bomb = bom
+  vim.bo[buf].fileencoding = "utf-8"
+  local all_crlf = content:find("\n", 1, true) ~= nil and not content:find("[^\r]\n") and content:sub(1, 1) ~= "\n"
+  vim.bo[buf].fileformat = all_crlf and "dos" or "unix"
   local want, eol = to_lines(content, vim.bo[buf].fileformat)
   local have = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
   local a = table.concat(have, "\n") .. "\n"
