@@ -1010,7 +1010,7 @@ fn stall_ends_with_the_idle_timeout() {
         !msg.contains(" 0 s"),
         "the message names the real timeout: {msg}"
     );
-    assert!(took < Duration::from_secs(3), "took {took:?}");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
     assert!(took >= Duration::from_millis(600), "took {took:?}");
     assert_error_recorded(&t, &term);
 }
@@ -1025,7 +1025,8 @@ fn slow(n: usize) -> Reply {
 
 #[test]
 fn slow_stream_cancelled_midway() {
-    let mut t = setup(vec![slow(40), Reply::text(["after"])]);
+    // 10 s of stream: a cancel that works ends it in well under half of that, even on a loaded machine.
+    let mut t = setup(vec![slow(100), Reply::text(["after"])]);
     let id = t.start_send(json!({"action": "send", "content": "long", "model": MODEL}));
     let want = json!(id);
     for _ in 0..2 {
@@ -1037,7 +1038,7 @@ fn slow_stream_cancelled_midway() {
     let r = t.s.ok(json!({"action": "cancel", "target_request_id": id}));
     assert_eq!(r["type"], "ok", "{r}");
     let (evs, term) = t.finish(&id);
-    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(term["type"], "error", "{term}");
     assert_eq!(term["message"], ABORTED);
     let _ = evs;
@@ -1069,7 +1070,7 @@ fn slow_stream_cancelled_midway() {
 
 #[test]
 fn cancel_of_another_request_id_is_refused() {
-    let mut t = setup(vec![slow(10)]);
+    let mut t = setup(vec![slow(30)]);
     let id = t.start_send(json!({"action": "send", "content": "long", "model": MODEL}));
     let want = json!(id);
     t.s.recv_where("a chunk", |v| {
@@ -1082,7 +1083,7 @@ fn cancel_of_another_request_id_is_refused() {
 
 #[test]
 fn one_send_in_flight_and_mutations_refused() {
-    let mut t = setup(vec![slow(12), Reply::text(["second"])]);
+    let mut t = setup(vec![slow(30), Reply::text(["second"])]);
     t.add("a.txt", "alpha\n");
     let other = t.s.ok(json!({"action": "chat_new", "name": "other"}))["id"]
         .as_str()
@@ -1237,10 +1238,9 @@ fn title_is_generated_after_the_first_exchange() {
     assert_eq!(titles.len(), 1);
     let input = titles[0].body["messages"].to_string();
     assert!(input.contains("parse TOML"), "{input}");
-    // Not again after the second exchange.
+    // Not again after the second exchange (decided before its `done`).
     t.send("more");
     t.s.ok(json!({"action": "ping"}));
-    std::thread::sleep(Duration::from_millis(200));
     let n = t
         .server
         .chat_requests()
@@ -1254,8 +1254,8 @@ fn title_is_generated_after_the_first_exchange() {
 fn no_automatic_title_for_a_named_chat_and_generate_title_on_request() {
     let mut t = setup(vec![Reply::text(["answer"])]);
     t.send("hi");
+    // Whether to title is decided before `done`: for a named chat no title request can follow.
     t.s.ok(json!({"action": "ping"}));
-    std::thread::sleep(Duration::from_millis(200));
     assert!(
         !t.server
             .chat_requests()
@@ -1374,8 +1374,9 @@ fn cancel_during_the_retry_after_wait_is_prompt() {
     // Without a target: cancels whatever is in flight.
     t.s.ok(json!({"action": "cancel"}));
     let (evs, term) = t.finish(&id);
+    // The server asked for 30 s: anything well under that is the cancel, not the wait.
     assert!(
-        started.elapsed() < Duration::from_secs(2),
+        started.elapsed() < Duration::from_secs(10),
         "{:?}",
         started.elapsed()
     );
@@ -1550,7 +1551,7 @@ fn stall_before_any_content_also_times_out() {
         term["message"].as_str().unwrap().contains("stalled"),
         "{term}"
     );
-    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(started.elapsed() < Duration::from_secs(10));
     // Only the user message and the error: no empty assistant message.
     let msgs = t.messages();
     assert_eq!(msgs.len(), 2, "{msgs:?}");
@@ -1582,8 +1583,14 @@ fn a_rename_while_the_title_is_generated_wins() {
     assert!(server.wait_until(Duration::from_secs(5), |r| r.iter().any(
         |r| r.body["model"] == TITLE_MODEL && r.outcome != bb7_mock_llm::Outcome::Responding
     )));
-    std::thread::sleep(Duration::from_millis(200));
-    s.ok(json!({"action": "ping"}));
+    // The title reached the host after the rename. Nothing announces that the host dropped it, so
+    // watch for a second that the name stays the user's (a late rename would show up here).
+    let until = std::time::Instant::now() + Duration::from_secs(1);
+    while std::time::Instant::now() < until {
+        let active = s.ok(json!({"action": "chat_get"}));
+        assert_eq!(active["name"], "Mine", "{active}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert_eq!(env.chat_json(&id)["name"], "Mine");
     let active = s.ok(json!({"action": "chat_get"}));
     assert_eq!(active["name"], "Mine", "{active}");

@@ -62,6 +62,15 @@ pub fn clean_title(raw: &str) -> Option<String> {
         .trim();
     let line = line.trim_matches(|c: char| matches!(c, '"' | '\'' | '`' | '*' | '“' | '”'));
     let line = line.trim_end_matches(['.', '!', '?', ':', ';', ',']).trim();
+    // A name is one line of text: control characters (a tab, an escape sequence) become spaces,
+    // as the host refuses them in names the user types.
+    let line: String = line
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     if line.is_empty() {
         return None;
     }
@@ -218,6 +227,11 @@ mod tests {
             Some("Rust Refactor")
         );
         assert_eq!(clean_title("  \n "), None);
+        assert_eq!(
+            clean_title("Fix\tthe \u{1b}[31mparser").as_deref(),
+            Some("Fix the [31mparser"),
+            "control characters never reach a chat name"
+        );
         let long = "word ".repeat(40);
         assert!(clean_title(&long).unwrap().chars().count() <= 60);
     }

@@ -2,6 +2,7 @@
 --- a 3-way view of one file of one checkpoint (base: before the apply, current: the file now,
 --- proposed: what was applied), and rollback: hard (the whole checkpoint, after a confirmation) or
 --- only the selected hunks (later edits are kept; hunks whose lines changed since are reported).
+local util = require("bb7.util")
 local host = require("bb7.host")
 local session = require("bb7.session")
 local L = vim.log.levels
@@ -287,7 +288,8 @@ local function render_list(st, cps)
   for _, c in ipairs(cps) do
     local kind = c.kind .. (c.rollback_of and (" of " .. c.rollback_of) or "")
     for _, f in ipairs(c.files or {}) do
-      lines[#lines + 1] = ("%s  %s  %-24s %s"):format(c.id, c.created, kind, f.path)
+      -- Host-provided text, possibly from a planted checkpoint record: one display line each.
+      lines[#lines + 1] = util.oneline(("%s  %s  %-24s %s"):format(c.id, c.created, kind, f.path))
       st.rows[#lines] = { id = c.id, path = f.path }
     end
   end

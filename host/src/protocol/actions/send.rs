@@ -400,25 +400,28 @@ async fn finish_send(ctx: Ctx, id: Option<String>, p: Prepared) {
     if let Some(id) = &id {
         m.insert("request_id".into(), json!(id));
     }
-    let _ = ctx.out.send(&m);
-    if first_exchange && matches!(outcome.ending, Ending::Done | Ending::DiffError { .. }) {
-        let (files, default_name) = {
-            let mut s = ctx.lock();
-            let files = match s.active.as_ref().filter(|a| a.id == target.id) {
-                Some(a) => a
-                    .chat
-                    .context_files
-                    .iter()
-                    .map(|c| c.path.clone())
-                    .collect(),
-                None => Vec::new(),
-            };
-            let name = super::remote::current_name(&mut s, target.global, &target.id);
-            (files, name.is_some_and(|n| is_default_name(&n)))
+    // Whether the chat gets an automatic title is decided before the terminal event, so a client
+    // that sees `done` knows the decision is made (no title request can follow a named chat's reply).
+    let title_files = if first_exchange
+        && matches!(outcome.ending, Ending::Done | Ending::DiffError { .. })
+    {
+        let mut s = ctx.lock();
+        let files: Vec<String> = match s.active.as_ref().filter(|a| a.id == target.id) {
+            Some(a) => a
+                .chat
+                .context_files
+                .iter()
+                .map(|c| c.path.clone())
+                .collect(),
+            None => Vec::new(),
         };
-        if !default_name {
-            return;
-        }
+        let name = super::remote::current_name(&mut s, target.global, &target.id);
+        name.is_some_and(|n| is_default_name(&n)).then_some(files)
+    } else {
+        None
+    };
+    let _ = ctx.out.send(&m);
+    if let Some(files) = title_files {
         super::remote::auto_title(
             ctx,
             provider,
