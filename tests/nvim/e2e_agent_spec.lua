@@ -1,7 +1,7 @@
 -- End to end, real host and the mock LLM server: agent mode in the plugin. :BB7Agent toggles the
 -- chat's mode (shown in the input footer); a send streams the live tool log into the preview; a
--- clarifying question is answered through vim.ui.input, then another is skipped; the stored reply
--- shows its calls and the step/tool counts.
+-- clarifying question is answered through vim.ui.input, another is skipped; the stored reply shows
+-- its calls (expandable) and the step/tool counts.
 local t = require("helpers")
 local env, session, ui, preview
 
@@ -27,16 +27,26 @@ local function text_reply(text)
   }
 end
 
-local SCRIPT = {
-  replies = {
-    call_reply("c1", "read_file", { file_path = "notes.txt" }),
-    call_reply("c2", "clarify_user", { question = "Tabs or spaces?" }),
-    text_reply("Using tabs, as you said."),
-    call_reply("c3", "clarify_user", { question = "Which file?" }),
-    text_reply("I assumed notes.txt."),
-  },
-  fallback = text_reply("fallback reply"),
-}
+local function script(replies)
+  return { replies = replies, fallback = text_reply("fallback reply") }
+end
+
+--- A fresh project with notes.txt, the UI open on a new chat, in agent mode when `agent` is set;
+--- the mock server replays `replies`. Each case starts here, in its own Neovim.
+local function start(replies, agent)
+  env = t.env({ script = script(replies) })
+  session, ui, preview = require("bb7.session"), require("bb7.ui"), require("bb7.ui.preview")
+  t.write(env.project .. "/notes.txt", "indent with ?\n")
+  t.cmd("BB7Init")
+  t.cmd("BB7")
+  t.cmd("BB7NewChat agent test")
+  if agent then
+    t.cmd("BB7Agent on")
+    t.wait(function()
+      return session.chat.mode == "agent"
+    end, 5000, "agent mode")
+  end
+end
 
 local function preview_text()
   return t.buf_text(preview.buf())
@@ -45,18 +55,12 @@ end
 local answers = {}
 local asked = {}
 
+-- Each case runs in its own Neovim (tests/nvim/run.lua) from `start`.
 return {
-  -- A story told step by step: the cases share one Neovim, in order (tests/nvim/run.lua).
-  scenario = true,
   {
     ":BB7Agent toggles the chat's mode; the input footer shows it",
     function()
-      env = t.env({ script = SCRIPT })
-      session, ui, preview = require("bb7.session"), require("bb7.ui"), require("bb7.ui.preview")
-      t.write(env.project .. "/notes.txt", "indent with ?\n")
-      t.cmd("BB7Init")
-      t.cmd("BB7")
-      t.cmd("BB7NewChat agent test")
+      start({}, false)
       t.ok(session.chat and session.chat.mode ~= "agent", "a new chat is in chat mode")
       t.ok(not ui.status_text():find("agent", 1, true), ui.status_text())
       t.cmd("BB7Agent")
@@ -86,6 +90,11 @@ return {
   {
     "send: the tool log streams into the preview; the question is answered; counts in the reply footer",
     function()
+      start({
+        call_reply("c1", "read_file", { file_path = "notes.txt" }),
+        call_reply("c2", "clarify_user", { question = "Tabs or spaces?" }),
+        text_reply("Using tabs, as you said."),
+      }, true)
       vim.ui.input = function(opts, cb)
         asked[#asked + 1] = opts.prompt
         cb(table.remove(answers, 1))
@@ -140,6 +149,14 @@ return {
   {
     "a skipped question sends no_user_answer",
     function()
+      start({
+        call_reply("c3", "clarify_user", { question = "Which file?" }),
+        text_reply("I assumed notes.txt."),
+      }, true)
+      vim.ui.input = function(opts, cb)
+        asked[#asked + 1] = opts.prompt
+        cb(table.remove(answers, 1))
+      end
       answers = {}
       local input = require("bb7.ui.input")
       vim.api.nvim_buf_set_lines(input.buf(), 0, -1, false, { "Again." })
@@ -148,7 +165,8 @@ return {
         return session.stream == nil
       end, 60000, "done")
       t.no_errors()
-      t.eq(2, #asked, "second question asked")
+      t.eq(1, #asked, "the question was asked")
+      t.ok(asked[1]:find("Which file?", 1, true), asked[1])
       local text = preview_text()
       t.ok(text:find("⚙ clarify_user Which file? → skipped", 1, true), text)
       t.ok(text:find("I assumed notes.txt.", 1, true), text)

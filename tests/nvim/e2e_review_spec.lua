@@ -56,9 +56,9 @@ local function buf_of(path)
   return vim.fn.bufnr(env.project .. "/" .. path)
 end
 
-return {
-  -- A story told step by step: the cases share one Neovim, in order (tests/nvim/run.lua).
-  scenario = true,
+-- The review told step by step; each case below runs the steps it needs from the start, in its own
+-- Neovim (tests/nvim/run.lua), so no case depends on another having run.
+local steps = {
   {
     "setup: a chat with m.txt in context, an open buffer with undo history, and a 4-hunk output",
     function()
@@ -242,6 +242,43 @@ return {
       t.eq(4, #review.current().hunks, "hunks")
       t.cmd("tabclose")
       t.eq(OLD, disk(), "nothing written")
+    end,
+  },
+}
+
+--- Runs steps `...` (indices into `steps`) in order; a failure names the step.
+local function run(...)
+  for _, i in ipairs({ ... }) do
+    local ok, err = xpcall(steps[i][2], debug.traceback)
+    if not ok then
+      error(("step %d (%s):\n%s"):format(i, steps[i][1], tostring(err)), 0)
+    end
+  end
+end
+
+return {
+  {
+    "review by keys: :BB7Review opens local | proposed in diff mode; g? lists the keys; ga accepts (buffer follows, undo kept); ]c gr rejects; gA accepts the rest",
+    function()
+      run(1, 2, 3, 4, 5)
+    end,
+  },
+  {
+    "checkpoints after a review: the list and the 3-way view; gr rolls back one hunk, later changes stay; gH asks, then rolls back all (a checkpoint itself)",
+    function()
+      run(1, 2, 3, 4, 5, 6, 7, 8)
+    end,
+  },
+  {
+    "closing the review's tab ends the review and takes its keys off the file's buffer",
+    function()
+      run(1, 9)
+    end,
+  },
+  {
+    "R in the Files pane opens the review of the output under the cursor",
+    function()
+      run(1, 10)
     end,
   },
 }

@@ -1,7 +1,6 @@
 -- A small test runner for headless Neovim:
 --   nvim --headless -u NONE -l tests/nvim/run.lua tests/nvim/<file>_spec.lua [filter]
--- A spec file returns a list of { name, fn }. Each case runs in a fresh Neovim of its own; a spec
--- marked `scenario = true` runs its cases in order in one Neovim (a story built step by step).
+-- A spec file returns a list of { name, fn }. Each case runs in a fresh Neovim of its own, always.
 -- A case fails on any ERROR notification, scheduled-callback error or Vim error (v:errmsg, e.g.
 -- from an autocommand callback) it did not expect (helpers.lua).
 -- Exits non-zero when any test fails.
@@ -33,13 +32,13 @@ local passed, failed = 0, 0
 local name_of = vim.fn.fnamemodify(spec, ":t:r")
 
 -- Each case runs in a fresh Neovim (its own process, host and temp dirs), so no state leaks from
--- one case to the next: this process starts one child per case (`--case N`) and sums up. A spec
--- marked `scenario = true` is a story told step by step: its cases share one Neovim, in order.
+-- one case to the next: this process starts one child per case (`--case N`) and sums up. A story
+-- told step by step is one case that runs its steps in order (see e2e_review_spec.lua).
 local only = nil
 if filter and filter:match("^%-%-case=%d+$") then
   only, filter = tonumber(filter:match("%d+")), nil
 end
-if only == nil and not tests.scenario then
+if only == nil then
   local me = debug.getinfo(1, "S").source:sub(2)
   local nvim = vim.v.progpath
   for i, case in ipairs(tests) do
