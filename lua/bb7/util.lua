@@ -361,9 +361,12 @@ function M.unsafe_local(root, rel)
     return "it is outside the project"
   end
   local parts = vim.split(rel, "/", { plain = true })
-  local first = parts[1]
-  if first == ".git" or first == ".bb7" then
-    return ("it is inside %s/"):format(first)
+  for _, p in ipairs(parts) do
+    -- Any component, in any case (the host's rule too): `sub/.git/hooks` is a repository's as well.
+    local lower = p:lower()
+    if lower == ".git" or lower == ".bb7" then
+      return ("it is inside %s/"):format(M.oneline(p))
+    end
   end
   local cur = root:gsub("/$", "")
   for _, p in ipairs(parts) do
