@@ -59,6 +59,23 @@ pub struct Settings {
     /// `deny`: the secret deny list, one `.gitignore`-style pattern per line (default
     /// [`crate::retrieval::deny::DEFAULT_DENY`]; an empty value denies nothing).
     pub deny: Vec<String>,
+    /// `known-file-ids`: `path<TAB>id` lines, the ids of files in the grant as the host staged them
+    /// (it hashed them natively, with the CPU's SHA instructions, which a component has not): the
+    /// edit tools take these instead of hashing the same bytes again. Empty: hash everything.
+    pub known_file_ids: Vec<(String, String)>,
+    /// `result-file-ids`: `omit` leaves `file_id` out of the edit tools' results, for a host that
+    /// computes them itself (natively) from the files the call left; default `include`.
+    pub result_file_ids: bool,
+}
+
+impl Settings {
+    /// The id the host gave for `path`, if any.
+    pub fn known_file_id(&self, path: &str) -> Option<&str> {
+        self.known_file_ids
+            .iter()
+            .find(|(p, _)| p == path)
+            .map(|(_, id)| id.as_str())
+    }
 }
 
 impl Default for Settings {
@@ -75,6 +92,8 @@ impl Default for Settings {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
+            known_file_ids: Vec::new(),
+            result_file_ids: true,
         }
     }
 }
@@ -109,6 +128,24 @@ impl Settings {
                         .map(str::to_string)
                         .collect()
                 }
+                "known-file-ids" => {
+                    s.known_file_ids = value
+                        .lines()
+                        .filter_map(|l| l.split_once('\t'))
+                        .map(|(p, id)| (p.to_string(), id.trim().to_ascii_lowercase()))
+                        .collect()
+                }
+                "result-file-ids" => {
+                    s.result_file_ids = match value {
+                        "include" => true,
+                        "omit" => false,
+                        _ => {
+                            return Err(ToolError::invalid(
+                                "setting result-file-ids must be \"include\" or \"omit\"",
+                            ));
+                        }
+                    }
+                }
                 _ => {}
             }
         }
@@ -133,5 +170,18 @@ mod tests {
         let e = Settings::from_pairs([("diff-mode", "fuzzy")]).unwrap_err();
         assert!(e.message.starts_with("diff_mode must be"));
         assert!(Settings::from_pairs([("max-read-lines-default", "0")]).is_err());
+        let s = Settings::from_pairs([
+            (
+                "known-file-ids",
+                "a.rs\tABCD1234\nsrc/b c.rs\t0000ffff\nno tab here\n",
+            ),
+            ("result-file-ids", "omit"),
+        ])
+        .unwrap();
+        assert_eq!(s.known_file_id("a.rs"), Some("abcd1234"));
+        assert_eq!(s.known_file_id("src/b c.rs"), Some("0000ffff"));
+        assert_eq!(s.known_file_id("no tab here"), None);
+        assert!(!s.result_file_ids);
+        assert!(Settings::from_pairs([("result-file-ids", "maybe")]).is_err());
     }
 }

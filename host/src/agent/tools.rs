@@ -125,6 +125,10 @@ pub struct ToolRunner {
     touched: Vec<Touched>,
     /// Paths whose base version is in staging.
     placed: BTreeSet<String>,
+    /// The file id of what is in staging now, by path, hashed here (natively, with the CPU's SHA
+    /// instructions): the edit tools are told these ids and leave result ids to the host, instead
+    /// of hashing whole files in the sandbox (several times slower there).
+    ids: HashMap<String, String>,
     /// A call was abandoned while it held the staging directory read-write: its thread could still
     /// write there, so nothing in staging is trusted any more (no further call, no commit).
     tainted: bool,
@@ -171,6 +175,7 @@ impl ToolRunner {
             read_only,
             touched: Vec::new(),
             placed: BTreeSet::new(),
+            ids: HashMap::new(),
             tainted: false,
             project_reads: HashMap::new(),
             agent: false,
@@ -216,6 +221,10 @@ impl ToolRunner {
         match self.base(rel) {
             Some(content) if self.staging.place(rel, &content).is_ok() => {
                 self.placed.insert(rel.to_string());
+                self.ids.insert(
+                    rel.to_string(),
+                    bb7_tool_logic::file_id::file_id(rel, &content),
+                );
                 true
             }
             _ => false,
@@ -347,23 +356,37 @@ impl ToolRunner {
                     .place(rel, content)
                     .map_err(|e| format!("edit_file: cannot stage {rel}: {e}"))?;
                 self.placed.insert(rel.clone());
+                if let Some(id) = &base_id {
+                    self.ids.insert(rel.clone(), id.clone());
+                }
             }
             bases.push((rel.clone(), prior, base_id));
         }
         let component = self.component(tool)?;
         let grant = Grant::new(self.staging.path(), component.policy.access)
             .map_err(|e| format!("{tool}: cannot grant the staging directory: {e}"))?;
-        let (result, record) = self.sandbox.call(
-            &component,
-            &grant,
-            &settings(self.mode),
-            &call.arguments_raw,
-        );
+        // The ids of the staged files this call starts from, and results without ids: the host
+        // hashes natively what the sandbox would hash in software (see `ids`).
+        let known: String = paths
+            .iter()
+            .filter_map(|p| self.ids.get(p).map(|id| format!("{p}\t{id}\n")))
+            .collect();
+        let mut call_settings = settings(self.mode);
+        call_settings.push(("known-file-ids".to_string(), known));
+        call_settings.push(("result-file-ids".to_string(), "omit".to_string()));
+        let (result, record) =
+            self.sandbox
+                .call(&component, &grant, &call_settings, &call.arguments_raw);
         if matches!(result, Err(CallError::Abandoned(_))) && grant.access == Access::ReadWrite {
             self.tainted = true;
         }
         self.last_record = Some(record);
-        let value = result.map_err(|e| prefixed(tool, &e.to_string()))?;
+        // Whatever the outcome, the ids of what the call left in staging.
+        for rel in &paths {
+            self.refresh_id(rel);
+        }
+        let mut value = result.map_err(|e| prefixed(tool, &e.to_string()))?;
+        self.fill_result_ids(&mut value);
         let mut any_new = false;
         for (rel, prior, base_id) in bases {
             if prior {
@@ -380,6 +403,43 @@ impl ToolRunner {
         Ok(CallDone {
             status: status_line(change, &paths, any_new, &value),
         })
+    }
+
+    /// Re-hashes the staged `rel` (forgets its id when it is not there).
+    fn refresh_id(&mut self, rel: &str) {
+        match self.staging.read(rel) {
+            Ok(c) => {
+                self.ids.insert(
+                    rel.to_string(),
+                    bb7_tool_logic::file_id::file_id(rel, &c),
+                );
+            }
+            Err(_) => {
+                self.ids.remove(rel);
+            }
+        }
+    }
+
+    /// Puts the `file_id` of each file an edit tool's result names (`files[].path`, or `path`).
+    fn fill_result_ids(&mut self, value: &mut Value) {
+        let fill = |obj: &mut Value, this: &mut Self| {
+            let Some(path) = obj.get("path").and_then(Value::as_str).map(str::to_string) else {
+                return;
+            };
+            if !this.ids.contains_key(&path) {
+                this.refresh_id(&path);
+            }
+            if let Some(id) = this.ids.get(&path) {
+                obj["file_id"] = Value::String(id.clone());
+            }
+        };
+        if let Some(files) = value.get_mut("files").and_then(Value::as_array_mut) {
+            for f in files {
+                fill(f, self);
+            }
+        } else if value.get("path").is_some() {
+            fill(value, self);
+        }
     }
 
     fn component(&self, tool: &str) -> Result<Arc<ToolComponent>, String> {

@@ -215,9 +215,9 @@ pub fn describe(settings: &Settings) -> ToolInfo {
 
 pub fn call(root: &Root, settings: &Settings, args: &str) -> Result<Value, ToolError> {
     match settings.diff_mode {
-        DiffMode::SearchReplaceMulti | DiffMode::Off => call_multi(root, args),
-        DiffMode::SearchReplace => call_single(root, args),
-        DiffMode::Anchored => call_anchored(root, args),
+        DiffMode::SearchReplaceMulti | DiffMode::Off => call_multi(root, settings, args),
+        DiffMode::SearchReplace => call_single(root, settings, args),
+        DiffMode::Anchored => call_anchored(root, settings, args),
     }
 }
 
@@ -242,7 +242,7 @@ fn not_found(rel: &str) -> ToolError {
 }
 
 /// Reads the base version of `rel` (normalised) and checks `given_id` against it.
-fn load(root: &Root, rel: &str, given_id: &str) -> Result<Staged, ToolError> {
+fn load(root: &Root, settings: &Settings, rel: &str, given_id: &str) -> Result<Staged, ToolError> {
     match fs::metadata(root.join(rel)) {
         Ok(meta) if meta.is_dir() => {
             return Err(ToolError::invalid(format!(
@@ -262,7 +262,11 @@ fn load(root: &Root, rel: &str, given_id: &str) -> Result<Staged, ToolError> {
             e
         }
     })?;
-    let base_id = file_id(rel, text.as_bytes());
+    // The host staged this file and hashed it natively: no need to hash the same bytes here.
+    let base_id = match settings.known_file_id(rel) {
+        Some(id) => id.to_string(),
+        None => file_id(rel, text.as_bytes()),
+    };
     let staged = Staged {
         path: rel.to_string(),
         base_id,
@@ -297,7 +301,7 @@ fn match_error(ctx: &str, e: MatchError) -> ToolError {
 }
 
 /// Writes every changed file (only now: all edits succeeded) and builds the result.
-fn commit(root: &Root, files: Vec<Staged>) -> Result<Value, ToolError> {
+fn commit(root: &Root, settings: &Settings, files: Vec<Staged>) -> Result<Value, ToolError> {
     for f in &files {
         if f.text != f.original {
             fsio::write_atomic(root, &f.path, f.text.as_bytes())
@@ -307,12 +311,18 @@ fn commit(root: &Root, files: Vec<Staged>) -> Result<Value, ToolError> {
     let total: usize = files.iter().map(|f| f.edits).sum();
     let files: Vec<Value> = files
         .iter()
-        .map(|f| json!({"path": f.path, "file_id": file_id(&f.path, f.text.as_bytes()), "edits": f.edits}))
+        .map(|f| {
+            let mut v = json!({"path": f.path, "edits": f.edits});
+            if settings.result_file_ids {
+                v["file_id"] = json!(file_id(&f.path, f.text.as_bytes()));
+            }
+            v
+        })
         .collect();
     Ok(json!({"files": files, "edits_applied": total}))
 }
 
-fn call_multi(root: &Root, args: &str) -> Result<Value, ToolError> {
+fn call_multi(root: &Root, settings: &Settings, args: &str) -> Result<Value, ToolError> {
     let args: MultiArgs = super::parse_args(TOOL, args)?;
     if args.edits.is_empty() {
         return Err(ToolError::invalid("edit_file: no edits"));
@@ -336,7 +346,7 @@ fn call_multi(root: &Root, args: &str) -> Result<Value, ToolError> {
                 idx
             }
             None => {
-                files.push(load(root, &rel, &e.file_id).map_err(|err| with(&ctx, err))?);
+                files.push(load(root, settings, &rel, &e.file_id).map_err(|err| with(&ctx, err))?);
                 files.len() - 1
             }
         };
@@ -351,10 +361,10 @@ fn call_multi(root: &Root, args: &str) -> Result<Value, ToolError> {
         f.text = r.text;
         f.edits += 1;
     }
-    commit(root, files)
+    commit(root, settings, files)
 }
 
-fn call_single(root: &Root, args: &str) -> Result<Value, ToolError> {
+fn call_single(root: &Root, settings: &Settings, args: &str) -> Result<Value, ToolError> {
     let e: EditArgs = super::parse_args(TOOL, args)?;
     if edit::is_noop(&e.old_string, &e.new_string) {
         return Err(ToolError::invalid(
@@ -363,7 +373,7 @@ fn call_single(root: &Root, args: &str) -> Result<Value, ToolError> {
     }
     let ctx = "edit_file: ";
     let rel = paths::normalize("path", &e.path, false).map_err(|err| with(ctx, err))?;
-    let mut f = load(root, &rel, &e.file_id).map_err(|err| with(ctx, err))?;
+    let mut f = load(root, settings, &rel, &e.file_id).map_err(|err| with(ctx, err))?;
     let r = edit::replace(
         &f.text,
         &e.old_string,
@@ -373,17 +383,17 @@ fn call_single(root: &Root, args: &str) -> Result<Value, ToolError> {
     .map_err(|m| match_error(&format!("edit_file: {rel}: "), m))?;
     f.text = r.text;
     f.edits = 1;
-    commit(root, vec![f])
+    commit(root, settings, vec![f])
 }
 
-fn call_anchored(root: &Root, args: &str) -> Result<Value, ToolError> {
+fn call_anchored(root: &Root, settings: &Settings, args: &str) -> Result<Value, ToolError> {
     let args: AnchoredArgs = super::parse_args(TOOL, args)?;
     if args.changes.is_empty() {
         return Err(ToolError::invalid("edit_file: no edits"));
     }
     let ctx = "edit_file: ";
     let rel = paths::normalize("path", &args.path, false).map_err(|err| with(ctx, err))?;
-    let mut f = load(root, &rel, &args.file_id).map_err(|err| with(ctx, err))?;
+    let mut f = load(root, settings, &rel, &args.file_id).map_err(|err| with(ctx, err))?;
     let changes: Vec<Change> = args
         .changes
         .into_iter()
@@ -420,7 +430,7 @@ fn call_anchored(root: &Root, args: &str) -> Result<Value, ToolError> {
     })?;
     f.text = out;
     f.edits = changes.len();
-    commit(root, vec![f])
+    commit(root, settings, vec![f])
 }
 
 #[cfg(test)]
@@ -464,6 +474,40 @@ mod tests {
 
     fn ed(path: &str, fid: &str, old: &str, new: &str) -> Value {
         json!({"path": path, "file_id": fid, "old_string": old, "new_string": new})
+    }
+
+    #[test]
+    fn host_vouched_ids_are_taken_and_result_ids_can_be_left_to_the_host() {
+        let (dir, root) = setup(&[("a.txt", "one\ntwo\n")]);
+        let s = Settings {
+            known_file_ids: vec![("a.txt".into(), id("a.txt", "one\ntwo\n"))],
+            result_file_ids: false,
+            ..settings(DiffMode::SearchReplaceMulti)
+        };
+        let args =
+            json!({"edits": [ed("a.txt", &id("a.txt", "one\ntwo\n"), "two", "TWO")]}).to_string();
+        let out = call(&root, &s, &args).unwrap();
+        assert_eq!(read(dir.path(), "a.txt"), "one\nTWO\n");
+        assert_eq!(
+            out,
+            json!({"edits_applied": 1, "files": [{"path": "a.txt", "edits": 1}]})
+        );
+        // The vouched id is what the call is checked against (a stale one is still refused).
+        let stale =
+            json!({"edits": [ed("a.txt", &id("a.txt", "one\ntwo\n"), "one", "ONE")]}).to_string();
+        let s = Settings {
+            known_file_ids: vec![("a.txt".into(), id("a.txt", "one\nTWO\n"))],
+            ..settings(DiffMode::SearchReplaceMulti)
+        };
+        let e = call(&root, &s, &stale).unwrap_err();
+        assert!(e.message.contains("file_id mismatch"), "{}", e.message);
+        // Without the settings the tool hashes and reports ids itself.
+        let out = multi(
+            &root,
+            json!([ed("a.txt", &id("a.txt", "one\nTWO\n"), "one", "ONE")]),
+        )
+        .unwrap();
+        assert_eq!(out["files"][0]["file_id"], json!(id("a.txt", "ONE\nTWO\n")));
     }
 
     #[test]

@@ -84,7 +84,7 @@ pub fn describe(settings: &Settings) -> ToolInfo {
     }
 }
 
-pub fn call(root: &Root, _settings: &Settings, args: &str) -> Result<Value, ToolError> {
+pub fn call(root: &Root, settings: &Settings, args: &str) -> Result<Value, ToolError> {
     let args: Args = super::parse_args("write_file", args)?;
     let rel = paths::normalize("path", &args.path, false).map_err(prefix)?;
     let target = root.join(&rel);
@@ -109,12 +109,15 @@ pub fn call(root: &Root, _settings: &Settings, args: &str) -> Result<Value, Tool
         }
     }
     fsio::write_atomic(root, &rel, content.as_bytes()).map_err(prefix)?;
-    Ok(json!({
+    let mut out = json!({
         "path": rel,
         "status": if existed { "modified" } else { "added" },
-        "file_id": file_id(&rel, content.as_bytes()),
         "bytes": content.len(),
-    }))
+    });
+    if settings.result_file_ids {
+        out["file_id"] = json!(file_id(&rel, content.as_bytes()));
+    }
+    Ok(out)
 }
 
 /// Prefixes an error message with the tool name.
