@@ -391,10 +391,18 @@ async fn finish_send(ctx: Ctx, id: Option<String>, p: Prepared) {
         if matches!(outcome.ending, Ending::Done | Ending::DiffError { .. }) {
             m = Map::new();
             m.insert("type".into(), json!("error"));
-            m.insert(
-                "message".into(),
-                json!(format!("The reply could not be saved: {e}")),
-            );
+            // The outputs were committed before the chat could not be saved: say so, so that
+            // nothing the model changed sits in the output unannounced.
+            let written: Vec<&str> = outcome.written.iter().map(|w| w.path.as_str()).collect();
+            let msg = if written.is_empty() {
+                format!("The reply could not be saved: {e}")
+            } else {
+                format!(
+                    "The reply could not be saved: {e}. Its file changes were written to the output and wait for your review: {}",
+                    written.join(", ")
+                )
+            };
+            m.insert("message".into(), json!(msg));
         }
     }
     if let Some(id) = &id {
