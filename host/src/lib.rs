@@ -12,6 +12,7 @@ pub mod protocol;
 pub mod sandbox;
 pub mod store;
 pub mod tokens;
+pub mod workspace;
 
 /// The host's version, as `bb7 --version` and the `version` action report it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -5,7 +5,6 @@ pub mod actions;
 pub mod codec;
 pub mod inflight;
 pub mod request;
-pub mod session;
 
 use std::io::{self, BufReader};
 use std::process::ExitCode;
@@ -16,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use codec::{Line, Output, read_line};
 use request::Request;
-use session::Session;
+use crate::workspace::Workspace;
 
 /// What a handler produced.
 pub enum Outcome {
@@ -28,21 +27,21 @@ pub enum Outcome {
     Later,
 }
 
-/// What every handler can reach: the session, stdout, the runtime for background work, and the
+/// What every handler can reach: the workspace, stdout, the runtime for background work, and the
 /// in-flight slot.
 #[derive(Clone)]
 pub struct Ctx {
-    pub session: Arc<Mutex<Session>>,
+    pub workspace: Arc<Mutex<Workspace>>,
     pub out: Output,
     pub rt: tokio::runtime::Handle,
     pub inflight: Arc<inflight::InFlight>,
 }
 
 impl Ctx {
-    /// The session, locked. A handler that panicked is caught before its guard drops, so the lock
+    /// The workspace, locked. A handler that panicked is caught before its guard drops, so the lock
     /// is never poisoned by one; recover anyway rather than stop serving.
-    pub fn lock(&self) -> MutexGuard<'_, Session> {
-        self.session.lock().unwrap_or_else(|e| e.into_inner())
+    pub fn lock(&self) -> MutexGuard<'_, Workspace> {
+        self.workspace.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -117,7 +116,7 @@ pub fn serve() -> ExitCode {
         }
     };
     let ctx = Ctx {
-        session: Arc::new(Mutex::new(Session::new())),
+        workspace: Arc::new(Mutex::new(Workspace::new())),
         out: out.clone(),
         rt: rt.handle().clone(),
         inflight: Arc::default(),

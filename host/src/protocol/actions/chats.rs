@@ -8,13 +8,13 @@ use crate::chat::model::{Chat, ContextFile, Message, SnapshotEntry, event_part};
 use crate::chat::paths::{self, ClientPath};
 use crate::chat::snapshots;
 use crate::protocol::request::Request;
-use crate::protocol::session::Session;
+use crate::workspace::{ChatKey, Workspace};
 use crate::protocol::{ok, reply};
 use crate::store::lock::LockState;
 
 /// The model a new chat starts with: an explicit `default_model` in config wins, then the request's
 /// `model`, then the last model used (`~/.bb7/state.json`), then the built-in default.
-fn initial_model(s: &Session, requested: Option<&str>) -> String {
+fn initial_model(s: &Workspace, requested: Option<&str>) -> String {
     if let Some(m) = s
         .config
         .config
@@ -62,7 +62,7 @@ fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
-pub fn new(s: &mut Session, req: &Request) -> Handled {
+pub fn new(s: &mut Workspace, req: &Request) -> Handled {
     let global = req.global()?;
     let model = initial_model(s, req.opt_str("model")?);
     let name = req.opt_str("name")?.map(str::to_string);
@@ -79,7 +79,7 @@ pub fn new(s: &mut Session, req: &Request) -> Handled {
     Ok(reply("ok", json!({"id": id})))
 }
 
-pub fn list(s: &mut Session, req: &Request) -> Handled {
+pub fn list(s: &mut Workspace, req: &Request) -> Handled {
     let global = req.global()?;
     let store = s.store(global)?;
     store
@@ -99,7 +99,7 @@ pub fn list(s: &mut Session, req: &Request) -> Handled {
     Ok(reply("chat_list", json!({"chats": chats})))
 }
 
-pub fn select(s: &mut Session, req: &Request) -> Handled {
+pub fn select(s: &mut Workspace, req: &Request) -> Handled {
     let id = req.nonempty("id")?;
     let global = req.global()?;
     let is_global = s.is_global(global);
@@ -110,12 +110,12 @@ pub fn select(s: &mut Session, req: &Request) -> Handled {
     details(s)
 }
 
-pub fn get(s: &mut Session) -> Handled {
+pub fn get(s: &mut Workspace) -> Handled {
     details(s)
 }
 
 /// The `chat` reply for the active chat.
-fn details(s: &mut Session) -> Handled {
+fn details(s: &mut Workspace) -> Handled {
     let a = s.active()?;
     let messages: Vec<Value> = a
         .chat
@@ -147,23 +147,20 @@ fn details(s: &mut Session) -> Handled {
     Ok(reply("chat", fields))
 }
 
-pub fn delete(s: &mut Session, req: &Request) -> Handled {
+pub fn delete(s: &mut Workspace, req: &Request) -> Handled {
     let id = req.nonempty("id")?;
     let global = req.global()?;
-    let is_global = s.is_global(global);
+    let key = s.key(id, global);
     let store = s.store(global)?;
     require_usable(store, id)?;
-    if s.active
-        .as_ref()
-        .is_some_and(|a| a.id == id && a.global == is_global)
-    {
+    if s.active_if(&key).is_some() {
         s.release_active();
     }
     s.store(global)?.delete(id)?;
     Ok(ok())
 }
 
-pub fn rename(s: &mut Session, req: &Request) -> Handled {
+pub fn rename(s: &mut Workspace, req: &Request) -> Handled {
     let id = req.nonempty("id")?;
     let name = req.str("name")?.trim().to_string();
     if name.is_empty() {
@@ -175,7 +172,7 @@ pub fn rename(s: &mut Session, req: &Request) -> Handled {
     Ok(ok())
 }
 
-pub fn active(s: &mut Session) -> Handled {
+pub fn active(s: &mut Workspace) -> Handled {
     let mut fields = json!({});
     if let Some(a) = &s.active {
         fields["id"] = json!(a.id);
@@ -186,7 +183,7 @@ pub fn active(s: &mut Session) -> Handled {
     Ok(reply("chat_active", fields))
 }
 
-pub fn search(s: &mut Session, req: &Request) -> Handled {
+pub fn search(s: &mut Workspace, req: &Request) -> Handled {
     let query = req.str("query")?.trim().to_string();
     let global = req.global()?;
     let is_global = s.is_global(global);
@@ -201,7 +198,7 @@ pub fn search(s: &mut Session, req: &Request) -> Handled {
 }
 
 /// Context warnings for the files of `snapshot` that changed or vanished since it was taken.
-fn context_warnings(s: &Session, snapshot: &[SnapshotEntry], global: bool) -> Vec<Value> {
+fn context_warnings(s: &Workspace, snapshot: &[SnapshotEntry], global: bool) -> Vec<Value> {
     let mut out = Vec::new();
     for e in snapshot {
         let external = std::path::Path::new(&e.path).is_absolute();
@@ -238,7 +235,7 @@ fn context_warnings(s: &Session, snapshot: &[SnapshotEntry], global: bool) -> Ve
 /// `current` (read from `source`) still holds that version, else the file as it is now (the caller
 /// warns about those); files that no longer exist are left out.
 fn restore_context(
-    s: &Session,
+    s: &Workspace,
     global: bool,
     current: &[ContextFile],
     source: &cap_std::fs::Dir,
@@ -345,13 +342,8 @@ fn record_warnings(chat: &mut Chat, warnings: &[Value]) {
 
 /// The chat `id` in the store (the active chat's copy when it is the active one). `for_change` also
 /// requires that no other live process holds it; forking only reads its source, whoever holds it.
-fn load_chat(s: &mut Session, id: &str, global: bool, for_change: bool) -> Result<Chat, String> {
-    let is_global = s.is_global(global);
-    if let Some(a) = s
-        .active
-        .as_ref()
-        .filter(|a| a.id == id && a.global == is_global)
-    {
+fn load_chat(s: &mut Workspace, id: &str, global: bool, for_change: bool) -> Result<Chat, String> {
+    if let Some(a) = s.active_if(&s.key(id, global)) {
         return Ok(a.chat.clone());
     }
     let store = s.store(global)?;
@@ -363,7 +355,7 @@ fn load_chat(s: &mut Session, id: &str, global: bool, for_change: bool) -> Resul
     store.load(id)
 }
 
-pub fn edit(s: &mut Session, req: &Request) -> Handled {
+pub fn edit(s: &mut Workspace, req: &Request) -> Handled {
     let id = match req.opt_str("chat_id")?.filter(|i| !i.is_empty()) {
         Some(id) => id.to_string(),
         None => s.active()?.id.clone(),
@@ -401,11 +393,10 @@ pub fn edit(s: &mut Session, req: &Request) -> Handled {
     s.store(global)?
         .save(&chat)
         .map_err(|e| format!("Failed to save chat: {e}"))?;
-    if let Some(a) = s
-        .active
-        .as_mut()
-        .filter(|a| a.id == id && a.global == is_global)
-    {
+    if let Some(a) = s.active_if_mut(&ChatKey {
+        id: id.to_string(),
+        global: is_global,
+    }) {
         a.chat = chat;
     }
     Ok(reply("ok", json!({"context_warnings": warnings})))
@@ -413,7 +404,7 @@ pub fn edit(s: &mut Session, req: &Request) -> Handled {
 
 /// A chat just created for `fork_chat` / `chat_new_with_context` whose filling failed is removed
 /// again, so a failure leaves no empty chat behind; the error is passed on.
-fn discard_on_error(s: &mut Session, global: bool, id: &str, r: Result<(), String>) -> Result<(), String> {
+fn discard_on_error(s: &mut Workspace, global: bool, id: &str, r: Result<(), String>) -> Result<(), String> {
     if r.is_err() {
         if let Ok(store) = s.store(global) {
             let _ = store.delete(id);
@@ -422,7 +413,7 @@ fn discard_on_error(s: &mut Session, global: bool, id: &str, r: Result<(), Strin
     r
 }
 
-pub fn fork(s: &mut Session, req: &Request) -> Handled {
+pub fn fork(s: &mut Workspace, req: &Request) -> Handled {
     let id = req.nonempty("chat_id")?.to_string();
     let index = req.uint("fork_message_index")? as usize;
     let global = req.global()?;
@@ -480,7 +471,7 @@ pub fn fork(s: &mut Session, req: &Request) -> Handled {
     ))
 }
 
-pub fn new_with_context(s: &mut Session, req: &Request) -> Handled {
+pub fn new_with_context(s: &mut Workspace, req: &Request) -> Handled {
     let source_id = req.nonempty("source_chat_id")?.to_string();
     let global = req.global()?;
     let is_global = s.is_global(global);
@@ -538,7 +529,7 @@ pub fn new_with_context(s: &mut Session, req: &Request) -> Handled {
     Ok(reply("ok", json!({"id": id})))
 }
 
-pub fn move_chat(s: &mut Session, req: &Request) -> Handled {
+pub fn move_chat(s: &mut Workspace, req: &Request) -> Handled {
     let id = req.nonempty("id")?.to_string();
     let to_global = match req.opt_str("to")? {
         Some("global") => true,
@@ -630,7 +621,7 @@ pub fn move_chat(s: &mut Session, req: &Request) -> Handled {
         snapshots::write(staged_dir.dir(), cf, content).map_err(fail)?;
     }
     // Marks the copy as the newest: a crash between the two renames below can leave the chat in both
-    // stores, and the next start keeps the copy with the latest mark (Session::resolve_interrupted_moves).
+    // stores, and the next start keeps the copy with the latest mark (Workspace::resolve_interrupted_moves).
     chat.extra.insert(
         "moved_at".into(),
         json!(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)),
@@ -656,7 +647,7 @@ pub fn move_chat(s: &mut Session, req: &Request) -> Handled {
     Ok(ok())
 }
 
-pub fn force_unlock(s: &mut Session, req: &Request) -> Handled {
+pub fn force_unlock(s: &mut Workspace, req: &Request) -> Handled {
     let id = req.nonempty("id")?;
     let global = req.global()?;
     let store = s.store(global)?;
@@ -668,14 +659,14 @@ pub fn force_unlock(s: &mut Session, req: &Request) -> Handled {
     Ok(ok())
 }
 
-pub fn save_draft(s: &mut Session, req: &Request) -> Handled {
+pub fn save_draft(s: &mut Workspace, req: &Request) -> Handled {
     let draft = req.str("draft")?.to_string();
     s.active_mut()?.chat.draft = draft;
     s.save_active()?;
     Ok(ok())
 }
 
-pub fn save_settings(s: &mut Session, req: &Request) -> Handled {
+pub fn save_settings(s: &mut Workspace, req: &Request) -> Handled {
     let model = req.opt_str("model")?.map(str::to_string);
     let effort = req.opt_str("reasoning_effort")?.map(str::to_string);
     let mode = req
@@ -699,7 +690,7 @@ pub fn save_settings(s: &mut Session, req: &Request) -> Handled {
     Ok(ok())
 }
 
-pub fn add_system_message(s: &mut Session, req: &Request) -> Handled {
+pub fn add_system_message(s: &mut Workspace, req: &Request) -> Handled {
     let message = req.str("message")?.to_string();
     if message.trim().is_empty() {
         s.active()?;
@@ -713,14 +704,14 @@ pub fn add_system_message(s: &mut Session, req: &Request) -> Handled {
     Ok(ok())
 }
 
-impl Session {
+impl Workspace {
     /// Releases the active chat if it is `id` in the given store.
     fn release_active_if(&mut self, id: &str, global: bool) {
-        if self
-            .active
-            .as_ref()
-            .is_some_and(|a| a.id == id && a.global == global)
-        {
+        let key = ChatKey {
+            id: id.to_string(),
+            global,
+        };
+        if self.active_if(&key).is_some() {
             self.release_active();
         }
     }

@@ -7,18 +7,18 @@ use crate::chat::model::{ContextFile, event_part};
 use crate::chat::paths::ClientPath;
 use crate::chat::snapshots;
 use crate::protocol::request::Request;
-use crate::protocol::session::Session;
+use crate::workspace::Workspace;
 use crate::protocol::{ok, reply};
 use bb7_tool_logic::file_id::file_id;
 
 /// Classifies a path from the client for the active chat.
-fn classify(s: &Session, path: &str) -> Result<ClientPath, String> {
+fn classify(s: &Workspace, path: &str) -> Result<ClientPath, String> {
     let global = s.active()?.global;
     s.classify(path, global)
 }
 
 /// The index of the whole-file entry for `path` in the active chat.
-fn find_file(s: &Session, path: &ClientPath) -> Result<Option<usize>, String> {
+fn find_file(s: &Workspace, path: &ClientPath) -> Result<Option<usize>, String> {
     let a = s.active()?;
     Ok(a.chat
         .context_files
@@ -26,7 +26,7 @@ fn find_file(s: &Session, path: &ClientPath) -> Result<Option<usize>, String> {
         .position(|c| !c.is_section() && c.path == path.as_str()))
 }
 
-pub fn add(s: &mut Session, req: &Request) -> Handled {
+pub fn add(s: &mut Workspace, req: &Request) -> Handled {
     let path = req.nonempty("path")?;
     let content = req.str("content")?;
     let readonly = req.flag("readonly")?;
@@ -60,7 +60,7 @@ pub fn add(s: &mut Session, req: &Request) -> Handled {
 
 /// Records an external file the user adds, so that later re-reads of it are allowed (see
 /// [`crate::chat::external`]).
-fn record_external(s: &Session, cp: &ClientPath) -> Result<(), String> {
+fn record_external(s: &Workspace, cp: &ClientPath) -> Result<(), String> {
     let ClientPath::External(abs) = cp else {
         return Ok(());
     };
@@ -89,7 +89,7 @@ fn section_event(action: &str, cf: &ContextFile) -> crate::chat::model::Part {
     ev
 }
 
-pub fn add_section(s: &mut Session, req: &Request) -> Handled {
+pub fn add_section(s: &mut Workspace, req: &Request) -> Handled {
     let path = req.nonempty("path")?;
     let content = req.str("content")?;
     let (start, end) = lines(req)?;
@@ -121,7 +121,7 @@ pub fn add_section(s: &mut Session, req: &Request) -> Handled {
 }
 
 /// Replaces the snapshot of whole-file entry `i` with `content`, recording `action`.
-fn resnapshot(s: &mut Session, i: usize, content: &[u8], action: &str) -> Result<(), String> {
+fn resnapshot(s: &mut Workspace, i: usize, content: &[u8], action: &str) -> Result<(), String> {
     let a = s.active_mut()?;
     let cf = &mut a.chat.context_files[i];
     let prev = cf.version.clone();
@@ -140,7 +140,7 @@ fn resnapshot(s: &mut Session, i: usize, content: &[u8], action: &str) -> Result
     s.save_active()
 }
 
-pub fn update(s: &mut Session, req: &Request) -> Handled {
+pub fn update(s: &mut Workspace, req: &Request) -> Handled {
     let path = req.nonempty("path")?;
     let content = req.str("content")?.to_string();
     let cp = classify(s, path)?;
@@ -149,7 +149,7 @@ pub fn update(s: &mut Session, req: &Request) -> Handled {
     Ok(ok())
 }
 
-pub fn remove(s: &mut Session, req: &Request) -> Handled {
+pub fn remove(s: &mut Workspace, req: &Request) -> Handled {
     let path = req.nonempty("path")?;
     let cp = classify(s, path)?;
     let i = find_file(s, &cp)?.ok_or("File not found in context")?;
@@ -167,7 +167,7 @@ pub fn remove(s: &mut Session, req: &Request) -> Handled {
     Ok(ok())
 }
 
-pub fn remove_section(s: &mut Session, req: &Request) -> Handled {
+pub fn remove_section(s: &mut Workspace, req: &Request) -> Handled {
     let path = req.nonempty("path")?;
     let (start, end) = lines(req)?;
     let cp = classify(s, path)?;
@@ -186,12 +186,12 @@ pub fn remove_section(s: &mut Session, req: &Request) -> Handled {
     Ok(ok())
 }
 
-pub fn list(s: &mut Session) -> Handled {
+pub fn list(s: &mut Workspace) -> Handled {
     let files = &s.active()?.chat.context_files;
     Ok(reply("context_list", json!({"files": files})))
 }
 
-pub fn set_readonly(s: &mut Session, req: &Request) -> Handled {
+pub fn set_readonly(s: &mut Workspace, req: &Request) -> Handled {
     let path = req.nonempty("path")?;
     let readonly = req.bool("readonly")?;
     let cp = classify(s, path)?;
@@ -221,7 +221,7 @@ pub fn set_readonly(s: &mut Session, req: &Request) -> Handled {
     Ok(ok())
 }
 
-pub fn sync(s: &mut Session, req: &Request) -> Handled {
+pub fn sync(s: &mut Workspace, req: &Request) -> Handled {
     let path = req.nonempty("path")?;
     let cp = classify(s, path)?;
     // The client sends this after every apply, whatever the file; like the reference backend, a file

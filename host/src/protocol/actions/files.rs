@@ -8,7 +8,7 @@ use crate::chat::model::{ContextFile, event_part};
 use crate::chat::paths::{self, ClientPath};
 use crate::chat::snapshots;
 use crate::protocol::request::Request;
-use crate::protocol::session::Session;
+use crate::workspace::Workspace;
 use crate::protocol::{ok, reply};
 use bb7_tool_logic::file_id::file_id;
 
@@ -17,7 +17,7 @@ fn text(bytes: &[u8]) -> String {
 }
 
 /// An internal path of the active chat (outputs exist only for files inside the project).
-fn internal_path(s: &Session, path: &str) -> Result<String, String> {
+fn internal_path(s: &Workspace, path: &str) -> Result<String, String> {
     let global = s.active()?.global;
     match s.classify(path, global)? {
         ClientPath::Internal(p) => Ok(p),
@@ -27,7 +27,7 @@ fn internal_path(s: &Session, path: &str) -> Result<String, String> {
     }
 }
 
-pub fn context_file(s: &mut Session, req: &Request) -> Handled {
+pub fn context_file(s: &mut Workspace, req: &Request) -> Handled {
     let path = req.nonempty("path")?;
     let a = s.active()?;
     let cp = s.classify(path, a.global)?;
@@ -53,7 +53,7 @@ pub fn context_file(s: &mut Session, req: &Request) -> Handled {
     ))
 }
 
-pub fn output_file(s: &mut Session, req: &Request) -> Handled {
+pub fn output_file(s: &mut Workspace, req: &Request) -> Handled {
     let path = internal_path(s, req.nonempty("path")?)?;
     let content = snapshots::read_output(s.active()?.dir.dir(), &path).ok_or("File not found")?;
     Ok(reply(
@@ -62,7 +62,7 @@ pub fn output_file(s: &mut Session, req: &Request) -> Handled {
     ))
 }
 
-pub fn diff_paths(s: &mut Session, req: &Request) -> Handled {
+pub fn diff_paths(s: &mut Workspace, req: &Request) -> Handled {
     let path = internal_path(s, req.nonempty("path")?)?;
     let a = s.active()?;
     if snapshots::read_output(a.dir.dir(), &path).is_none() {
@@ -87,7 +87,7 @@ pub fn diff_paths(s: &mut Session, req: &Request) -> Handled {
     ))
 }
 
-pub fn statuses(s: &mut Session) -> Handled {
+pub fn statuses(s: &mut Workspace) -> Handled {
     let a = s.active()?;
     let mut files = Vec::new();
     let mut in_context = std::collections::HashSet::new();
@@ -158,7 +158,7 @@ pub fn statuses(s: &mut Session) -> Handled {
 /// Makes `content` the snapshot of whole file `path` (adding it to the context, writable, when the
 /// model created it). Returns the new version and the previous one, if the file was in context.
 pub(super) fn resnapshot_whole_file(
-    a: &mut crate::protocol::session::Active,
+    a: &mut crate::workspace::Active,
     path: &str,
     content: &[u8],
 ) -> Result<(String, Option<String>), String> {
@@ -202,13 +202,13 @@ pub(super) fn resnapshot_whole_file(
 /// so a chat directory that cannot take it fails the apply before the project changes. A failure
 /// after the project file was written is reported as exactly that, never as a plain error.
 fn apply_content<T>(
-    s: &mut Session,
+    s: &mut Workspace,
     source: &str,
     dest: &str,
     content: &[u8],
     action: &str,
     original_path: Option<&str>,
-    write: impl FnOnce(&Session) -> Result<T, String>,
+    write: impl FnOnce(&Workspace) -> Result<T, String>,
 ) -> Result<T, String> {
     let a = s.active()?;
     let version = file_id(dest, content);
@@ -232,7 +232,7 @@ fn apply_content<T>(
     let pending = crate::store::prepare_atomic(a.dir.dir(), &rel, content)
         .map_err(|e| format!("Failed to update snapshot: {e}"))?;
     let written = write(s)?;
-    let settle = |s: &mut Session| -> Result<(), String> {
+    let settle = |s: &mut Workspace| -> Result<(), String> {
         pending
             .commit()
             .map_err(|e| format!("updating the snapshot failed: {e}"))?;
@@ -260,7 +260,7 @@ fn apply_content<T>(
 /// After the project file `path` became `content` (a whole-file `apply_hunks`): the snapshot
 /// follows, the output goes and `action` is recorded, as [`apply_content`] does after its write.
 pub(super) fn settle_applied(
-    s: &mut Session,
+    s: &mut Workspace,
     path: &str,
     content: &[u8],
     action: &str,
@@ -268,7 +268,7 @@ pub(super) fn settle_applied(
     apply_content(s, path, path, content, action, None, |_| Ok(()))
 }
 
-pub fn apply(s: &mut Session, req: &Request) -> Handled {
+pub fn apply(s: &mut Workspace, req: &Request) -> Handled {
     let path = internal_path(s, req.nonempty("path")?)?;
     let out = snapshots::read_output(s.active()?.dir.dir(), &path)
         .ok_or_else(|| format!("No output to apply: {path} not found in output"))?;
@@ -281,7 +281,7 @@ pub fn apply(s: &mut Session, req: &Request) -> Handled {
     ))
 }
 
-pub fn apply_as(s: &mut Session, req: &Request) -> Handled {
+pub fn apply_as(s: &mut Workspace, req: &Request) -> Handled {
     let path = internal_path(s, req.nonempty("path")?)?;
     let destination = req.nonempty("destination")?;
     let root = s
@@ -309,7 +309,7 @@ pub fn apply_as(s: &mut Session, req: &Request) -> Handled {
     ))
 }
 
-pub fn output_delete(s: &mut Session, req: &Request) -> Handled {
+pub fn output_delete(s: &mut Workspace, req: &Request) -> Handled {
     let path = internal_path(s, req.nonempty("path")?)?;
     let a = s.active_mut()?;
     let Some(out) = snapshots::read_output(a.dir.dir(), &path) else {
@@ -329,7 +329,7 @@ pub fn output_delete(s: &mut Session, req: &Request) -> Handled {
     Ok(ok())
 }
 
-pub fn diff_local_done(s: &mut Session, req: &Request) -> Handled {
+pub fn diff_local_done(s: &mut Workspace, req: &Request) -> Handled {
     let path = internal_path(s, req.nonempty("path")?)?;
     let a = s.active()?;
     let cf = a
@@ -385,7 +385,7 @@ pub fn diff_local_done(s: &mut Session, req: &Request) -> Handled {
     Ok(reply("ok", json!({"outcome": "partial"})))
 }
 
-pub fn estimate_tokens(s: &mut Session, req: &Request) -> Handled {
+pub fn estimate_tokens(s: &mut Workspace, req: &Request) -> Handled {
     let input = req.opt_str("input_text")?.unwrap_or("").to_string();
     let a = s.active()?;
     let global = a.global;

@@ -1,4 +1,4 @@
-//! Session-level actions: start-up (`bb7_init`, `init`), liveness, instructions and customization,
+//! Workspace-level actions: start-up (`bb7_init`, `init`), liveness, instructions and customization,
 //! and text token counts.
 
 use std::path::Path;
@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::Handled;
 use crate::protocol::request::Request;
-use crate::protocol::session::Session;
+use crate::workspace::Workspace;
 use crate::protocol::{ok, reply};
 
 pub fn ping() -> Handled {
@@ -50,7 +50,7 @@ pub fn bb7_init(req: &Request) -> Handled {
     Ok(ok())
 }
 
-pub fn init(s: &mut Session, req: &Request) -> Handled {
+pub fn init(s: &mut Workspace, req: &Request) -> Handled {
     let root = project_root(req)?;
     s.init(root)?;
     let mut fields = json!({});
@@ -63,12 +63,12 @@ pub fn init(s: &mut Session, req: &Request) -> Handled {
     Ok(reply("ok", fields))
 }
 
-fn project_path(s: &Session) -> Option<&crate::store::project::ProjectDir> {
+fn project_path(s: &Workspace) -> Option<&crate::store::project::ProjectDir> {
     s.project.as_ref()
 }
 
 /// The system prompt and the instruction blocks of a chat exactly as they are sent, for token estimates.
-pub fn prompt_texts(s: &Session, global_chat: bool) -> (String, String) {
+pub fn prompt_texts(s: &Workspace, global_chat: bool) -> (String, String) {
     let config_dir = crate::config::config_dir();
     let (system, _) = crate::instructions::system_prompt(config_dir.as_deref());
     let project = if global_chat { None } else { project_path(s) };
@@ -80,20 +80,20 @@ pub fn prompt_texts(s: &Session, global_chat: bool) -> (String, String) {
 }
 
 /// The `instructions_info` object of a `chat` reply.
-pub fn instructions_info(s: &Session, global_chat: bool) -> Value {
+pub fn instructions_info(s: &Workspace, global_chat: bool) -> Value {
     let config_dir = crate::config::config_dir();
     let project = if global_chat { None } else { project_path(s) };
     crate::instructions::instructions_info(config_dir.as_deref(), project)
 }
 
-pub fn prepare_instructions(s: &mut Session, req: &Request) -> Handled {
+pub fn prepare_instructions(s: &mut Workspace, req: &Request) -> Handled {
     let level = req.nonempty("level")?;
     let config_dir = crate::config::config_dir();
     let path = crate::instructions::prepare(level, config_dir.as_deref(), project_path(s))?;
     Ok(reply("instructions_path", json!({"path": path})))
 }
 
-pub fn customization_info(s: &mut Session) -> Handled {
+pub fn customization_info(s: &mut Workspace) -> Handled {
     let config_dir = crate::config::config_dir();
     // A global chat uses no project instructions, so none are reported for it.
     let global_chat = s.active.as_ref().is_some_and(|a| a.global);
@@ -104,7 +104,7 @@ pub fn customization_info(s: &mut Session) -> Handled {
     ))
 }
 
-pub fn estimate_text_tokens(s: &mut Session, req: &Request) -> Handled {
+pub fn estimate_text_tokens(s: &mut Workspace, req: &Request) -> Handled {
     let texts = match req.fields.get("texts") {
         Some(Value::Array(a)) if !a.is_empty() => a,
         _ => return Err("Missing or empty 'texts' array".into()),

@@ -11,7 +11,7 @@ use super::send::provider;
 use crate::config::Config;
 use crate::llm::Provider;
 use crate::protocol::request::Request;
-use crate::protocol::session::Session;
+use crate::workspace::{ChatKey, Workspace};
 use crate::protocol::{Ctx, Outcome, ok};
 
 /// Writes `fields` (with `type`) as the reply to `id`.
@@ -75,9 +75,7 @@ pub fn generate_title(ctx: &Ctx, req: &Request) -> Handled {
             return Err("Chat not found".into());
         }
         let files = s
-            .active
-            .as_ref()
-            .filter(|a| a.id == chat_id && a.global == is_global)
+            .active_if(&s.key(&chat_id, global))
             .map(|a| {
                 a.chat
                     .context_files
@@ -145,12 +143,12 @@ pub async fn auto_title(
 }
 
 /// The current name of chat `id`: the in-memory one when it is active, else the stored one.
-pub fn current_name(s: &mut Session, global: bool, id: &str) -> Option<String> {
-    if let Some(a) = s
-        .active
-        .as_ref()
-        .filter(|a| a.id == id && a.global == global)
-    {
+pub fn current_name(s: &mut Workspace, global: bool, id: &str) -> Option<String> {
+    let key = ChatKey {
+        id: id.to_string(),
+        global,
+    };
+    if let Some(a) = s.active_if(&key) {
         return Some(a.chat.name.clone());
     }
     s.store(global).ok()?.load(id).ok().map(|c| c.name)

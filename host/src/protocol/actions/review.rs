@@ -11,7 +11,7 @@ use crate::chat::paths::ClientPath;
 use crate::chat::review;
 use crate::protocol::reply;
 use crate::protocol::request::Request;
-use crate::protocol::session::Session;
+use crate::workspace::Workspace;
 use bb7_tool_logic::file_id::file_id;
 
 fn text(bytes: &[u8]) -> String {
@@ -19,7 +19,7 @@ fn text(bytes: &[u8]) -> String {
 }
 
 /// An internal path of the active chat (only project files have outputs and checkpoints).
-fn internal_path(s: &Session, path: &str) -> Result<String, String> {
+fn internal_path(s: &Workspace, path: &str) -> Result<String, String> {
     let global = s.active()?.global;
     match s.classify(path, global)? {
         ClientPath::Internal(p) => Ok(p),
@@ -29,18 +29,18 @@ fn internal_path(s: &Session, path: &str) -> Result<String, String> {
     }
 }
 
-fn project_dir(s: &Session) -> Result<&crate::store::project::ProjectDir, String> {
+fn project_dir(s: &Workspace) -> Result<&crate::store::project::ProjectDir, String> {
     s.project
         .as_ref()
         .ok_or_else(|| "No project: checkpoints and hunks need a project with .bb7/".to_string())
 }
 
-fn project(s: &Session) -> Result<&cap_std::fs::Dir, String> {
+fn project(s: &Workspace) -> Result<&cap_std::fs::Dir, String> {
     project_dir(s).map(|p| p.dir())
 }
 
 /// `.bb7/checkpoints/`, opened through the `.bb7/` handle held since `init`.
-fn checkpoints(s: &Session) -> Result<Checkpoints, String> {
+fn checkpoints(s: &Workspace) -> Result<Checkpoints, String> {
     Checkpoints::open(project_dir(s)?.state()).map_err(|e| e.to_string())
 }
 
@@ -80,7 +80,7 @@ fn record_json(r: &Record) -> Value {
 /// `apply_file` / `apply_file_as`: writes `content` to project file `path` with a checkpoint.
 /// Returns the checkpoint id (none when the file already had that content).
 pub fn write_checkpointed(
-    s: &Session,
+    s: &Workspace,
     kind: &str,
     path: &str,
     content: &[u8],
@@ -97,7 +97,7 @@ pub fn write_checkpointed(
     Ok(rec.map(|r| r.id))
 }
 
-pub fn get_hunks(s: &mut Session, req: &Request) -> Handled {
+pub fn get_hunks(s: &mut Workspace, req: &Request) -> Handled {
     let path = internal_path(s, req.nonempty("path")?)?;
     let a = s.active()?;
     let h = review::get_hunks(project(s)?, a.dir.dir(), &path).map_err(|e| e.to_string())?;
@@ -107,7 +107,7 @@ pub fn get_hunks(s: &mut Session, req: &Request) -> Handled {
     ))
 }
 
-pub fn apply_hunks(s: &mut Session, req: &Request) -> Handled {
+pub fn apply_hunks(s: &mut Workspace, req: &Request) -> Handled {
     let path = internal_path(s, req.nonempty("path")?)?;
     let ids = string_list(req, "hunk_ids", true)?;
     let base_hash = req.nonempty("base_hash")?.to_string();
@@ -158,7 +158,7 @@ pub fn apply_hunks(s: &mut Session, req: &Request) -> Handled {
     ))
 }
 
-pub fn reject_hunks(s: &mut Session, req: &Request) -> Handled {
+pub fn reject_hunks(s: &mut Workspace, req: &Request) -> Handled {
     let path = internal_path(s, req.nonempty("path")?)?;
     let ids = string_list(req, "hunk_ids", true)?;
     let a = s.active()?;
@@ -188,7 +188,7 @@ pub fn reject_hunks(s: &mut Session, req: &Request) -> Handled {
     ))
 }
 
-pub fn checkpoint_list(s: &mut Session, req: &Request) -> Handled {
+pub fn checkpoint_list(s: &mut Workspace, req: &Request) -> Handled {
     let chat_id = req.opt_str("chat_id")?;
     let cps = checkpoints(s)?;
     let list: Vec<Value> = cps
@@ -199,7 +199,7 @@ pub fn checkpoint_list(s: &mut Session, req: &Request) -> Handled {
     Ok(reply("checkpoints", json!({ "checkpoints": list })))
 }
 
-pub fn checkpoint_diff3(s: &mut Session, req: &Request) -> Handled {
+pub fn checkpoint_diff3(s: &mut Workspace, req: &Request) -> Handled {
     let id = req.nonempty("checkpoint_id")?;
     let raw = req.nonempty("path")?;
     let root = s.project.as_ref().map(|p| p.root());
@@ -217,7 +217,7 @@ pub fn checkpoint_diff3(s: &mut Session, req: &Request) -> Handled {
     ))
 }
 
-pub fn checkpoint_rollback(s: &mut Session, req: &Request) -> Handled {
+pub fn checkpoint_rollback(s: &mut Workspace, req: &Request) -> Handled {
     let id = req.nonempty("checkpoint_id")?;
     let mode = req.nonempty("mode")?;
     let ids = string_list(req, "hunk_ids", false)?;

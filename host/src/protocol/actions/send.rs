@@ -17,7 +17,7 @@ use crate::chat::snapshots;
 use crate::llm::prompt::{FileBlock, FileStatus, RetryContext};
 use crate::llm::{ClientSettings, LlmClient, Provider};
 use crate::protocol::request::Request;
-use crate::protocol::session::Session;
+use crate::workspace::{ChatKey, Workspace};
 use crate::protocol::{Ctx, Outcome, ok};
 
 /// The terminal error after a cancel, also stored as a system message (clients match it exactly).
@@ -30,8 +30,18 @@ pub struct ChatRef {
     pub dir: Dir,
 }
 
+impl ChatRef {
+    /// Which chat this is.
+    pub fn key(&self) -> ChatKey {
+        ChatKey {
+            id: self.id.clone(),
+            global: self.global,
+        }
+    }
+}
+
 /// A provider for the configured API, or the error to report (missing config or key).
-pub fn provider(s: &Session) -> Result<Arc<dyn Provider>, String> {
+pub fn provider(s: &Workspace) -> Result<Arc<dyn Provider>, String> {
     let key = s.config.api_key()?;
     let config = s.config.config();
     let mut settings = ClientSettings::new(&config.base_url, key);
@@ -103,7 +113,7 @@ pub fn send(ctx: &Ctx, req: &Request) -> Handled {
 }
 
 fn prepare(
-    s: &mut Session,
+    s: &mut Workspace,
     content: &str,
     model: Option<String>,
     effort: Option<String>,
@@ -414,7 +424,8 @@ async fn finish_send(ctx: Ctx, id: Option<String>, p: Prepared) {
         && matches!(outcome.ending, Ending::Done | Ending::DiffError { .. })
     {
         let mut s = ctx.lock();
-        let files: Vec<String> = match s.active.as_ref().filter(|a| a.id == target.id) {
+        // The active chat only if it is this one, in this store (ids are unique per store only).
+        let files: Vec<String> = match s.active_if(&target.key()) {
             Some(a) => a
                 .chat
                 .context_files
@@ -526,7 +537,7 @@ fn terminal_event(o: &ReplyOutcome) -> Map<String, Value> {
 }
 
 /// Appends the reply (and, after an error or a cancel, the system message) to its chat.
-fn record(s: &mut Session, target: &ChatRef, o: &ReplyOutcome, model: &str) -> Result<(), String> {
+fn record(s: &mut Workspace, target: &ChatRef, o: &ReplyOutcome, model: &str) -> Result<(), String> {
     let mut parts = Vec::new();
     if !o.thinking.is_empty() {
         let mut p = Map::new();
@@ -585,14 +596,11 @@ fn record(s: &mut Session, target: &ChatRef, o: &ReplyOutcome, model: &str) -> R
 /// Applies `f` to the chat `target` names: the active chat in memory when it is that one, else
 /// chat.json through the held directory handle.
 pub fn update_chat(
-    s: &mut Session,
+    s: &mut Workspace,
     target: &ChatRef,
     f: impl FnOnce(&mut Chat),
 ) -> Result<(), String> {
-    let active = s
-        .active
-        .as_mut()
-        .filter(|a| a.id == target.id && a.global == target.global);
+    let active = s.active_if_mut(&target.key());
     if let Some(a) = active {
         f(&mut a.chat);
         return s.save_active();

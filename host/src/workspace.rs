@@ -1,5 +1,6 @@
-//! The state one `bb7` process serves: the project (if any), its chat store and the global one, the
-//! active chat, and caches. Handlers in [`super::actions`] operate on it.
+//! What one editor session holds: the project (if any), its chat store and the global one, the
+//! active chat, the search indexes, the tokenizer and the config. The protocol's handlers
+//! (`crate::protocol::actions`) operate on it; it knows nothing of JSON lines.
 
 use std::path::Path;
 
@@ -10,17 +11,47 @@ use crate::chat::store::ChatStore;
 use crate::store::StateDir;
 use crate::store::project::ProjectDir;
 
+/// Which chat: its id, and whether it lives in the global store (resolved: a project-less
+/// workspace's chats are global whatever a request's `global` flag said; see
+/// [`Workspace::key`]). Ids are unique per store, not across them, so both are needed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatKey {
+    /// The chat's id (its directory name).
+    pub id: String,
+    /// In the global store (`~/.bb7/chats/`) rather than the project's.
+    pub global: bool,
+}
+
 /// The chat in use.
 pub struct Active {
+    /// The chat's id.
     pub id: String,
+    /// Whether it is a global chat.
     pub global: bool,
+    /// Its contents, as last loaded or changed here.
     pub chat: Chat,
     /// `chats/<id>/` as a handle.
     pub dir: StateDir,
 }
 
-/// Everything a protocol session holds.
-pub struct Session {
+impl Active {
+    /// Which chat this is.
+    pub fn key(&self) -> ChatKey {
+        ChatKey {
+            id: self.id.clone(),
+            global: self.global,
+        }
+    }
+
+    /// Whether this is the chat `key` names.
+    pub fn is(&self, key: &ChatKey) -> bool {
+        self.id == key.id && self.global == key.global
+    }
+}
+
+/// Everything one editor session holds.
+pub struct Workspace {
+    /// Whether `init` has run.
     pub initialized: bool,
     /// The opened project: every read and write of a project file goes through it (see
     /// [`crate::store::project`]).
@@ -34,9 +65,10 @@ pub struct Session {
     pub config: crate::config::ConfigState,
 }
 
-impl Session {
+impl Workspace {
+    /// A workspace with no project and no active chat (until `init`).
     pub fn new() -> Self {
-        Session {
+        Workspace {
             initialized: false,
             project: None,
             project_store: None,
@@ -217,16 +249,30 @@ impl Session {
     /// Renames chat `id` in the store `global` addresses, and the active chat in memory when it is
     /// that one (so a later save keeps the name).
     pub fn rename_chat(&mut self, global: bool, id: &str, name: &str) -> Result<(), String> {
-        let is_global = self.is_global(global);
+        let key = self.key(id, global);
         self.store(global)?.rename(id, name)?;
-        if let Some(a) = self
-            .active
-            .as_mut()
-            .filter(|a| a.id == id && a.global == is_global)
-        {
+        if let Some(a) = self.active_if_mut(&key) {
             a.chat.name = name.to_string();
         }
         Ok(())
+    }
+
+    /// The key of chat `id` for a request's `global` flag (resolved with [`Self::is_global`]).
+    pub fn key(&self, id: &str, global: bool) -> ChatKey {
+        ChatKey {
+            id: id.to_string(),
+            global: self.is_global(global),
+        }
+    }
+
+    /// The active chat, if it is the one `key` names.
+    pub fn active_if(&self, key: &ChatKey) -> Option<&Active> {
+        self.active.as_ref().filter(|a| a.is(key))
+    }
+
+    /// [`Self::active_if`], mutably.
+    pub fn active_if_mut(&mut self, key: &ChatKey) -> Option<&mut Active> {
+        self.active.as_mut().filter(|a| a.is(key))
     }
 
     /// Whether a request's `global` flag resolves to the global store.
@@ -268,9 +314,11 @@ impl Session {
     /// previous one.
     pub fn activate(&mut self, global: bool, chat: Chat) -> Result<(), String> {
         let same = self
-            .active
-            .as_ref()
-            .is_some_and(|a| a.id == chat.id && a.global == global);
+            .active_if(&ChatKey {
+                id: chat.id.clone(),
+                global,
+            })
+            .is_some();
         let store = self.store(global)?;
         store.acquire(&chat.id)?;
         let dir = store
@@ -364,7 +412,7 @@ fn same_dir(a: &Path, b: &Path) -> bool {
     }
 }
 
-impl Default for Session {
+impl Default for Workspace {
     fn default() -> Self {
         Self::new()
     }
