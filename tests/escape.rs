@@ -2444,16 +2444,25 @@ fn hostile_cannot_poison_the_compiled_component_cache() {
         &l,
         &cache,
         &[
-            "tools", "call", "hostile", "--component", wasm, "--access", "read-only", "--dir",
-            staging_dir, "--args", r#"{"attack":"env"}"#,
+            "tools",
+            "call",
+            "hostile",
+            "--component",
+            wasm,
+            "--access",
+            "read-only",
+            "--dir",
+            staging_dir,
+            "--args",
+            r#"{"attack":"env"}"#,
         ],
     );
     let engine_dirs: Vec<PathBuf> = std::fs::read_dir(cache.join("components"))
         .map(|rd| rd.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
-    let engine_dir = engine_dirs
-        .first()
-        .expect("the hostile component's compiled artifact must be cached for this attack to mean anything");
+    let engine_dir = engine_dirs.first().expect(
+        "the hostile component's compiled artifact must be cached for this attack to mean anything",
+    );
     let engine_hash = engine_dir
         .file_name()
         .unwrap()

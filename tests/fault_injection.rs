@@ -499,7 +499,9 @@ fn a_new_chat_with_context_that_runs_out_of_space_leaves_no_empty_chat() {
     let small = match SmallFs::mount("3m") {
         Ok(m) => m,
         Err(e) => {
-            eprintln!("SKIPPED out-of-space chat_new_with_context: cannot mount a small tmpfs here ({e}); run as root");
+            eprintln!(
+                "SKIPPED out-of-space chat_new_with_context: cannot mount a small tmpfs here ({e}); run as root"
+            );
             return;
         }
     };
@@ -540,9 +542,16 @@ fn a_new_chat_with_context_that_runs_out_of_space_leaves_no_empty_chat() {
     let len = f.metadata().unwrap().len();
     f.set_len(len.saturating_sub(128 * 1024)).unwrap();
     drop(f);
-    let (ok, r) = attempt(&mut s, json!({"action": "chat_new_with_context", "source_chat_id": id}));
+    let (ok, r) = attempt(
+        &mut s,
+        json!({"action": "chat_new_with_context", "source_chat_id": id}),
+    );
     assert!(!ok, "the new chat's context cannot fit: {r}");
-    assert_eq!(dirs(), before, "a failed chat_new_with_context left a chat behind: {r}");
+    assert_eq!(
+        dirs(),
+        before,
+        "a failed chat_new_with_context left a chat behind: {r}"
+    );
     let listed = s.ok(json!({"action": "chat_list"}));
     assert_eq!(
         listed["chats"].as_array().map(|a| a.len()),
@@ -550,7 +559,10 @@ fn a_new_chat_with_context_that_runs_out_of_space_leaves_no_empty_chat() {
         "only the source is listed: {listed}"
     );
     fs::remove_file(&filler).unwrap();
-    let (ok, r) = attempt(&mut s, json!({"action": "chat_new_with_context", "source_chat_id": id}));
+    let (ok, r) = attempt(
+        &mut s,
+        json!({"action": "chat_new_with_context", "source_chat_id": id}),
+    );
     assert!(ok, "with space again it works: {r}");
     s.shutdown();
 }

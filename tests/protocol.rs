@@ -1478,7 +1478,10 @@ fn estimate_tokens_counts_the_rendered_history_and_follows_changed_instructions(
     add(&mut s, "a.txt", "hello world\n");
     let r = s.ok(json!({"action": "estimate_tokens"}));
     let with_event = num(&r, "history");
-    assert!(with_event > 0, "the @event line of the add is sent, so it is counted: {r}");
+    assert!(
+        with_event > 0,
+        "the @event line of the add is sent, so it is counted: {r}"
+    );
     fs::write(env.bb7().join("instructions"), "Use tabs.\n").unwrap();
     let short = num(&s.ok(json!({"action": "estimate_tokens"})), "instructions");
     assert!(short > 0);
@@ -1493,7 +1496,10 @@ fn estimate_tokens_counts_the_rendered_history_and_follows_changed_instructions(
     )
     .unwrap();
     let long = num(&s.ok(json!({"action": "estimate_tokens"})), "instructions");
-    assert!(long > short, "edited instructions are counted afresh: {short} then {long}");
+    assert!(
+        long > short,
+        "edited instructions are counted afresh: {short} then {long}"
+    );
     s.shutdown();
 }
 
@@ -2854,10 +2860,16 @@ fn a_failed_re_init_keeps_the_project_it_had() {
         "symbolic link",
     );
     let r = s.ok(json!({"action": "chat_list"}));
-    assert!(r.to_string().contains(&id), "still the project's chats: {r}");
+    assert!(
+        r.to_string().contains(&id),
+        "still the project's chats: {r}"
+    );
     let r = s.ok(json!({"action": "chat_new", "name": "after"}));
     let new_id = chat_id_of(&r);
-    assert!(env.chat_dir(&new_id).join("chat.json").is_file(), "a new chat lands in the project");
+    assert!(
+        env.chat_dir(&new_id).join("chat.json").is_file(),
+        "a new chat lands in the project"
+    );
     s.shutdown();
 }
 

@@ -41,7 +41,11 @@ fn new_chat(s: &mut Bb7, name: &str) -> String {
 
 fn mkfifo(p: &Path) {
     let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo {p:?}");
+    assert_eq!(
+        unsafe { libc::mkfifo(c.as_ptr(), 0o644) },
+        0,
+        "mkfifo {p:?}"
+    );
 }
 
 fn no_leak(v: &Value, what: &str) {
@@ -81,7 +85,10 @@ fn a_project_rooted_at_home_serves_global_chats_and_deletes_none() {
         .collect();
     for id in &ids {
         assert!(listed.contains(&id.as_str()), "{id} missing from {r}");
-        assert!(env.global_chat_dir(id).join("chat.json").is_file(), "{id} deleted");
+        assert!(
+            env.global_chat_dir(id).join("chat.json").is_file(),
+            "{id} deleted"
+        );
     }
     // bb7_init there is refused (it exists) rather than making the global store a project store.
     s.err(json!({"action": "bb7_init", "project_root": home}));
@@ -96,14 +103,18 @@ fn the_interrupted_move_clean_up_deletes_only_proven_duplicates() {
     // A chat with the same id in the global store, but with its own history and a newer move mark:
     // not provably a copy of the project's chat, so neither may be deleted.
     let mut other = env.chat_json(&id);
-    other["messages"] = json!([{"role": "user", "parts": [{"type": "text", "content": "only here"}]}]);
+    other["messages"] =
+        json!([{"role": "user", "parts": [{"type": "text", "content": "only here"}]}]);
     other["moved_at"] = json!("2099-01-01T00:00:00.000000000Z");
     let dir = env.global_chat_dir(&id);
     fs::create_dir_all(dir.join("context")).unwrap();
     fs::write(dir.join("chat.json"), other.to_string()).unwrap();
     let mut s = env.start();
     s.ok(json!({"action": "ping"}));
-    assert!(env.chat_dir(&id).join("chat.json").is_file(), "project copy deleted");
+    assert!(
+        env.chat_dir(&id).join("chat.json").is_file(),
+        "project copy deleted"
+    );
     assert!(dir.join("chat.json").is_file(), "global copy deleted");
 
     // A real interrupted move (same history, the copy marked newer) is still resolved.
@@ -114,7 +125,10 @@ fn the_interrupted_move_clean_up_deletes_only_proven_duplicates() {
     fs::write(dir.join("chat.json"), copy.to_string()).unwrap();
     let mut s = env.start();
     s.ok(json!({"action": "ping"}));
-    assert!(!env.chat_dir(&id).exists(), "the older copy of a proven duplicate stays");
+    assert!(
+        !env.chat_dir(&id).exists(),
+        "the older copy of a proven duplicate stays"
+    );
     assert!(dir.join("chat.json").is_file());
 }
 
@@ -168,7 +182,10 @@ fn a_committed_chat_cannot_make_the_host_read_external_files() {
     let mut s = env.start();
     s.ok(json!({"action": "chat_select", "id": id}));
     let warnings_of = |r: &Value| -> Vec<Value> {
-        r["context_warnings"].as_array().cloned().unwrap_or_default()
+        r["context_warnings"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
     };
     for req in [
         json!({"action": "fork_chat", "chat_id": id, "fork_message_index": 0}),
@@ -260,7 +277,10 @@ fn a_planted_project_link_is_not_trusted_after_a_move_to_global() {
         no_leak(&c, "get_context_file");
         real_reread |= c["content"] == "a real project file\n";
     }
-    assert!(real_reread, "a real project file is still re-read after the move: {ctx}");
+    assert!(
+        real_reread,
+        "a real project file is still re-read after the move: {ctx}"
+    );
     let est = s.ok(json!({"action": "estimate_tokens"}));
     no_leak(&est, "estimate_tokens");
     for entry in walk(&env.home().join(".bb7")) {
@@ -331,7 +351,10 @@ fn diff_paths_apply_and_diff_local_done_follow_no_link() {
         env.write_output(&id, rel, content);
         let r = s.req(json!({"action": "get_diff_paths", "path": rel}));
         assert_eq!(r["type"], "error", "{rel}: {r}");
-        assert!(r["message"].as_str().unwrap().contains("symbolic link"), "{r}");
+        assert!(
+            r["message"].as_str().unwrap().contains("symbolic link"),
+            "{r}"
+        );
         let r = s.req(json!({"action": "apply_file", "path": rel}));
         assert_eq!(r["type"], "error", "{rel}: {r}");
         let r = s.req(json!({"action": "apply_file_as", "path": rel, "destination": rel}));
@@ -344,13 +367,19 @@ fn diff_paths_apply_and_diff_local_done_follow_no_link() {
     fs::remove_file(env.outside().join("x.txt")).unwrap();
     assert_eq!(before, env.outside_state());
     assert!(!env.proj().join(".git/hooks/pre-commit").exists());
-    assert_eq!(fs::read_to_string(env.proj().join(".git/config")).unwrap(), "[core]\n");
+    assert_eq!(
+        fs::read_to_string(env.proj().join(".git/config")).unwrap(),
+        "[core]\n"
+    );
     let chat = env.chat_json(&id);
     assert!(!chat.to_string().contains("UserApplyFile"), "{chat}");
     // A real directory still works, and a new folder is fine for the editor to create.
     env.write_output(&id, "src/new/a.txt", "A\n");
     let r = s.ok(json!({"action": "get_diff_paths", "path": "src/new/a.txt"}));
-    assert_eq!(r["local_path"], env.proj().join("src/new/a.txt").to_str().unwrap());
+    assert_eq!(
+        r["local_path"],
+        env.proj().join("src/new/a.txt").to_str().unwrap()
+    );
 }
 
 /// A racing local process swaps a project directory for a symlink into `.git/` (rename-exchange,
@@ -370,12 +399,20 @@ fn an_apply_racing_a_directory_swap_never_lands_in_git() {
     let swaps = {
         let (stop, proj) = (stop.clone(), env.proj());
         std::thread::spawn(move || {
-            let a = std::ffi::CString::new(proj.join("sub").into_os_string().into_encoded_bytes()).unwrap();
-            let b = std::ffi::CString::new(proj.join("alt").into_os_string().into_encoded_bytes()).unwrap();
+            let a = std::ffi::CString::new(proj.join("sub").into_os_string().into_encoded_bytes())
+                .unwrap();
+            let b = std::ffi::CString::new(proj.join("alt").into_os_string().into_encoded_bytes())
+                .unwrap();
             let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 let r = unsafe {
-                    libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE)
+                    libc::renameat2(
+                        libc::AT_FDCWD,
+                        a.as_ptr(),
+                        libc::AT_FDCWD,
+                        b.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
                 };
                 assert_eq!(r, 0, "renameat2: {}", std::io::Error::last_os_error());
                 n += 1;
@@ -401,7 +438,11 @@ fn an_apply_racing_a_directory_swap_never_lands_in_git() {
         !env.proj().join(".git/hooks/pre-commit").exists(),
         "an apply was redirected into .git/ through the swapped-in symlink ({applied} applied, {refused} refused)"
     );
-    assert!(applied > 0, "no apply succeeded in {} tries", applied + refused);
+    assert!(
+        applied > 0,
+        "no apply succeeded in {} tries",
+        applied + refused
+    );
 }
 
 #[test]
@@ -417,13 +458,22 @@ fn instructions_include_no_link_and_nothing_under_git() {
     fs::write(env.proj().join("docs.md"), "DOCS\n").unwrap();
     symlink(".git/config", env.proj().join("cfg")).unwrap();
     symlink(".git", env.proj().join("g")).unwrap();
-    for inc in ["cfg", ".git/config", "g/config", "./.git/config", "docs.md/../.git/config"] {
+    for inc in [
+        "cfg",
+        ".git/config",
+        "g/config",
+        "./.git/config",
+        "docs.md/../.git/config",
+    ] {
         fs::write(env.bb7().join("instructions"), format!("@include {inc}\n")).unwrap();
         let r = s.ok(json!({"action": "get_customization_info"}));
         no_leak(&r, inc);
         assert_eq!(r["project_instructions"], false, "{inc}: {r}");
         assert!(
-            !r["project_instructions_error"].as_str().unwrap_or("").is_empty(),
+            !r["project_instructions_error"]
+                .as_str()
+                .unwrap_or("")
+                .is_empty(),
             "{inc}: {r}"
         );
         let est = s.ok(json!({"action": "estimate_tokens"}));
@@ -451,7 +501,10 @@ fn a_state_dir_replaced_after_init_is_not_followed() {
     let r = s.ok(json!({"action": "estimate_tokens"}));
     no_leak(&r, "estimate_tokens");
     let r = s.ok(json!({"action": "get_customization_info"}));
-    assert_eq!(r["project_instructions"], true, "the held directory is still used: {r}");
+    assert_eq!(
+        r["project_instructions"], true,
+        "the held directory is still used: {r}"
+    );
     fs::remove_file(evil.join("instructions")).unwrap();
     let before = env.outside_state();
     let r = s.req(json!({"action": "prepare_instructions", "level": "project"}));
@@ -531,10 +584,17 @@ fn an_apply_whose_snapshot_cannot_be_written_changes_nothing() {
     fs::write(&ctx, "not a directory").unwrap();
     let r = s.req(json!({"action": "apply_file", "path": "src/a.txt"}));
     assert_eq!(r["type"], "error", "{r}");
-    assert_eq!(fs::read_to_string(env.proj().join("src/a.txt")).unwrap(), "old\n");
-    assert!(env.output_path(&id, "src/a.txt").is_file(), "the output stays");
+    assert_eq!(
+        fs::read_to_string(env.proj().join("src/a.txt")).unwrap(),
+        "old\n"
+    );
+    assert!(
+        env.output_path(&id, "src/a.txt").is_file(),
+        "the output stays"
+    );
     // apply_file_as likewise, to a new name under the broken directory.
-    let r = s.req(json!({"action": "apply_file_as", "path": "src/a.txt", "destination": "src/b.txt"}));
+    let r =
+        s.req(json!({"action": "apply_file_as", "path": "src/a.txt", "destination": "src/b.txt"}));
     assert_eq!(r["type"], "error", "{r}");
     assert!(!env.proj().join("src/b.txt").exists());
 }
@@ -546,7 +606,10 @@ fn apply_as_keeps_the_destination_s_own_output() {
     env.write_output(&id, "a.txt", "A from model\n");
     env.write_output(&id, "b.txt", "B from model\n");
     s.ok(json!({"action": "apply_file_as", "path": "a.txt", "destination": "b.txt"}));
-    assert_eq!(fs::read_to_string(env.proj().join("b.txt")).unwrap(), "A from model\n");
+    assert_eq!(
+        fs::read_to_string(env.proj().join("b.txt")).unwrap(),
+        "A from model\n"
+    );
     assert!(!env.output_path(&id, "a.txt").exists());
     assert_eq!(
         fs::read_to_string(env.output_path(&id, "b.txt")).unwrap(),
@@ -627,9 +690,12 @@ fn a_tampered_cache_entry_is_recompiled_never_loaded() {
     };
     let out = call("first.jsonl");
     assert!(out.status.success(), "{out:?}");
-    let first: Value =
-        serde_json::from_str(fs::read_to_string(home.path().join("first.jsonl")).unwrap().trim())
-            .unwrap();
+    let first: Value = serde_json::from_str(
+        fs::read_to_string(home.path().join("first.jsonl"))
+            .unwrap()
+            .trim(),
+    )
+    .unwrap();
     assert!(first["compile_ms"].as_f64().is_some(), "{first}");
     // Tamper with every artifact (flip a byte in the middle) and with one tag.
     let mut artifacts = Vec::new();
@@ -681,14 +747,21 @@ fn a_planted_checkpoint_cannot_roll_back_into_git_or_outside() {
             "files": [{"path": path, "before_hash": hash, "after_hash": null, "blob": 0}],
         });
         fs::write(dir.join("checkpoint.json"), rec.to_string()).unwrap();
-        let e = s.err(json!({"action": "checkpoint_rollback", "checkpoint_id": id, "mode": "hard_all"}));
+        let e = s
+            .err(json!({"action": "checkpoint_rollback", "checkpoint_id": id, "mode": "hard_all"}));
         assert!(!e.is_empty());
     }
     let r = s.ok(json!({"action": "checkpoint_list"}));
     assert_eq!(r["checkpoints"], json!([]), "{r}");
     assert!(!env.proj().join(".git/hooks/pre-commit").exists());
     assert!(!env.proj().join("sub").exists());
-    assert!(!env.proj().parent().unwrap().join("outside/planted.txt").exists());
+    assert!(
+        !env.proj()
+            .parent()
+            .unwrap()
+            .join("outside/planted.txt")
+            .exists()
+    );
 }
 
 /// `.bb7/checkpoints` replaced by a symlink to a directory elsewhere: no checkpoint is written
@@ -705,6 +778,9 @@ fn a_symlinked_checkpoints_dir_is_refused() {
     env.write_output(&id, "a.txt", "new\n");
     let e = s.err(json!({"action": "apply_file", "path": "a.txt"}));
     assert!(e.contains("checkpoints"), "{e}");
-    assert_eq!(fs::read_to_string(env.proj().join("a.txt")).unwrap(), "old\n");
+    assert_eq!(
+        fs::read_to_string(env.proj().join("a.txt")).unwrap(),
+        "old\n"
+    );
     assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
 }

@@ -750,7 +750,13 @@ mod tests {
         f.file(".git/config", "[remote] url = https://token@host/x\n");
         symlink("docs/real.md", f.root.join("alias.md")).unwrap();
         symlink(".git", f.root.join("g")).unwrap();
-        for inc in ["alias.md", "g/config", ".git/config", ".GIT/config", ".bb7/instructions"] {
+        for inc in [
+            "alias.md",
+            "g/config",
+            ".git/config",
+            ".GIT/config",
+            ".bb7/instructions",
+        ] {
             f.project_file(&format!("@include {inc}\n"));
             let err = f.project().unwrap_err();
             assert!(!err.contains("token"), "{err}");
@@ -887,7 +893,10 @@ mod tests {
             "Invalid level: user (must be project, global or system)"
         );
         assert!(prepare("project", Some(&f.config), None).is_err());
-        assert!(ProjectDir::open(&f.outside).is_err(), "a project needs a .bb7 directory");
+        assert!(
+            ProjectDir::open(&f.outside).is_err(),
+            "a project needs a .bb7 directory"
+        );
         assert!(prepare("global", None, Some(&f.pd())).is_err());
     }
 

@@ -168,7 +168,12 @@ impl Workspace {
             let Ok(Ok(in_global)) = self.store(true).map(|s| s.load(&id)) else {
                 continue;
             };
-            let mark = |c: &Chat| c.extra.get("moved_at").and_then(|v| v.as_str()).map(str::to_string);
+            let mark = |c: &Chat| {
+                c.extra
+                    .get("moved_at")
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string)
+            };
             let (mg, mp) = (mark(&in_global), mark(&in_project));
             let duplicate = mg != mp
                 && in_global.id == in_project.id

@@ -351,7 +351,10 @@ pub fn all() -> Vec<Task> {
         .file("a.txt", "alpha\n")
         .file("b.txt", "beta\n")
         .step(1, &[read("a.txt")])
-        .step(2, &[("read_file", json!({"file_path": "a.txt"})), read("b.txt")])
+        .step(
+            2,
+            &[("read_file", json!({"file_path": "a.txt"})), read("b.txt")],
+        )
         .text("ok"),
     );
 

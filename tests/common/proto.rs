@@ -690,7 +690,11 @@ pub fn tree(root: &Path, skip: &[PathBuf]) -> BTreeMap<String, String> {
         .filter(|(rel, _)| !rel.as_os_str().is_empty())
         .map(|(rel, node)| {
             let shown = match &node {
-                super::snapshot::Node::File { content, mode, mtime } => {
+                super::snapshot::Node::File {
+                    content,
+                    mode,
+                    mtime,
+                } => {
                     format!("file {} mode {mode:o} mtime {mtime:?}", sha256_hex(content))
                 }
                 other => super::snapshot::describe_node(Some(other)),

@@ -519,7 +519,12 @@ fn args_value(call: &ToolCall) -> Value {
 }
 
 /// The chat.json part of one call: the tool, its arguments and a capped excerpt of its result.
-fn call_part(call: &ToolCall, o: &CallOutcome, step: usize, duration_ms: f64) -> Map<String, Value> {
+fn call_part(
+    call: &ToolCall,
+    o: &CallOutcome,
+    step: usize,
+    duration_ms: f64,
+) -> Map<String, Value> {
     let mut p = Map::new();
     p.insert("type".into(), json!("tool_call"));
     p.insert("id".into(), json!(call.id));

@@ -409,10 +409,8 @@ impl ToolRunner {
     fn refresh_id(&mut self, rel: &str) {
         match self.staging.read(rel) {
             Ok(c) => {
-                self.ids.insert(
-                    rel.to_string(),
-                    bb7_tool_logic::file_id::file_id(rel, &c),
-                );
+                self.ids
+                    .insert(rel.to_string(), bb7_tool_logic::file_id::file_id(rel, &c));
             }
             Err(_) => {
                 self.ids.remove(rel);

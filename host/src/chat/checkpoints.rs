@@ -184,7 +184,8 @@ impl Checkpoints {
     /// Opens (creating) `checkpoints/` in `state`, the project's `.bb7/` handle held since `init`;
     /// `checkpoints` must be a real directory (it is opened without following a link).
     pub fn open(state: &Dir) -> Result<Checkpoints, CheckpointError> {
-        let open = || crate::store::project::open_dir_nofollow(state, "checkpoints", ".bb7/checkpoints");
+        let open =
+            || crate::store::project::open_dir_nofollow(state, "checkpoints", ".bb7/checkpoints");
         let dir = match open() {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 match state.create_dir("checkpoints") {
@@ -383,8 +384,9 @@ impl Checkpoints {
         if h.is_none() {
             return Ok(None);
         }
-        let bytes = crate::store::read_regular(&self.dir, format!("{}/{}.{side}", rec.id, file.blob))
-            .map_err(|e| CheckpointError::Read(rec.id.clone(), e.to_string()))?;
+        let bytes =
+            crate::store::read_regular(&self.dir, format!("{}/{}.{side}", rec.id, file.blob))
+                .map_err(|e| CheckpointError::Read(rec.id.clone(), e.to_string()))?;
         if Some(hash(&bytes)) != *h {
             return Err(CheckpointError::Read(
                 rec.id.clone(),

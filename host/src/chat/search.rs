@@ -66,7 +66,8 @@ impl SearchIndex {
         let stamp = (meta.modified().ok(), meta.len());
         let fresh = self.cache.get(id).is_some_and(|c| c.stamp == stamp);
         if !fresh {
-            let bytes = crate::store::read_regular(store.chats.dir(), format!("{id}/chat.json")).ok()?;
+            let bytes =
+                crate::store::read_regular(store.chats.dir(), format!("{id}/chat.json")).ok()?;
             let (chat, _) = Chat::parse(&bytes).ok()?;
             let mut text = String::new();
             for m in &chat.messages {

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
-use crate::sandbox::{Access, AuditLog, Grant, Limits, Sandbox, ToolComponent};
 use crate::sandbox::cache::CacheOutcome;
+use crate::sandbox::{Access, AuditLog, Grant, Limits, Sandbox, ToolComponent};
 
 #[derive(Debug, Subcommand)]
 pub enum ToolsCommand {

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
+use crate::workspace::Workspace;
 use codec::{Line, Output, read_line};
 use request::Request;
-use crate::workspace::Workspace;
 
 /// What a handler produced.
 pub enum Outcome {

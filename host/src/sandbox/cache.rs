@@ -53,10 +53,7 @@ impl ComponentCache {
             engine.precompile_compatibility_hash().hash(&mut h);
             b.join("components").join(format!("{:016x}", h.finish()))
         });
-        ComponentCache {
-            key_dir,
-            dir,
-        }
+        ComponentCache { key_dir, dir }
     }
 
     /// The default cache base directory for this user.
@@ -124,9 +121,10 @@ impl ComponentCache {
         let key = hex::encode(key).into_bytes();
         use std::os::unix::fs::PermissionsExt;
         crate::store::write_atomic(state.dir(), KEY_FILE, &key).ok()?;
-        let _ = state
-            .dir()
-            .set_permissions(KEY_FILE, cap_std::fs::Permissions::from_std(fs::Permissions::from_mode(0o600)));
+        let _ = state.dir().set_permissions(
+            KEY_FILE,
+            cap_std::fs::Permissions::from_std(fs::Permissions::from_mode(0o600)),
+        );
         // Another process may have created one at the same time: use whichever won.
         crate::store::read_regular(state.dir(), KEY_FILE).ok()
     }

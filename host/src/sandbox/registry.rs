@@ -285,8 +285,8 @@ pub const COMPILE_TIME_LIMIT: Duration = Duration::from_secs(20);
 
 /// Reads a component file: a regular file of at most [`MAX_COMPONENT_BYTES`].
 fn read_component(path: &Path) -> anyhow::Result<Vec<u8>> {
-    let meta = std::fs::metadata(path)
-        .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+    let meta =
+        std::fs::metadata(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
     if meta.is_file() && meta.len() > MAX_COMPONENT_BYTES {
         anyhow::bail!(
             "{} is {} bytes; components may be at most {} MiB",

@@ -411,8 +411,7 @@ mod tests {
     /// A component with `n` core instances of a module holding one memory of `pages` 64 KiB pages.
     fn many_memories(n: u32, pages: u64) -> Vec<u8> {
         use wasm_encoder::{
-            Component, InstanceSection, MemorySection, MemoryType, Module, ModuleArg,
-            ModuleSection,
+            Component, InstanceSection, MemorySection, MemoryType, Module, ModuleArg, ModuleSection,
         };
         let mut module = Module::new();
         let mut mems = MemorySection::new();

@@ -262,7 +262,8 @@ pub fn sweep_dead_temps(dir: &Dir) -> usize {
         return 0;
     };
     for e in entries.flatten() {
-        let (Ok(ft), Some(name)) = (e.file_type(), e.file_name().to_str().map(str::to_string)) else {
+        let (Ok(ft), Some(name)) = (e.file_type(), e.file_name().to_str().map(str::to_string))
+        else {
             continue;
         };
         if ft.is_dir() {

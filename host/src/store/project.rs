@@ -64,19 +64,17 @@ pub(crate) fn open_dir_nofollow(dir: &impl AsFd, name: &str, shown: &str) -> io:
     )
     .map_err(|e| match e {
         rustix::io::Errno::LOOP => symlink_error(shown),
-        rustix::io::Errno::NOTDIR => match rustix::fs::statat(
-            dir,
-            name,
-            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-        ) {
-            Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode).is_symlink() => {
-                symlink_error(shown)
+        rustix::io::Errno::NOTDIR => {
+            match rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode).is_symlink() => {
+                    symlink_error(shown)
+                }
+                _ => io::Error::new(
+                    io::ErrorKind::NotADirectory,
+                    format!("{shown} is not a directory"),
+                ),
             }
-            _ => io::Error::new(
-                io::ErrorKind::NotADirectory,
-                format!("{shown} is not a directory"),
-            ),
-        },
+        }
         e => io::Error::from(e),
     })?;
     Ok(Dir::from_std_file(std::fs::File::from(fd)))
@@ -233,7 +231,12 @@ pub(crate) fn parent_nofollow<'a>(
 /// Writes `rel` (split into `parts`) under `root` atomically (temporary file, fsync, rename, fsync of
 /// the directory), keeping an existing file's permissions. Missing directories are created; no
 /// symlink is followed, and an existing symlink or non-regular file at `rel` is refused.
-pub(super) fn write_nofollow(root: &Dir, rel: &str, parts: Vec<&str>, bytes: &[u8]) -> io::Result<()> {
+pub(super) fn write_nofollow(
+    root: &Dir,
+    rel: &str,
+    parts: Vec<&str>,
+    bytes: &[u8],
+) -> io::Result<()> {
     let (parent, name) = parent_nofollow(root, parts, true)?;
     let perms = match parent.symlink_metadata(name) {
         Ok(m) if m.file_type().is_symlink() => return Err(symlink_error(rel)),
@@ -293,7 +296,10 @@ mod tests {
         p.write("a/b/c.txt", b"c").unwrap();
         assert_eq!(p.read("a/b/c.txt").unwrap(), b"c");
         assert!(p.exists("cfg") && p.exists("a/b") && !p.exists("zz"));
-        assert_eq!(p.checked_path("new/dir/f").unwrap(), p.root().join("new/dir/f"));
+        assert_eq!(
+            p.checked_path("new/dir/f").unwrap(),
+            p.root().join("new/dir/f")
+        );
     }
 
     #[test]

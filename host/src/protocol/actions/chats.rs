@@ -8,9 +8,9 @@ use crate::chat::model::{Chat, ContextFile, Message, SnapshotEntry, event_part};
 use crate::chat::paths::{self, ClientPath};
 use crate::chat::snapshots;
 use crate::protocol::request::Request;
-use crate::workspace::{ChatKey, Workspace};
 use crate::protocol::{ok, reply};
 use crate::store::lock::LockState;
+use crate::workspace::{ChatKey, Workspace};
 
 /// The model a new chat starts with: an explicit `default_model` in config wins, then the request's
 /// `model`, then the last model used (`~/.bb7/state.json`), then the built-in default.
@@ -382,8 +382,15 @@ pub fn edit(s: &mut Workspace, req: &Request) -> Handled {
         .store(global)?
         .chat_dir(&id)
         .map_err(|e| format!("Cannot open chat: {e}"))?;
-    let restored = restore_context(s, is_global, &chat.context_files, dir.dir(), &snapshot, dir.dir())
-        .map_err(|e| format!("Failed to edit chat: {e}"))?;
+    let restored = restore_context(
+        s,
+        is_global,
+        &chat.context_files,
+        dir.dir(),
+        &snapshot,
+        dir.dir(),
+    )
+    .map_err(|e| format!("Failed to edit chat: {e}"))?;
     // Snapshot files of entries that leave the context stay on disk, as history (the reference
     // backend reads them when forking).
     chat.context_files = restored;
@@ -404,7 +411,12 @@ pub fn edit(s: &mut Workspace, req: &Request) -> Handled {
 
 /// A chat just created for `fork_chat` / `chat_new_with_context` whose filling failed is removed
 /// again, so a failure leaves no empty chat behind; the error is passed on.
-fn discard_on_error(s: &mut Workspace, global: bool, id: &str, r: Result<(), String>) -> Result<(), String> {
+fn discard_on_error(
+    s: &mut Workspace,
+    global: bool,
+    id: &str,
+    r: Result<(), String>,
+) -> Result<(), String> {
     if r.is_err() {
         if let Ok(store) = s.store(global) {
             let _ = store.delete(id);

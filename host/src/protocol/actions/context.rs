@@ -7,8 +7,8 @@ use crate::chat::model::{ContextFile, event_part};
 use crate::chat::paths::ClientPath;
 use crate::chat::snapshots;
 use crate::protocol::request::Request;
-use crate::workspace::Workspace;
 use crate::protocol::{ok, reply};
+use crate::workspace::Workspace;
 use bb7_tool_logic::file_id::file_id;
 
 /// Classifies a path from the client for the active chat.

@@ -8,8 +8,8 @@ use crate::chat::model::{ContextFile, event_part};
 use crate::chat::paths::{self, ClientPath};
 use crate::chat::snapshots;
 use crate::protocol::request::Request;
-use crate::workspace::Workspace;
 use crate::protocol::{ok, reply};
+use crate::workspace::Workspace;
 use bb7_tool_logic::file_id::file_id;
 
 fn text(bytes: &[u8]) -> String {
@@ -358,7 +358,14 @@ pub fn diff_local_done(s: &mut Workspace, req: &Request) -> Handled {
         let (version, prev) = resnapshot_whole_file(a, &path, &local)?;
         crate::store::remove_file_if_exists(a.dir.dir(), paths::output_rel(&path))
             .map_err(|e| format!("Failed to remove output: {e}"))?;
-        let ev = event_part("UserApplyFile", &path, &version, prev.as_deref(), false, false);
+        let ev = event_part(
+            "UserApplyFile",
+            &path,
+            &version,
+            prev.as_deref(),
+            false,
+            false,
+        );
         a.chat.record_event(ev);
         s.save_active()?;
         return Ok(reply("ok", json!({"outcome": "full"})));

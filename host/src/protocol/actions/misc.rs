@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use super::Handled;
 use crate::protocol::request::Request;
-use crate::workspace::Workspace;
 use crate::protocol::{ok, reply};
+use crate::workspace::Workspace;
 
 pub fn ping() -> Handled {
     Ok(ok())

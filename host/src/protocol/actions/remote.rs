@@ -11,8 +11,8 @@ use super::send::provider;
 use crate::config::Config;
 use crate::llm::Provider;
 use crate::protocol::request::Request;
-use crate::workspace::{ChatKey, Workspace};
 use crate::protocol::{Ctx, Outcome, ok};
+use crate::workspace::{ChatKey, Workspace};
 
 /// Writes `fields` (with `type`) as the reply to `id`.
 fn reply_later(ctx: &Ctx, id: Option<String>, fields: Value) {

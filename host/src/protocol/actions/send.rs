@@ -17,8 +17,8 @@ use crate::chat::snapshots;
 use crate::llm::prompt::{FileBlock, FileStatus, RetryContext};
 use crate::llm::{ClientSettings, LlmClient, Provider};
 use crate::protocol::request::Request;
-use crate::workspace::{ChatKey, Workspace};
 use crate::protocol::{Ctx, Outcome, ok};
+use crate::workspace::{ChatKey, Workspace};
 
 /// The terminal error after a cancel, also stored as a system message (clients match it exactly).
 pub const ABORTED: &str = "Response aborted by user.";
@@ -420,25 +420,24 @@ async fn finish_send(ctx: Ctx, id: Option<String>, p: Prepared) {
     }
     // Whether the chat gets an automatic title is decided before the terminal event, so a client
     // that sees `done` knows the decision is made (no title request can follow a named chat's reply).
-    let title_files = if first_exchange
-        && matches!(outcome.ending, Ending::Done | Ending::DiffError { .. })
-    {
-        let mut s = ctx.lock();
-        // The active chat only if it is this one, in this store (ids are unique per store only).
-        let files: Vec<String> = match s.active_if(&target.key()) {
-            Some(a) => a
-                .chat
-                .context_files
-                .iter()
-                .map(|c| c.path.clone())
-                .collect(),
-            None => Vec::new(),
+    let title_files =
+        if first_exchange && matches!(outcome.ending, Ending::Done | Ending::DiffError { .. }) {
+            let mut s = ctx.lock();
+            // The active chat only if it is this one, in this store (ids are unique per store only).
+            let files: Vec<String> = match s.active_if(&target.key()) {
+                Some(a) => a
+                    .chat
+                    .context_files
+                    .iter()
+                    .map(|c| c.path.clone())
+                    .collect(),
+                None => Vec::new(),
+            };
+            let name = super::remote::current_name(&mut s, target.global, &target.id);
+            name.is_some_and(|n| is_default_name(&n)).then_some(files)
+        } else {
+            None
         };
-        let name = super::remote::current_name(&mut s, target.global, &target.id);
-        name.is_some_and(|n| is_default_name(&n)).then_some(files)
-    } else {
-        None
-    };
     let _ = ctx.out.send(&m);
     if let Some(files) = title_files {
         super::remote::auto_title(
@@ -537,7 +536,12 @@ fn terminal_event(o: &ReplyOutcome) -> Map<String, Value> {
 }
 
 /// Appends the reply (and, after an error or a cancel, the system message) to its chat.
-fn record(s: &mut Workspace, target: &ChatRef, o: &ReplyOutcome, model: &str) -> Result<(), String> {
+fn record(
+    s: &mut Workspace,
+    target: &ChatRef,
+    o: &ReplyOutcome,
+    model: &str,
+) -> Result<(), String> {
     let mut parts = Vec::new();
     if !o.thinking.is_empty() {
         let mut p = Map::new();
