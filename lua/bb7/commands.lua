@@ -5,7 +5,7 @@ local host = require("bb7.host")
 local M = {}
 local L = vim.log.levels
 
-M.plugin_version = "0.1.0"
+M.plugin_version = require("bb7.version").plugin
 
 local function ui()
   return require("bb7.ui")

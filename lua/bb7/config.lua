@@ -97,10 +97,59 @@ M.defaults = {
 --- The active options (defaults merged with the user's).
 M.options = vim.deepcopy(M.defaults)
 
---- Merges `opts` over the defaults and makes the result the active options.
+--- Options whose default is nil, and the types they accept.
+local OPTIONAL = {
+  bin = { "string" },
+  cmd = { "table" },
+  env = { "table" },
+  root = { "string", "function" },
+}
+
+--- Why `opts` is not a valid set of options (naming the bad key), or nil. Every key must be one of
+--- the defaults' (or an optional one) with a value of the default's type; a keymap is a string
+--- (the key) or `false` (disabled).
+---@param opts table
+---@param defaults table
+---@param path string
+---@return string|nil
+local function invalid(opts, defaults, path)
+  if type(opts) ~= "table" then
+    return ("%s must be a table, got %s"):format(path == "" and "the options" or path, type(opts))
+  end
+  for k, v in pairs(opts) do
+    local name = path == "" and tostring(k) or (path .. "." .. tostring(k))
+    local d = defaults[k]
+    if path == "" and OPTIONAL[k] then
+      if not vim.tbl_contains(OPTIONAL[k], type(v)) then
+        return ("%s must be a %s, got %s"):format(name, table.concat(OPTIONAL[k], " or "), type(v))
+      end
+    elseif d == nil then
+      return ("unknown option %s (see :help bb7-configuration)"):format(name)
+    elseif path:match("^keymaps%.") then
+      if not (type(v) == "string" or v == false) then
+        return ("%s must be a key (a string) or false to disable it, got %s"):format(name, type(v))
+      end
+    elseif type(d) == "table" then
+      local why = invalid(v, d, name)
+      if why then
+        return why
+      end
+    elseif type(v) ~= type(d) then
+      return ("%s must be a %s, got %s"):format(name, type(d), type(v))
+    end
+  end
+  return nil
+end
+
+--- Checks `opts` and merges it over the defaults, making the result the active options. A bad
+--- option is an error that names it; the active options are left as they were.
 ---@param opts table|nil
 ---@return table
 function M.setup(opts)
+  local why = invalid(opts or {}, M.defaults, "")
+  if why then
+    error("bb7.setup: " .. why, 2)
+  end
   M.options = vim.tbl_deep_extend("force", vim.deepcopy(M.defaults), opts or {})
   return M.options
 end

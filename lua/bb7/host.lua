@@ -5,7 +5,7 @@ local config = require("bb7.config")
 local M = {}
 
 --- The host version this plugin speaks to (major.minor must match).
-M.required_version = "0.1"
+M.required_version = require("bb7.version").host_series
 
 local job = nil ---@type integer|nil
 local next_id = 0

@@ -474,4 +474,46 @@ return {
       end
     end,
   },
+  {
+    "setup() validates its options and names the bad key; the active options stay as they were",
+    function()
+      local config = require("bb7.config")
+      config.setup({ bin = "/x/bb7", ui = { width = 0.5 }, keymaps = { files = { reject = false, apply = "<leader>a" } } })
+      t.eq(0.5, config.options.ui.width)
+      for _, case in ipairs({
+        { { ui = { widht = 0.5 } }, "unknown option ui.widht" },
+        { { timeout = "10" }, "timeout must be a number, got string" },
+        { { keymaps = { files = { apply = true } } }, "keymaps.files.apply must be a key (a string) or false" },
+        { { keymaps = { nope = {} } }, "unknown option keymaps.nope" },
+        { { root = 3 }, "root must be a string or function, got number" },
+        { { ui = "big" }, "ui must be a table, got string" },
+      }) do
+        local ok, err = pcall(config.setup, case[1])
+        t.ok(not ok and tostring(err):find(case[2], 1, true), vim.inspect(case[1]) .. " -> " .. tostring(err))
+        t.ok(tostring(err):find("bb7.setup: ", 1, true), tostring(err))
+      end
+      t.eq(0.5, config.options.ui.width, "a rejected setup() changed nothing")
+      t.eq(false, config.options.keymaps.files.reject)
+      config.setup({ root = function() return "/tmp" end })
+      t.eq("/tmp", config.root())
+      config.setup({})
+    end,
+  },
+  {
+    "highlights: defined as defaults when the UI is built, and again after a colour scheme",
+    function()
+      local ui = require("bb7.ui")
+      ui.setup_buffers()
+      t.eq("Title", vim.api.nvim_get_hl(0, { name = "BB7User" }).link)
+      vim.cmd("highlight clear")
+      vim.cmd.colorscheme("default")
+      t.eq("Title", vim.api.nvim_get_hl(0, { name = "BB7User" }).link, "after :colorscheme")
+      vim.api.nvim_set_hl(0, "BB7User", { fg = "#ff0000" })
+      vim.cmd.colorscheme("default")
+      t.eq("Title", vim.api.nvim_get_hl(0, { name = "BB7User" }).link, "re-linked after the next one")
+      t.eq(require("bb7.version").plugin, require("bb7.commands").plugin_version, "one version constant")
+      local want = require("bb7.host").required_version
+      t.eq(want .. ".", require("bb7.version").plugin:sub(1, #want + 1), "the host series is the plugin's major.minor")
+    end,
+  },
 }

@@ -22,20 +22,34 @@ local function pane(name)
   return M.panes[name]
 end
 
-local function set_highlights()
-  local links = {
-    BB7User = "Title",
-    BB7Assistant = "Function",
-    BB7Reasoning = "Comment",
-    BB7StatusM = "DiffChange",
-    BB7StatusA = "DiffAdd",
-    BB7StatusConflict = "DiffDelete",
-    BB7StatusSync = "WarningMsg",
-    BB7Active = "CursorLine",
-    BB7Pinned = "Special",
-  }
-  for k, v in pairs(links) do
+local HIGHLIGHTS = {
+  BB7User = "Title",
+  BB7Assistant = "Function",
+  BB7Reasoning = "Comment",
+  BB7StatusM = "DiffChange",
+  BB7StatusA = "DiffAdd",
+  BB7StatusConflict = "DiffDelete",
+  BB7StatusSync = "WarningMsg",
+  BB7Active = "CursorLine",
+  BB7Pinned = "Special",
+}
+
+--- Defines the plugin's highlight groups as defaults (a user's own definitions win).
+local function link_highlights()
+  for k, v in pairs(HIGHLIGHTS) do
     vim.api.nvim_set_hl(0, k, { link = v, default = true })
+  end
+end
+
+--- Defines the highlight groups, and again after every colour scheme (which clears them).
+--- Registered when the UI is first built, never at require time.
+local function set_highlights()
+  link_highlights()
+  if not M.hl_autocmd then
+    M.hl_autocmd = vim.api.nvim_create_autocmd("ColorScheme", {
+      group = vim.api.nvim_create_augroup("bb7_highlights", { clear = true }),
+      callback = link_highlights,
+    })
   end
 end
 
