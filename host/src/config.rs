@@ -21,10 +21,10 @@ pub const DEFAULT_MODEL: &str = "anthropic/claude-sonnet-4";
 pub const DEFAULT_TITLE_MODEL: &str = "anthropic/claude-3-haiku";
 /// The error for a config without a usable API key.
 pub const API_KEY_NOT_SET: &str = "API key not set in config";
-/// The error for a bad `diff_mode` value (EDITS.md).
 /// Silence (milliseconds) after which a streaming reply is abandoned.
 pub const DEFAULT_STREAM_IDLE_TIMEOUT_MS: u64 = 120_000;
 
+/// The error for a `diff_mode` value that is not one of the four modes (EDITS.md).
 pub const DIFF_MODE_ERROR: &str =
     r#"diff_mode must be "search_replace", "search_replace_multi", "anchored", or "off""#;
 

@@ -408,20 +408,28 @@ pub struct Info {
 /// The `customization_info` reply's fields (PROTOCOL.md).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CustomizationInfo {
+    /// `~/.config/bb7/system_prompt.txt` exists and replaces the built-in prompt.
     pub system_override: bool,
+    /// The global instructions file exists.
     pub global_instructions: bool,
     /// True only when the project file exists and parses.
     pub project_instructions: bool,
+    /// The project file's errors (reading or processing it); empty when none.
     pub project_instructions_error: String,
 }
 
 /// The `instructions_info` object of the `chat` reply (PROTOCOL.md); `project_error` is omitted when empty.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct InstructionsInfo {
+    /// The global instructions path as shown to the user.
     pub global_path: String,
+    /// The global instructions file exists.
     pub global_exists: bool,
+    /// The project instructions path, relative to the project root.
     pub project_path: String,
+    /// The project instructions file exists.
     pub project_exists: bool,
+    /// The project file's errors (reading or processing it); empty, and then omitted, when none.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub project_error: String,
 }

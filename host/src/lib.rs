@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! BB-7's native host: the tool sandbox, and (as the issues land) the stdio protocol, chat state and
 //! model client. `main.rs` is a thin command-line front end over this library.
 

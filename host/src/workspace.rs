@@ -58,10 +58,15 @@ pub struct Workspace {
     pub project: Option<ProjectDir>,
     project_store: Option<ChatStore>,
     global_store: Option<ChatStore>,
+    /// The chat in use; `None` until one is opened, and after it is released.
     pub active: Option<Active>,
+    /// The chat search cache of the project's store; reset by every `init`.
     pub project_search: SearchIndex,
+    /// The chat search cache of the global store.
     pub global_search: SearchIndex,
+    /// The token counter, with the file counts it remembers.
     pub tokens: crate::tokens::TokenCounter,
+    /// The global config, reloaded by every `init`.
     pub config: crate::config::ConfigState,
 }
 
@@ -223,6 +228,7 @@ impl Workspace {
         }
     }
 
+    /// Whether no project is open, so only global chats are served.
     pub fn global_only(&self) -> bool {
         self.project.is_none()
     }
@@ -294,12 +300,14 @@ impl Workspace {
         }
     }
 
+    /// The active chat; `No active chat` when there is none.
     pub fn active(&self) -> Result<&Active, String> {
         self.active
             .as_ref()
             .ok_or_else(|| "No active chat".to_string())
     }
 
+    /// [`Self::active`], mutably.
     pub fn active_mut(&mut self) -> Result<&mut Active, String> {
         self.active
             .as_mut()

@@ -18,6 +18,7 @@ pub const NO_USER_ANSWER: &str = "no_user_answer";
 /// Why a `clarify` action was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClarifyError {
+    /// No question with this id is waiting for an answer.
     #[error(
         "Unknown or stale question_id: {0} (no question with that id is waiting for an answer)"
     )]
@@ -33,6 +34,7 @@ static PENDING: Mutex<Option<Pending>> = Mutex::new(None);
 
 /// A question waiting for its answer; dropping it withdraws the question.
 pub struct Waiting {
+    /// The id the client's `clarify` action answers with.
     pub question_id: String,
     rx: oneshot::Receiver<String>,
 }

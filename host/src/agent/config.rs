@@ -8,10 +8,16 @@ use serde_json::Value;
 pub struct AgentConfig {
     /// Tool calls one reply may make, every call counted (`max_tool_calls_per_job`).
     pub max_tool_calls_per_job: usize,
+    /// Results `search_project` returns when the model gives no `limit`
+    /// (`max_search_results_default`).
     pub max_search_results_default: usize,
+    /// The largest `limit` `search_project` honours (`max_search_results_cap`).
     pub max_search_results_cap: usize,
+    /// Lines in one `search_project` snippet (`max_search_snippet_lines`).
     pub max_search_snippet_lines: usize,
+    /// The cap and the default of `read_file`'s `max_bytes` (`max_read_bytes_default`).
     pub max_read_bytes_default: usize,
+    /// The most lines one `read_file` returns (`max_read_lines_default`).
     pub max_read_lines_default: usize,
     /// `.gitignore`-style patterns of files retrieval never shows (`deny`).
     pub deny: Vec<String>,

@@ -9,11 +9,14 @@ use super::trace::Trace;
 /// The job's event stream.
 pub struct JobEvents {
     cursor: u64,
+    /// The job's trace, which every event is also written to.
     pub trace: Trace,
+    /// The job's id, written on every trace line.
     pub job_id: String,
 }
 
 impl JobEvents {
+    /// The event stream of job `job_id`, traced to `trace`; the first event gets cursor 1.
     pub fn new(job_id: String, trace: Trace) -> JobEvents {
         JobEvents {
             cursor: 0,

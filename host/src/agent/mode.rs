@@ -12,11 +12,14 @@ pub const MODE_ERROR: &str = r#"Invalid field: mode must be "chat" or "agent""#;
 /// A chat's mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// The model sees only what the user added (the default).
     Chat,
+    /// The model explores the project with the retrieval tools.
     Agent,
 }
 
 impl Mode {
+    /// The mode's name as stored in chat.json and sent to the client.
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::Chat => "chat",

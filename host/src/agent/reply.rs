@@ -20,7 +20,9 @@ pub const REATTEMPT_CHUNK: &str = "\n[Reattempting to apply file changes...]\n";
 
 /// Where a reply's live output goes (the protocol's `chunk` and `thinking` events).
 pub trait ReplySink: Send {
+    /// Streams a piece of reply text or a status line (`chunk`).
     fn chunk(&mut self, text: &str);
+    /// Streams a piece of reasoning text (`thinking`).
     fn thinking(&mut self, text: &str);
     /// An agent-mode event (`cursor` starts at 1 per reply). Chat-mode replies emit none.
     fn agent_event(&mut self, _cursor: u64, _kind: &str, _data: &Value) {}
@@ -28,7 +30,9 @@ pub trait ReplySink: Send {
 
 /// Everything one reply needs.
 pub struct ReplyJob {
+    /// The model API the reply streams from.
     pub provider: Arc<dyn Provider>,
+    /// The parts of every request the reply sends.
     pub request: RequestBuilder,
     /// The client's `retry_context`, rendered into the first request.
     pub retry: Option<RetryContext>,
@@ -51,7 +55,9 @@ pub enum Ending {
     Done,
     /// At least one tool call failed; nothing was committed.
     DiffError {
+        /// One message per failed tool call.
         errors: Vec<String>,
+        /// One [`call_record`] per call, failed or not (in agent mode, per edit call).
         tool_calls: Vec<Value>,
     },
     /// The request or the stream failed.
@@ -63,11 +69,17 @@ pub enum Ending {
 /// What a reply produced.
 #[derive(Debug, Clone)]
 pub struct ReplyOutcome {
+    /// The reply text as streamed (in agent mode, with the status line of each edit).
     pub text: String,
+    /// The reasoning text as streamed; empty when the model sent none.
     pub thinking: String,
+    /// The files committed to `output/`; empty when nothing was committed.
     pub written: Vec<Written>,
+    /// Token accounting summed over every request of the reply.
     pub usage: Usage,
+    /// How the reply ended.
     pub ending: Ending,
+    /// Wall-clock time of the whole reply, in seconds.
     pub duration: f64,
     /// Agent mode only: steps, calls and the chat.json parts of the loop.
     pub agent: Option<super::steps::AgentSummary>,

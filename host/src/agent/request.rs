@@ -11,16 +11,23 @@ use crate::llm::request::{self, RequestParts, ToolSpec, Turn};
 
 /// The parts of a reply's request that do not change between its attempts.
 pub struct RequestBuilder {
+    /// The config the body is built with (provider preferences, cache key).
     pub config: Config,
+    /// The model id to request.
     pub model: String,
+    /// The reasoning effort to request; empty sends no reasoning settings.
     pub reasoning_effort: String,
+    /// The chat's id, sent as the cache key when `explicit_cache_key` is set.
     pub chat_id: String,
     /// The system message (prompt + instructions).
     pub system: String,
+    /// Read-only files and sections in context.
     pub read_only: Vec<FileBlock>,
     /// The messages before the latest user message.
     pub history: Vec<Message>,
+    /// The latest user message's text.
     pub latest: String,
+    /// Writable files in context and the chat's outputs, before this reply's changes.
     pub writable: Vec<FileBlock>,
     /// Empty in global chats.
     pub tools: Vec<ToolSpec>,

@@ -26,6 +26,7 @@ pub fn is_retrieval(name: &str) -> bool {
 
 /// The project as the retrieval tools see it.
 pub struct Project {
+    /// The project's root directory on the host.
     pub root: PathBuf,
     dir: Dir,
     grant: Grant,
@@ -59,12 +60,15 @@ impl Project {
 /// What one call produced.
 #[derive(Debug, Clone)]
 pub struct CallOutcome {
+    /// Whether the call succeeded.
     pub ok: bool,
     /// What the model reads.
     pub content: String,
     /// One line for the event log (`src/a.rs lines 1-40 of 40`, `3 results`).
     pub summary: String,
+    /// Why the call failed; `None` when it succeeded.
     pub error: Option<String>,
+    /// The sandbox's record of the call; `None` when it never reached the sandbox.
     pub record: Option<CallRecord>,
 }
 

@@ -45,14 +45,18 @@ pub const EXCERPT_CHARS: usize = 600;
 
 /// What an agent reply needs beyond a [`ReplyJob`].
 pub struct AgentJob {
+    /// The tool-call budget, the retrieval limits and the deny list.
     pub config: AgentConfig,
+    /// The project the retrieval tools read.
     pub project: Project,
 }
 
 /// What the agent loop adds to a [`ReplyOutcome`].
 #[derive(Debug, Clone, Default)]
 pub struct AgentSummary {
+    /// The job's id (names its trace file).
     pub job_id: String,
+    /// Steps started (one model request each).
     pub steps: usize,
     /// Every call the model made (each got a result, run or not).
     pub tool_calls: usize,

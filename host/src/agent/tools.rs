@@ -81,14 +81,18 @@ fn tool_names(mode: DiffMode) -> &'static [&'static str] {
 /// How a reply changed a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change {
+    /// Written whole by `write_file`.
     Write,
+    /// Changed by `edit_file`.
     Edit,
 }
 
 /// A path the reply changed, in the order first changed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Touched {
+    /// The normalised project-relative path.
     pub path: String,
+    /// The tool that changed it (a reply never mixes both on one path).
     pub change: Change,
     /// The id of the version the reply started from (output, else context), if there was one.
     pub base_id: Option<String>,
@@ -99,14 +103,19 @@ pub struct Touched {
 /// A file written to `output/` by a committed reply.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Written {
+    /// The project-relative path.
     pub path: String,
+    /// The file id of the content written.
     pub version: String,
+    /// The file id of the version the reply started from; `None` when there was none.
     pub prev_version: Option<String>,
+    /// The bytes written.
     pub content: Vec<u8>,
 }
 
 /// What one successful call did, for the status chunk.
 pub struct CallDone {
+    /// The status chunk streamed for the call (`[Assistant modified: …]`).
     pub status: String,
 }
 
@@ -143,6 +152,8 @@ pub struct ToolRunner {
 const TAINTED: &str = "a tool call was abandoned while it could still write to this reply's staging directory, so the reply's file changes are discarded";
 
 impl ToolRunner {
+    /// A runner with a new staging directory; `context` decides which paths are writable and
+    /// which read-only.
     pub fn new(
         mode: DiffMode,
         project_root: &Path,

@@ -45,22 +45,32 @@ pub const MAX_AGE_DAYS: i64 = 30;
 
 const RECORD: &str = "checkpoint.json";
 
+/// Why a checkpoint cannot be opened, made, read or applied.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
+    /// No checkpoint with a readable record has this id.
     #[error("Unknown checkpoint: {0}")]
     Unknown(String),
+    /// The id is not a plain name (1 to 64 ASCII letters, digits, `-` or `_`).
     #[error("Invalid checkpoint id: {0:?}")]
     BadId(String),
+    /// The checkpoint (by id) does not record the file (by path).
     #[error("Checkpoint {0} has no file {1}")]
     NoFile(String, String),
+    /// `.bb7/checkpoints/` cannot be opened or created.
     #[error("Cannot open .bb7/checkpoints: {0}")]
     Open(io::Error),
+    /// A checkpoint's directory, content file or record (by id) cannot be written.
     #[error("Cannot write checkpoint {0}: {1}")]
     Store(String, io::Error),
+    /// A checkpoint (by id) cannot be used; the text says why (a bad record, a missing
+    /// or altered content file, another process still writing it).
     #[error("Cannot read checkpoint {0}: {1}")]
     Read(String, String),
+    /// Writing or removing a project file (by path) failed during an apply.
     #[error("Cannot write file {0}: {1}")]
     Write(String, io::Error),
+    /// Reading a project file (by path) failed.
     #[error("Cannot read file {0}: {1}")]
     ReadFile(String, io::Error),
 }
@@ -68,6 +78,7 @@ pub enum CheckpointError {
 /// One file of a checkpoint.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct FileRecord {
+    /// The file, relative to the project root.
     pub path: String,
     /// `sha256:…` of the content before; `null` when the file did not exist.
     pub before_hash: Option<String>,
@@ -80,8 +91,13 @@ pub struct FileRecord {
 /// A checkpoint record (`checkpoint.json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Record {
+    /// The id, also its directory name: the UTC time to the microsecond, then four
+    /// random hex digits.
     pub id: String,
+    /// When it was made, RFC 3339 UTC.
     pub created: String,
+    /// The chat that made it (a rollback takes its target's); `None` when no chat
+    /// was active.
     pub chat_id: Option<String>,
     /// `apply_file`, `apply_file_as`, `apply_hunks` or `rollback`.
     pub kind: String,
@@ -93,21 +109,28 @@ pub struct Record {
     /// The process that made it (a `pending` record of a live process is not recovered).
     #[serde(default)]
     pub pid: u32,
+    /// The files it changed.
     pub files: Vec<FileRecord>,
 }
 
 /// One file to change: its content now (`None`: absent) and the content to write (`None`: remove).
 #[derive(Debug, Clone)]
 pub struct Change {
+    /// The file, relative to the project root.
     pub path: String,
+    /// Its content before the change; `None` when it does not exist.
     pub before: Option<Vec<u8>>,
+    /// The content to write; `None` to remove the file.
     pub after: Option<Vec<u8>>,
 }
 
 /// What a new checkpoint is about.
 pub struct Meta<'a> {
+    /// The chat making the change; `None` when there is none.
     pub chat_id: Option<&'a str>,
+    /// What makes it: `apply_file`, `apply_file_as`, `apply_hunks` or `rollback`.
     pub kind: &'a str,
+    /// For a rollback: the id of the checkpoint it rolls back.
     pub rollback_of: Option<&'a str>,
 }
 

@@ -22,8 +22,10 @@ pub const MAX_HUNK_BYTES: usize = 8192;
 /// Why a file cannot be reviewed by hunks.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TextError {
+    /// The file (by path) contains NUL bytes.
     #[error("Not a text file: {0} is binary (contains NUL bytes); review it as a whole")]
     Binary(String),
+    /// The file (by path) is not valid UTF-8.
     #[error("Not a text file: {0} is not valid UTF-8; review it as a whole")]
     NotUtf8(String),
 }
@@ -50,6 +52,7 @@ pub struct Lines<'a> {
 }
 
 impl<'a> Lines<'a> {
+    /// Splits `text` into lines, keeping each one's terminator (`\n` or `\r\n`) aside.
     pub fn parse(text: &'a str) -> Lines<'a> {
         let mut lines = Vec::new();
         let mut ends = Vec::new();
@@ -76,10 +79,12 @@ impl<'a> Lines<'a> {
         }
     }
 
+    /// The number of lines (a final newline does not start another).
     pub fn len(&self) -> usize {
         self.lines.len()
     }
 
+    /// Whether there are no lines (the text is empty).
     pub fn is_empty(&self) -> bool {
         self.lines.is_empty()
     }
@@ -89,9 +94,14 @@ impl<'a> Lines<'a> {
 /// second).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hunk {
+    /// Its id: `h` and 16 hex digits of a hash of the path, the change and two lines
+    /// either side; a repeat within one file gets `-2`, `-3`, ….
     pub id: String,
+    /// The lines it replaces in the first text.
     pub old: Range<usize>,
+    /// The lines that replace them, in the second text.
     pub new: Range<usize>,
+    /// Whether it is over [`MAX_HUNK_LINES`] or [`MAX_HUNK_BYTES`] even after splitting.
     pub oversized: bool,
 }
 

@@ -14,23 +14,33 @@ pub type Part = Map<String, Value>;
 /// A chat as stored in `chats/<id>/chat.json`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Chat {
+    /// The format version; loading an older one raises it to [`CHAT_VERSION`].
     #[serde(default)]
     pub version: u64,
+    /// The chat's id, also its directory name under `chats/`.
     pub id: String,
+    /// The name shown in chat lists.
     #[serde(default)]
     pub name: String,
+    /// When the chat was created, RFC 3339 UTC.
     #[serde(default)]
     pub created: String,
+    /// The model selected in the chat's settings; empty when none was chosen.
     #[serde(default)]
     pub model: String,
+    /// Unsent input text, kept across sessions; cleared when a message is sent.
     #[serde(default)]
     pub draft: String,
+    /// The reasoning effort sent with requests; empty sends none (and is not written).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reasoning_effort: String,
+    /// The files and sections in the chat's context.
     #[serde(default, deserialize_with = "null_as_default")]
     pub context_files: Vec<ContextFile>,
+    /// The conversation, oldest first.
     #[serde(default, deserialize_with = "null_as_default")]
     pub messages: Vec<Message>,
+    /// Fields this version does not know, kept so they round-trip.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -40,17 +50,22 @@ pub struct Chat {
 pub struct ContextFile {
     /// Project-relative for internal files, absolute for external ones.
     pub path: String,
+    /// Whether the model may not modify it (always so for external files and sections).
     #[serde(default)]
     pub readonly: bool,
+    /// Whether the file is outside the project (`path` is then absolute).
     #[serde(default)]
     pub external: bool,
     /// The snapshot's file id.
     #[serde(default)]
     pub version: String,
+    /// A section's first line (1-based); `None` for a whole file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_line: Option<u64>,
+    /// A section's last line (1-based, inclusive); `None` for a whole file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_line: Option<u64>,
+    /// Fields this version does not know, kept so they round-trip.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -65,12 +80,17 @@ impl ContextFile {
 /// One entry of a user message's `context_snapshot`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SnapshotEntry {
+    /// The entry's path, as in [`ContextFile::path`].
     pub path: String,
+    /// The entry's `version` (its file id) when the message was sent.
     pub file_id: String,
+    /// A section's first line (1-based); `None` for a whole file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_line: Option<u64>,
+    /// A section's last line (1-based, inclusive); `None` for a whole file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_line: Option<u64>,
+    /// Fields this version does not know, kept so they round-trip.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -78,20 +98,27 @@ pub struct SnapshotEntry {
 /// A message: `user`, `assistant` or `system`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Message {
+    /// `user`, `assistant` or `system`.
     pub role: String,
+    /// The message's content, in order.
     #[serde(default, deserialize_with = "null_as_default")]
     pub parts: Vec<Part>,
+    /// The model a user message was sent with, or that wrote an assistant reply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// When the message was stored, RFC 3339 UTC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamp: Option<String>,
+    /// On user messages: the context at send time (what fork and edit restore).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_snapshot: Option<Vec<SnapshotEntry>>,
+    /// On assistant replies: the files the reply wrote; `None` when it wrote none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_files: Option<Vec<String>>,
     /// Legacy (version 0/1) message text; moved into `parts` on load, never written.
     #[serde(default, skip_serializing)]
     pub content: Option<Value>,
+    /// Fields this version does not know, kept so they round-trip.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

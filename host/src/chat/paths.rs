@@ -21,6 +21,7 @@ impl ClientPath {
         }
     }
 
+    /// Whether the path is outside the project.
     pub fn is_external(&self) -> bool {
         matches!(self, ClientPath::External(_))
     }

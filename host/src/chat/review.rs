@@ -14,26 +14,37 @@ use super::hunks::{self, Hunk, Lines, TextError};
 use super::model::ContextFile;
 use super::{paths, projfs, snapshots};
 
+/// Why a hunk review, checkpointed write, diff3 or rollback failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ReviewError {
+    /// The file is not text, so it has no hunks.
     #[error(transparent)]
     Text(#[from] TextError),
+    /// A checkpoint cannot be opened, read or written.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
+    /// The chat has no output for the file (by path).
     #[error("No output: {0} has no output to review")]
     NoOutput(String),
+    /// The local file (by path) no longer matches the `base_hash` sent.
     #[error(
         "Conflict: {0} changed since its hunks were computed (base_hash differs); nothing was written, get the hunks again"
     )]
     Conflict(String),
+    /// A requested hunk id that names no hunk of the file or checkpoint.
     #[error("Unknown hunk: {0} (get the hunks again)")]
     UnknownHunk(String),
+    /// A project file (by path) cannot be read.
     #[error("Cannot read {0}: {1}")]
     Read(String, std::io::Error),
+    /// The chat's output file (by its path in the chat directory) cannot be written
+    /// or removed.
     #[error("Cannot write {0}: {1}")]
     Write(String, std::io::Error),
+    /// A rollback `mode` other than `hard_all` or `scoped_selected`.
     #[error("Invalid field: mode (expected \"hard_all\" or \"scoped_selected\")")]
     BadMode,
+    /// A `scoped_selected` rollback without `hunk_ids`.
     #[error("Missing required field: hunk_ids (scoped_selected names the hunks to revert)")]
     NoHunkIds,
 }
@@ -41,12 +52,20 @@ pub enum ReviewError {
 /// One hunk as `get_hunks` reports it.
 #[derive(Debug, Clone, Serialize)]
 pub struct HunkView {
+    /// The hunk's id (the same for the same content).
     pub id: String,
+    /// Where the old lines start, as [`Hunk::start_1based`] counts.
     pub old_start: usize,
+    /// How many old lines the hunk replaces.
     pub old_lines: usize,
+    /// Where the new lines start, counted as `old_start` is.
     pub new_start: usize,
+    /// How many new lines replace them.
     pub new_lines: usize,
+    /// The hunk as a unified diff without context.
     pub patch: String,
+    /// Whether it is over the size limits even after splitting (left out of the JSON
+    /// when false).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub oversized: bool,
 }
@@ -66,8 +85,12 @@ fn view(h: &Hunk, old: &Lines, new: &Lines) -> HunkView {
 /// The hunks of one file.
 #[derive(Debug, Serialize)]
 pub struct FileHunks {
+    /// The file, relative to the project root.
     pub path: String,
+    /// `sha256:` + hex of the local file (of no bytes when it is absent); `apply_hunks`
+    /// must send it back.
     pub base_hash: String,
+    /// The hunks between the local file and the output, in file order.
     pub hunks: Vec<HunkView>,
 }
 
@@ -175,6 +198,7 @@ pub fn apply_hunks(
 pub struct Rejected {
     /// The output now (`None`: nothing is left to apply and the output was removed).
     pub output: Option<Vec<u8>>,
+    /// Hunks left between the local file and the output (0 when it was removed).
     pub remaining: usize,
 }
 
@@ -246,13 +270,21 @@ pub fn checkpointed_write(
 /// of the apply (their ids are what `scoped_selected` takes).
 #[derive(Debug, Serialize)]
 pub struct Diff3 {
+    /// The file, relative to the project root.
     pub path: String,
+    /// Its content before the apply (lossy UTF-8; empty when it did not exist).
     pub base: String,
+    /// Its content now (lossy UTF-8; empty when it does not exist).
     pub current: String,
+    /// The content the apply wrote (lossy UTF-8; empty when the apply removed it).
     pub proposed: String,
+    /// Whether the file existed before the apply.
     pub base_exists: bool,
+    /// Whether the file exists now.
     pub current_exists: bool,
+    /// Whether the apply left the file in place (false when it removed it).
     pub proposed_exists: bool,
+    /// The hunks from `base` to `proposed`; empty when either side is not text.
     pub hunks: Vec<HunkView>,
 }
 
@@ -277,6 +309,8 @@ fn checkpoint_hunks(
     )
 }
 
+/// `checkpoint_diff3`: file `path` of checkpoint `id` before the apply, now, and as
+/// applied.
 pub fn diff3(project: &Dir, cps: &Checkpoints, id: &str, path: &str) -> Result<Diff3, ReviewError> {
     let rec = cps.load(project, id)?;
     let f = rec
@@ -303,8 +337,11 @@ pub fn diff3(project: &Dir, cps: &Checkpoints, id: &str, path: &str) -> Result<D
 /// A hunk a scoped rollback left alone because its lines changed since.
 #[derive(Debug, Serialize, PartialEq, Eq)]
 pub struct RollbackConflict {
+    /// The file, relative to the project root.
     pub path: String,
+    /// The hunk left alone.
     pub hunk_id: String,
+    /// Why: the file was removed, is no longer text, or its lines changed.
     pub reason: String,
 }
 
@@ -314,6 +351,7 @@ pub struct RolledBack {
     pub checkpoint: Option<Record>,
     /// The files written.
     pub files: Vec<String>,
+    /// The hunks left alone (only a `scoped_selected` rollback has any).
     pub conflicts: Vec<RollbackConflict>,
 }
 

@@ -268,6 +268,7 @@ impl ChatStore {
         self.chats.sub(id, false)
     }
 
+    /// Who holds chat `id`'s lock, removing a stale one (an invalid id is `Free`).
     pub fn lock_state(&self, id: &str) -> lock::LockState {
         if !valid_id(id) {
             return lock::LockState::Free;
@@ -275,10 +276,12 @@ impl ChatStore {
         lock::state_at(self.chats.dir(), self.chats.path(), id)
     }
 
+    /// Takes chat `id`'s lock for this process; fails when another live process holds it.
     pub fn acquire(&self, id: &str) -> Result<(), String> {
         lock::acquire(self.chats.dir(), id).map_err(|e| e.to_string())
     }
 
+    /// Releases chat `id`'s lock if this process holds it.
     pub fn release(&self, id: &str) {
         lock::release(self.chats.dir(), id)
     }

@@ -9,6 +9,7 @@ use super::{StreamEvent, Usage};
 pub struct ChunkError {
     /// `error.code` as text (OpenRouter sends numbers or strings).
     pub code: String,
+    /// `error.message`; empty when the provider sent none.
     pub message: String,
 }
 

@@ -20,7 +20,9 @@ use super::{StreamEvent, Usage};
 pub struct ClientSettings {
     /// e.g. `https://openrouter.ai/api/v1` (no trailing slash).
     pub base_url: String,
+    /// The API key, sent only as the bearer token.
     pub api_key: String,
+    /// Longest wait for the connection to be established.
     pub connect_timeout: Duration,
     /// Longest silence (no bytes at all, keep-alive comments included) while streaming.
     pub idle_timeout: Duration,
@@ -28,10 +30,13 @@ pub struct ClientSettings {
     pub max_retries: u32,
     /// First backoff step (doubled per retry, with jitter), and the most any one wait may be.
     pub backoff_base: Duration,
+    /// The longest any one wait before a retry may be (`Retry-After` included).
     pub backoff_cap: Duration,
 }
 
 impl ClientSettings {
+    /// Settings for `base_url` (trailing slashes removed) and `api_key`, with the default
+    /// timeouts and retries.
     pub fn new(base_url: &str, api_key: &str) -> Self {
         ClientSettings {
             base_url: base_url.trim_end_matches('/').to_string(),
@@ -48,16 +53,32 @@ impl ClientSettings {
 /// Why a model request failed. The messages are shown to the user as they are.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LlmError {
+    /// The API answered with an error status.
     #[error("{message} (HTTP {status})")]
-    Http { status: u16, message: String },
+    Http {
+        /// The HTTP status code.
+        status: u16,
+        /// The provider's error message from the body, else the status's reason phrase.
+        message: String,
+    },
+    /// The API could not be reached (or the HTTP client not built); holds the cause.
     #[error("cannot reach the model API: {0}")]
     Network(String),
+    /// The API or the stream stayed silent too long; holds the whole message.
     #[error("{0}")]
     Timeout(String),
+    /// The provider reported an error inside the stream (after HTTP 200).
     #[error("the provider failed mid-stream: {message}{}", if code.is_empty() { String::new() } else { format!(" (code {code})") })]
-    Stream { code: String, message: String },
+    Stream {
+        /// The provider's error code as text; empty when it sent none.
+        code: String,
+        /// The provider's error message.
+        message: String,
+    },
+    /// The stream ended or broke off before a `finish_reason` arrived.
     #[error("the response stream ended before the model finished (truncated response)")]
     Truncated,
+    /// A stream chunk or response body is not JSON; holds the parse error.
     #[error("the model API sent an unreadable chunk: {0}")]
     BadChunk(String),
 }
@@ -65,7 +86,9 @@ pub enum LlmError {
 /// What a completed stream amounted to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamSummary {
+    /// The first `finish_reason` the stream sent (`stop`, `tool_calls`, `length`, …).
     pub finish_reason: String,
+    /// Token accounting from the usage frame (zero when none was sent).
     pub usage: Usage,
     /// Complete tool calls, in index order.
     pub tool_calls: Vec<ToolCall>,
@@ -81,6 +104,7 @@ pub struct LlmClient {
 }
 
 impl LlmClient {
+    /// A client for `settings` (connect timeout, `bb7/<version>` user agent).
     pub fn new(settings: ClientSettings) -> Result<Self, LlmError> {
         let http = reqwest::Client::builder()
             .connect_timeout(settings.connect_timeout)
@@ -90,6 +114,7 @@ impl LlmClient {
         Ok(LlmClient { http, settings })
     }
 
+    /// The settings the client was built with.
     pub fn settings(&self) -> &ClientSettings {
         &self.settings
     }

@@ -28,9 +28,13 @@ pub enum StreamEvent {
     Reasoning(String),
     /// A piece of tool call `index`: any of its id, name and a fragment of its JSON arguments.
     ToolCall {
+        /// The call's position among the reply's calls (shared by its fragments).
         index: u64,
+        /// The call's id, when this fragment carries it.
         id: Option<String>,
+        /// The tool's name, when this fragment carries it.
         name: Option<String>,
+        /// The next piece of the JSON arguments (may be empty).
         arguments: String,
     },
     /// Token accounting (the final usage frame).
@@ -42,10 +46,15 @@ pub enum StreamEvent {
 /// Token accounting for one request.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct Usage {
+    /// Tokens of input (`prompt_tokens`).
     pub prompt_tokens: u64,
+    /// Tokens the model generated (`completion_tokens`).
     pub completion_tokens: u64,
+    /// Prompt tokens read from the provider's cache (`prompt_tokens_details.cached_tokens`).
     pub cached_tokens: u64,
+    /// All tokens: the provider's `total_tokens`, else prompt plus completion.
     pub total_tokens: u64,
+    /// The cost the provider reports (`usage.cost`, in credits); 0 when not reported.
     pub cost: f64,
 }
 

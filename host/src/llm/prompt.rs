@@ -40,12 +40,15 @@ pub struct FileBlock {
     pub path: String,
     /// The file id (`sha256(path + "\0" + content)`, 8 hex digits) of exactly this content.
     pub id: String,
+    /// Whether the model may change the file (`mode=rw`).
     pub writable: bool,
+    /// Where the content comes from.
     pub status: FileStatus,
     /// The line range of a section (1-based, inclusive).
     pub lines: Option<(u64, u64)>,
     /// Outside the project (always read-only).
     pub external: bool,
+    /// The text sent between `@file` and `@end_file`.
     pub content: String,
 }
 
@@ -62,7 +65,9 @@ impl FileBlock {
 /// (EDITS.md: `retry_context`). Rendered into the request, never stored.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RetryContext {
+    /// The error messages of the failed calls.
     pub errors: Vec<String>,
+    /// The calls' `diff_error` records (`{tool, id, args | args_raw, path?, error?}`).
     pub tool_calls: Vec<Value>,
     /// The host's own hidden retry: the successful changes were kept and are shown as pending.
     pub partial: bool,
@@ -114,6 +119,7 @@ pub struct Prompt<'a> {
     pub history: &'a [Message],
     /// The latest user message's text.
     pub latest: &'a str,
+    /// The retry context, rendered after the summary; `None` renders nothing.
     pub retry: Option<&'a RetryContext>,
     /// Writable files: originals, pending outputs and added outputs (sorted here by path).
     pub writable: Vec<FileBlock>,

@@ -8,7 +8,9 @@ use crate::config::Config;
 /// A tool as offered to the model (from the component's own description).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {
+    /// The name the model calls the tool by.
     pub name: String,
+    /// What the model is told the tool does.
     pub description: String,
     /// The JSON Schema of the arguments.
     pub parameters: Value,
@@ -16,8 +18,11 @@ pub struct ToolSpec {
 
 /// What one request needs beyond the config.
 pub struct RequestParts<'a> {
+    /// The model id, sent as `model`.
     pub model: &'a str,
+    /// The system message; empty sends none.
     pub system: &'a str,
+    /// The structured user message ([`super::prompt::render_user_message`]).
     pub user: &'a str,
     /// Empty for global chats (no tools) and when nothing is offered.
     pub tools: &'a [ToolSpec],
@@ -70,7 +75,9 @@ pub fn body(config: &Config, p: &RequestParts<'_>) -> Value {
 /// and called, and the result of every call. Only this module turns it into the wire format.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Turn {
+    /// The assistant text the step streamed.
     pub text: String,
+    /// The calls the model made in the step, in index order.
     pub tool_calls: Vec<super::tool_calls::ToolCall>,
     /// The provider's opaque reasoning state (`reasoning_details`), sent back unchanged.
     pub reasoning_details: Vec<Value>,
@@ -81,8 +88,11 @@ pub struct Turn {
 /// The canonical result of one tool call, as the model will read it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolResult {
+    /// The id of the call this result answers.
     pub tool_call_id: String,
+    /// The tool's name.
     pub name: String,
+    /// Whether the call succeeded.
     pub ok: bool,
     /// The text the model sees (a result, or the error).
     pub content: String,

@@ -9,7 +9,9 @@ use serde_json::Value;
 /// A complete tool call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
+    /// The provider's call id (`call_<index>` when none was sent).
     pub id: String,
+    /// The tool's name (empty when none was sent).
     pub name: String,
     /// The arguments exactly as the model produced them.
     pub arguments_raw: String,

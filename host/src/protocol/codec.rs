@@ -71,6 +71,7 @@ pub struct Output {
 }
 
 impl Output {
+    /// An output that writes replies to `w` (stdout, when serving).
     pub fn new(w: impl Write + Send + 'static) -> Self {
         Output {
             inner: Arc::new(Mutex::new(Box::new(w))),

@@ -43,6 +43,7 @@ impl InFlight {
         *self.lock() = None;
     }
 
+    /// Whether a request holds the slot.
     pub fn busy(&self) -> bool {
         self.lock().is_some()
     }

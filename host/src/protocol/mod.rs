@@ -31,9 +31,13 @@ pub enum Outcome {
 /// in-flight slot.
 #[derive(Clone)]
 pub struct Ctx {
+    /// The session's state, shared with background tasks; see [`Ctx::lock`].
     pub workspace: Arc<Mutex<Workspace>>,
+    /// Stdout, where every reply and event is written.
     pub out: Output,
+    /// The runtime that background work (model requests, remote fetches) is spawned on.
     pub rt: tokio::runtime::Handle,
+    /// The slot of the one model request in flight, which `cancel` reaches.
     pub inflight: Arc<inflight::InFlight>,
 }
 

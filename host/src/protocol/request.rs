@@ -8,14 +8,18 @@ use serde_json::{Map, Value};
 pub struct Request {
     /// Echoed back as a string (`42` → `"42"`); absent when the request had none.
     pub id: Option<String>,
+    /// The `action` field, never empty: which handler runs.
     pub action: String,
+    /// Every other field of the request object (`request_id` and `action` removed).
     pub fields: Map<String, Value>,
 }
 
 /// Why a line is not a request: the error reply to send (with the id, when one could be read).
 #[derive(Debug)]
 pub struct BadRequest {
+    /// The request's id, when one could be read.
     pub id: Option<String>,
+    /// The error reply's message (`Invalid JSON`, `Missing required field: action`, …).
     pub message: String,
 }
 

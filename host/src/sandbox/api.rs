@@ -8,7 +8,8 @@
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Store};
 
-/// Bindings for `bb7:tool@0.1.0` (`wit/v0.1.0`).
+/// Bindings for `bb7:tool@0.1.0` (`wit/v0.1.0`). Generated: their documentation is the WIT's.
+#[allow(missing_docs)]
 pub mod v0_1_0 {
     wasmtime::component::bindgen!({
         world: "tool-component",
@@ -19,6 +20,7 @@ pub mod v0_1_0 {
 /// A version of the tool contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WitVersion {
+    /// `bb7:tool@0.1.0` (`wit/v0.1.0`).
     V0_1_0,
 }
 
@@ -63,7 +65,9 @@ impl WitVersion {
 /// A tool's self-description, whatever its WIT version.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolInfo {
+    /// The tool's name, as the component gave it.
     pub name: String,
+    /// What the tool does, as the component gave it; the model is shown it.
     pub description: String,
     /// The JSON Schema of the arguments, as the component gave it.
     pub parameters_schema: String,
@@ -74,11 +78,13 @@ pub struct ToolInfo {
 pub struct ToolFailure {
     /// The WIT `error-kind` name (`invalid-arguments`, `conflict`, …).
     pub kind: String,
+    /// The component's error message.
     pub message: String,
 }
 
 /// A component linked and ready to instantiate cheaply, for one of the supported versions.
 pub enum ToolPre<T: 'static> {
+    /// A `0.1.0` component.
     V0_1_0(v0_1_0::ToolComponentPre<T>),
 }
 

@@ -14,14 +14,19 @@ use super::grant::Grant;
 pub struct CallRecord {
     /// When the call started, RFC 3339 UTC.
     pub started: String,
+    /// The name of the tool called.
     pub tool: String,
     /// Hex sha256 of the component that ran.
     pub component_sha256: String,
+    /// The contract version the component speaks, e.g. `0.1.0`.
     pub wit_version: String,
     /// Exactly the directories the call received.
     pub grants: Vec<Grant>,
+    /// The network access the call had: always `none`.
     pub network: &'static str,
+    /// The environment variables the call received: always `none`.
     pub env: &'static str,
+    /// How long the call took, in milliseconds of wall time (loading the component excluded).
     pub duration_ms: f64,
     /// How long compiling the component (or loading it from the cache) took before its first call
     /// in this process; 0 for later calls.
@@ -40,10 +45,12 @@ pub struct AuditLog {
 }
 
 impl AuditLog {
+    /// A log at `path`; the file and its directory are created on the first append.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         AuditLog { path: path.into() }
     }
 
+    /// The log file's path.
     pub fn path(&self) -> &Path {
         &self.path
     }

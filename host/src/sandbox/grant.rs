@@ -15,6 +15,7 @@ pub enum Access {
 }
 
 impl Access {
+    /// The access's name, as the audit writes it: `read-only` or `read-write`.
     pub fn as_str(self) -> &'static str {
         match self {
             Access::ReadOnly => "read-only",
@@ -28,6 +29,7 @@ impl Access {
 pub struct Grant {
     /// The host directory (canonicalised when the grant is made).
     pub path: PathBuf,
+    /// How the call may use the directory.
     pub access: Access,
 }
 

@@ -20,6 +20,7 @@ use super::runner::CallState;
 pub struct EmbeddedComponent {
     /// The tool name the component provides.
     pub tool: &'static str,
+    /// The component's WebAssembly bytes.
     pub bytes: &'static [u8],
     /// Hex sha256 of `bytes`, computed at build time.
     pub sha256: &'static str,
@@ -44,6 +45,7 @@ pub enum Origin {
 pub struct GrantPolicy {
     /// What the directory is, for the audit (e.g. "the reply's staging directory").
     pub directory: &'static str,
+    /// How the tool's calls may use the directory.
     pub access: Access,
 }
 
@@ -66,12 +68,15 @@ pub fn builtin_policy(tool: &str) -> GrantPolicy {
 pub struct ToolComponent {
     /// The tool name (for built-ins, the function the model calls).
     pub name: String,
+    /// Where the component came from.
     pub origin: Origin,
     /// Hex sha256 of the component bytes.
     pub sha256: String,
     /// Size of the component in bytes.
     pub size: usize,
+    /// The contract version the component exports.
     pub wit_version: WitVersion,
+    /// The directory the tool's calls receive, and how they may use it.
     pub policy: GrantPolicy,
     /// Every interface the component imports, as `package/interface@version`: WASI, plus the
     /// contract's own types-only interface (which carries no functions).
@@ -124,6 +129,7 @@ impl Registry {
         })
     }
 
+    /// The shared engine the components are compiled for and run on.
     pub fn engine(&self) -> &Engine {
         &self.engine
     }

@@ -107,22 +107,35 @@ pub enum CallError {
     /// The tool ran and reported an error (for the model to fix).
     #[error("{}", .0.message)]
     Tool(ToolFailure),
+    /// Guest code ran past the wall-time limit (in milliseconds) and the epoch stopped it.
     #[error("the tool exceeded its time limit ({0} ms) and was stopped")]
     TimeLimit(u64),
     /// The call stayed blocked in a host call past its deadline and was abandoned: its thread may
     /// still hold the granted directory, so whoever granted a read-write directory must discard it.
     #[error("the tool exceeded its time limit ({0} ms) while blocked and was abandoned")]
     Abandoned(u64),
+    /// The call's memories together outgrew the memory limit (in bytes); the call was stopped.
     #[error("the tool exceeded its memory limit ({} MiB) and was stopped", .0 >> 20)]
     MemoryLimit(u64),
+    /// The JSON result is larger than the result-size limit.
     #[error("the tool's result is too large ({size} bytes; the limit is {limit} bytes)")]
-    ResultTooLarge { size: usize, limit: usize },
+    ResultTooLarge {
+        /// The result's size, in bytes.
+        size: usize,
+        /// The result-size limit, in bytes.
+        limit: usize,
+    },
+    /// The result is not valid JSON; holds the parse error.
     #[error("the tool returned a result that is not JSON: {0}")]
     BadResult(String),
+    /// The component trapped or failed to instantiate; holds the error's first line, cut to
+    /// [`MAX_ERROR_MESSAGE`] bytes.
     #[error("the tool crashed: {0}")]
     Trap(String),
+    /// The directory cannot be granted: it overlaps bb7's own state or cannot be opened.
     #[error("cannot grant {0}")]
     Grant(String),
+    /// [`MAX_STUCK`] abandoned calls are still blocked, so this call was not started.
     #[error(
         "{MAX_STUCK} earlier tool calls are still blocked; no new call starts until they end (restart bb7 to clear them)"
     )]
@@ -184,10 +197,12 @@ impl Sandbox {
         })
     }
 
+    /// The components this sandbox can run.
     pub fn registry(&self) -> &Registry {
         &self.registry
     }
 
+    /// The limits every call runs under.
     pub fn limits(&self) -> &Limits {
         &self.limits
     }

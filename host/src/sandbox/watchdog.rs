@@ -45,6 +45,7 @@ enum Slot<T> {
 }
 
 impl Workers {
+    /// A pool with its ready worker threads started.
     pub fn new() -> Self {
         let (tx, rx) = channel::<Job>();
         let w = Workers {

@@ -13,14 +13,18 @@ use serde_json::{Map, Value};
 /// One chat in the index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexEntry {
+    /// The chat's id, also its directory name under `chats/`.
     pub id: String,
+    /// The name shown in chat lists.
     pub name: String,
+    /// When the chat was created, RFC 3339 UTC.
     pub created: String,
 }
 
 /// The whole index file.
 #[derive(Debug, Clone, Default)]
 pub struct Index {
+    /// The chats (the file's `chats` array), in index order.
     pub entries: Vec<IndexEntry>,
     /// Every other key of the file (`version`, `active_chat_id`, …), written back unchanged.
     pub extra: Map<String, Value>,
@@ -35,6 +39,7 @@ impl Index {
             .filter(|s| !s.is_empty())
     }
 
+    /// Records `id` as the chat last active in this store; `None` clears the record.
     pub fn set_active_chat_id(&mut self, id: Option<&str>) {
         match id {
             Some(id) => self

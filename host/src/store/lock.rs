@@ -8,6 +8,7 @@ use cap_std::fs::Dir;
 /// Who holds a chat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LockState {
+    /// No live process: there is no lock, or only a stale one, which was removed.
     Free,
     /// This process.
     Ours,
