@@ -217,16 +217,7 @@ fn a_committed_chat_cannot_make_the_host_read_external_files() {
     // context_sync of the planted path re-reads nothing either.
     s.ok(json!({"action": "chat_select", "id": id}));
     s.req(json!({"action": "context_sync", "path": present}));
-    for entry in walk(&env.bb7()) {
-        if entry.is_file() {
-            let bytes = fs::read(&entry).unwrap();
-            assert!(
-                !String::from_utf8_lossy(&bytes).contains(SECRET),
-                "{} holds the secret",
-                entry.display()
-            );
-        }
-    }
+    no_secret_under(&env.bb7());
 }
 
 /// A planted chat whose in-project context file is a symlink out of the project (`leak ->
@@ -283,16 +274,7 @@ fn a_planted_project_link_is_not_trusted_after_a_move_to_global() {
     );
     let est = s.ok(json!({"action": "estimate_tokens"}));
     no_leak(&est, "estimate_tokens");
-    for entry in walk(&env.home().join(".bb7")) {
-        if entry.is_file() {
-            let bytes = fs::read(&entry).unwrap();
-            assert!(
-                !String::from_utf8_lossy(&bytes).contains(SECRET),
-                "{} holds the secret",
-                entry.display()
-            );
-        }
-    }
+    no_secret_under(&env.home().join(".bb7"));
 }
 
 #[test]
@@ -312,6 +294,20 @@ fn external_files_the_user_added_are_still_re_read() {
     let _ = r;
     let c = s.ok(json!({"action": "get_context_file", "path": p}));
     assert_eq!(c["content"], "v2\n", "{c}");
+}
+
+/// Fails when any file under `dir` holds [`SECRET`].
+fn no_secret_under(dir: &Path) {
+    for entry in walk(dir) {
+        if entry.is_file() {
+            let bytes = fs::read(&entry).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(SECRET),
+                "{} holds the secret",
+                entry.display()
+            );
+        }
+    }
 }
 
 fn walk(dir: &Path) -> Vec<std::path::PathBuf> {

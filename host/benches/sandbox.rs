@@ -92,7 +92,17 @@ fn main() {
         let grant = Grant::new(dir.path(), Access::ReadWrite).unwrap();
         let settings = Settings::default();
         let root = Root::at(dir.path());
-        let bench = |sandboxed: bool| {
+        /// How an edit is run: the logic natively; the component hashing ids itself (as
+        /// `bb7 tools call` runs it); or as a reply runs it (agent/tools.rs: the host hashes the
+        /// staged file natively, tells the component its id and hashes the result itself, all of
+        /// it inside the timing).
+        #[derive(Clone, Copy, PartialEq)]
+        enum Run {
+            Native,
+            Sandboxed,
+            AsReply,
+        }
+        let bench = |run: Run| {
             let mut samples = Vec::new();
             for k in 0..20 {
                 let (from, to) = if k % 2 == 0 {
@@ -108,54 +118,42 @@ fn main() {
                     "old_string": from, "new_string": to}]})
                 .to_string();
                 let t = Instant::now();
-                if sandboxed {
-                    sb.call(&tool, &grant, &[], &args)
-                        .0
-                        .expect("sandboxed edit");
-                } else {
-                    bb7_tool_logic::tools::edit_file::call(&root, &settings, &args)
-                        .expect("native edit");
+                match run {
+                    Run::Native => {
+                        bb7_tool_logic::tools::edit_file::call(&root, &settings, &args)
+                            .expect("native edit");
+                    }
+                    Run::Sandboxed => {
+                        sb.call(&tool, &grant, &[], &args)
+                            .0
+                            .expect("sandboxed edit");
+                    }
+                    Run::AsReply => {
+                        let known = file_id("big.rs", &current);
+                        let host_ids = [
+                            ("known-file-ids".to_string(), format!("big.rs\t{known}\n")),
+                            ("result-file-ids".to_string(), "omit".to_string()),
+                        ];
+                        sb.call(&tool, &grant, &host_ids, &args)
+                            .0
+                            .expect("sandboxed edit, host ids");
+                        let after = fs::read(&path).unwrap();
+                        std::hint::black_box(file_id("big.rs", &after));
+                    }
                 }
                 samples.push(t.elapsed());
             }
             median(samples)
         };
-        let native = bench(false);
-        let sandboxed = bench(true);
+        let native = bench(Run::Native);
+        let sandboxed = bench(Run::Sandboxed);
+        let as_reply = bench(Run::AsReply);
         println!(
             "edit_file on a 1 MiB file: native {}, sandboxed {} ({:.2}x native; the component hashes, as `bb7 tools call` runs it)",
             fmt(native),
             fmt(sandboxed),
             sandboxed.as_secs_f64() / native.as_secs_f64()
         );
-        // As a reply runs it (agent/tools.rs): the host hashes the staged file natively, tells the
-        // component its id, and hashes the result itself; all of that is inside the timing.
-        let mut samples = Vec::new();
-        for k in 0..20 {
-            let (from, to) = if k % 2 == 0 {
-                ("MARKER_A", "MARKER_B")
-            } else {
-                ("MARKER_B", "MARKER_A")
-            };
-            let current = fs::read(&path).unwrap();
-            let fid = file_id("big.rs", &current);
-            let args = serde_json::json!({"edits": [{"path": "big.rs", "file_id": fid,
-                "old_string": from, "new_string": to}]})
-            .to_string();
-            let t = Instant::now();
-            let known = file_id("big.rs", &current);
-            let settings = [
-                ("known-file-ids".to_string(), format!("big.rs\t{known}\n")),
-                ("result-file-ids".to_string(), "omit".to_string()),
-            ];
-            sb.call(&tool, &grant, &settings, &args)
-                .0
-                .expect("sandboxed edit, host ids");
-            let after = fs::read(&path).unwrap();
-            std::hint::black_box(file_id("big.rs", &after));
-            samples.push(t.elapsed());
-        }
-        let as_reply = median(samples);
         println!(
             "edit_file on a 1 MiB file as a reply runs it (ids hashed by the host): {} ({:.2}x native)",
             fmt(as_reply),

@@ -55,6 +55,14 @@ end
 local answers = {}
 local asked = {}
 
+--- Answers questions from `answers` (nil when empty: the question is skipped), noting each prompt.
+local function stub_input()
+  vim.ui.input = function(opts, cb)
+    asked[#asked + 1] = opts.prompt
+    cb(table.remove(answers, 1))
+  end
+end
+
 -- Each case runs in its own Neovim (tests/nvim/run.lua) from `start`.
 return {
   {
@@ -95,10 +103,7 @@ return {
         call_reply("c2", "clarify_user", { question = "Tabs or spaces?" }),
         text_reply("Using tabs, as you said."),
       }, true)
-      vim.ui.input = function(opts, cb)
-        asked[#asked + 1] = opts.prompt
-        cb(table.remove(answers, 1))
-      end
+      stub_input()
       answers = { "tabs" }
       local input = require("bb7.ui.input")
       vim.api.nvim_buf_set_lines(input.buf(), 0, -1, false, { "Fix the indentation note." })
@@ -153,10 +158,7 @@ return {
         call_reply("c3", "clarify_user", { question = "Which file?" }),
         text_reply("I assumed notes.txt."),
       }, true)
-      vim.ui.input = function(opts, cb)
-        asked[#asked + 1] = opts.prompt
-        cb(table.remove(answers, 1))
-      end
+      stub_input()
       answers = {}
       local input = require("bb7.ui.input")
       vim.api.nvim_buf_set_lines(input.buf(), 0, -1, false, { "Again." })

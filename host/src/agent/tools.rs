@@ -431,23 +431,22 @@ impl ToolRunner {
 
     /// Puts the `file_id` of each file an edit tool's result names (`files[].path`, or `path`).
     fn fill_result_ids(&mut self, value: &mut Value) {
-        let fill = |obj: &mut Value, this: &mut Self| {
-            let Some(path) = obj.get("path").and_then(Value::as_str).map(str::to_string) else {
-                return;
-            };
-            if !this.ids.contains_key(&path) {
-                this.refresh_id(&path);
-            }
-            if let Some(id) = this.ids.get(&path) {
-                obj["file_id"] = Value::String(id.clone());
-            }
+        match value.get_mut("files").and_then(Value::as_array_mut) {
+            Some(files) => files.iter_mut().for_each(|f| self.set_result_id(f)),
+            None => self.set_result_id(value),
+        }
+    }
+
+    /// Sets `obj["file_id"]` to the id of the staged file `obj["path"]` names, if any.
+    fn set_result_id(&mut self, obj: &mut Value) {
+        let Some(path) = obj.get("path").and_then(Value::as_str).map(str::to_string) else {
+            return;
         };
-        if let Some(files) = value.get_mut("files").and_then(Value::as_array_mut) {
-            for f in files {
-                fill(f, self);
-            }
-        } else if value.get("path").is_some() {
-            fill(value, self);
+        if !self.ids.contains_key(&path) {
+            self.refresh_id(&path);
+        }
+        if let Some(id) = self.ids.get(&path) {
+            obj["file_id"] = Value::String(id.clone());
         }
     }
 

@@ -51,7 +51,7 @@ pub fn read_capped(path: &Path, cap: usize, buf: &mut Vec<u8>) -> io::Result<Opt
     use std::io::Read;
     buf.clear();
     let file = std::fs::File::open(path)?;
-    file.take(cap as u64 + 1).read_to_end(buf)?;
+    file.take((cap as u64).saturating_add(1)).read_to_end(buf)?;
     Ok((buf.len() <= cap).then_some(buf.len()))
 }
 
@@ -138,7 +138,7 @@ mod wasi {
                 )
                 .map_err(to_io)?;
             buf.clear();
-            let limit = cap as u64 + 1;
+            let limit = (cap as u64).saturating_add(1);
             let mut want = super::FIRST_READ;
             loop {
                 let have = buf.len() as u64;

@@ -9,7 +9,7 @@
 //! buffer, no metadata call.
 
 use std::fs;
-use std::io::{self, Read};
+use std::io;
 use std::ops::ControlFlow;
 use std::path::Path;
 
@@ -25,13 +25,6 @@ pub struct FileBuf {
     buf: Vec<u8>,
 }
 
-/// First read request: most source files fit, and the host zero-fills what is asked for.
-const FIRST_READ: usize = 16 * 1024;
-/// Read request after a short read, which almost always means end of file: just confirms it.
-const PROBE_READ: usize = 64;
-/// Largest single read request.
-const MAX_READ: usize = 256 * 1024;
-
 impl FileBuf {
     pub fn new() -> FileBuf {
         FileBuf::default()
@@ -43,42 +36,6 @@ impl FileBuf {
         // Inside a component: positioned reads straight through WASI, no link followed (`dirlist`).
         let len = super::dirlist::read_capped(path, cap, &mut self.buf)?;
         Ok(len.map(|n| &self.buf[..n]))
-    }
-
-    /// Like [`FileBuf::read`], from an open reader.
-    pub fn read_from(&mut self, file: &mut impl Read, cap: usize) -> io::Result<Option<&[u8]>> {
-        let limit = cap.saturating_add(1);
-        let mut len = 0usize;
-        let mut want = FIRST_READ;
-        loop {
-            let end = len.saturating_add(want).min(limit);
-            if end <= len {
-                break;
-            }
-            if self.buf.len() < end {
-                self.buf.resize(end, 0);
-            }
-            let n = match file.read(&mut self.buf[len..end]) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            if n == 0 {
-                break;
-            }
-            let asked = end - len;
-            len += n;
-            want = if n < asked {
-                PROBE_READ
-            } else {
-                (want.max(FIRST_READ / 2) * 2).min(MAX_READ)
-            };
-        }
-        if len > cap {
-            Ok(None)
-        } else {
-            Ok(Some(&self.buf[..len]))
-        }
     }
 }
 
@@ -561,19 +518,20 @@ mod tests {
 
     #[test]
     fn file_buf_reads_whole_files_and_enforces_the_cap() {
-        let mut b = FileBuf::new();
+        let dir = tempfile::tempdir().unwrap();
         let big: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
-        assert_eq!(
-            b.read_from(&mut &big[..], 200_000).unwrap().unwrap(),
-            &big[..]
-        );
-        assert_eq!(
-            b.read_from(&mut &big[..], 100_000).unwrap().unwrap(),
-            &big[..]
-        );
-        assert!(b.read_from(&mut &big[..], 99_999).unwrap().is_none());
-        assert_eq!(b.read_from(&mut &b"abc"[..], 10).unwrap().unwrap(), b"abc");
-        assert_eq!(b.read_from(&mut &b""[..], 0).unwrap().unwrap(), b"");
-        assert!(b.read_from(&mut &b"a"[..], 0).unwrap().is_none());
+        fs::write(dir.path().join("big"), &big).unwrap();
+        fs::write(dir.path().join("abc"), b"abc").unwrap();
+        fs::write(dir.path().join("empty"), b"").unwrap();
+        fs::write(dir.path().join("a"), b"a").unwrap();
+        let p = |n: &str| dir.path().join(n);
+        let mut b = FileBuf::new();
+        assert_eq!(b.read(&p("big"), 200_000).unwrap().unwrap(), &big[..]);
+        assert_eq!(b.read(&p("big"), 100_000).unwrap().unwrap(), &big[..]);
+        assert!(b.read(&p("big"), 99_999).unwrap().is_none());
+        // The buffer is reused: a shorter file after a longer one is read exactly.
+        assert_eq!(b.read(&p("abc"), 10).unwrap().unwrap(), b"abc");
+        assert_eq!(b.read(&p("empty"), 0).unwrap().unwrap(), b"");
+        assert!(b.read(&p("a"), 0).unwrap().is_none());
     }
 }
