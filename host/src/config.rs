@@ -51,35 +51,6 @@ pub fn display_path(path: &Path) -> String {
     path.display().to_string()
 }
 
-/// Reads a whole file, refusing anything but a regular file (so a FIFO at the path cannot block the host).
-pub(crate) fn read_regular_file(path: &Path) -> io::Result<Vec<u8>> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    // Non-blocking open: a FIFO planted at this path must not hang the host; then the handle itself
-    // must be a regular file, read up to a cap (a `/dev/zero` link must not exhaust memory).
-    const CAP: u64 = 16 << 20;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    let meta = f.metadata()?;
-    if !meta.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
-    if meta.len() > CAP {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("larger than {} MiB", CAP >> 20),
-        ));
-    }
-    let mut out = Vec::with_capacity(meta.len() as usize);
-    f.take(CAP).read_to_end(&mut out)?;
-    Ok(out)
-}
-
 /// Which `edit_file` schema the model is offered (EDITS.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum DiffMode {
@@ -399,7 +370,7 @@ pub fn load_from(path: &Path) -> ConfigState {
         status: ConfigStatus::Invalid(message),
         display_path: display_path.clone(),
     };
-    let bytes = match read_regular_file(path) {
+    let bytes = match crate::store::read_regular_path(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return ConfigState {

@@ -13,8 +13,8 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::config::read_regular_file;
 use crate::store::project::ProjectDir;
+use crate::store::read_regular_path;
 
 /// BB-7's built-in system prompt.
 ///
@@ -72,7 +72,7 @@ pub fn load(home_config_dir: Option<&Path>, project_root: Option<&ProjectDir>) -
 /// Reads `{config_dir}/instructions.md` as is; `None` when missing, unreadable or blank.
 pub fn load_global(config_dir: &Path) -> Option<String> {
     let path = config_dir.join(GLOBAL_INSTRUCTIONS_FILE);
-    match read_regular_file(&path) {
+    match read_regular_path(&path) {
         Ok(bytes) => {
             let text = strip_comments(&String::from_utf8_lossy(&bytes));
             (!text.trim().is_empty()).then_some(text)
@@ -224,7 +224,7 @@ fn escapes_lexically(path: &Path) -> bool {
 pub fn system_prompt(config_dir: Option<&Path>) -> (String, bool) {
     if let Some(dir) = config_dir {
         let path = dir.join(SYSTEM_PROMPT_FILE);
-        match read_regular_file(&path) {
+        match read_regular_path(&path) {
             // `@@` lines are comments; an override with nothing else falls back to the built-in.
             Ok(bytes) => {
                 let text = strip_comments(&String::from_utf8_lossy(&bytes));

@@ -77,37 +77,6 @@ pub fn new_job_id() -> String {
     )
 }
 
-/// The wire form of an event: `{"type":"agent_event","request_id"?,"cursor","kind","data"}`.
-pub fn wire_event(
-    request_id: Option<&str>,
-    cursor: u64,
-    kind: &str,
-    data: &Value,
-) -> serde_json::Map<String, Value> {
-    let mut m = serde_json::Map::new();
-    m.insert("type".into(), json!("agent_event"));
-    if let Some(id) = request_id {
-        m.insert("request_id".into(), json!(id));
-    }
-    m.insert("cursor".into(), json!(cursor));
-    m.insert("kind".into(), json!(kind));
-    m.insert("data".into(), data.clone());
-    m
-}
-
-/// Adds the counts to a `done` (`steps`, `tool_calls`) or `diff_error` event (`steps`,
-/// `tool_call_count`: its `tool_calls` is already the list of edit calls), and the `job_id`.
-pub fn add_counts(m: &mut serde_json::Map<String, Value>, a: &super::steps::AgentSummary) {
-    m.insert("steps".into(), json!(a.steps));
-    let key = if m.get("type") == Some(&json!("done")) {
-        "tool_calls"
-    } else {
-        "tool_call_count"
-    };
-    m.insert(key.into(), json!(a.tool_calls));
-    m.insert("job_id".into(), json!(a.job_id));
-}
-
 /// The `agent` summary stored on an agent reply's message in chat.json.
 pub fn message_summary(a: &super::steps::AgentSummary) -> Value {
     json!({"job_id": a.job_id, "steps": a.steps, "tool_calls": a.tool_calls,

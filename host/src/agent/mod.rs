@@ -19,6 +19,7 @@ pub mod staging;
 pub mod steps;
 pub mod tools;
 pub mod trace;
+pub mod usage_log;
 
 pub use reply::{Ending, ReplyJob, ReplyOutcome, ReplySink};
 pub use request::RequestBuilder;

@@ -85,6 +85,60 @@ pub struct ReplyOutcome {
     pub agent: Option<super::steps::AgentSummary>,
 }
 
+/// The terminal error after a cancel, also stored as a system message (clients match it exactly).
+pub const ABORTED: &str = "Response aborted by user.";
+
+impl Ending {
+    /// How the usage log names the ending.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Ending::Done => "done",
+            Ending::DiffError { .. } => "diff_error",
+            Ending::Failed(_) => "error",
+            Ending::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the reply got through (its changes, if any, are in the output): done, or an edit
+    /// error the client may retry.
+    pub fn answered(&self) -> bool {
+        matches!(self, Ending::Done | Ending::DiffError { .. })
+    }
+}
+
+impl ReplyOutcome {
+    /// What the reply leaves in its chat: the reply by `model` and, after an error or a cancel,
+    /// the system message saying so.
+    pub fn record(&self, model: &str) -> crate::chat::turn::ReplyRecord {
+        let parts = match &self.agent {
+            Some(a) => a.parts.clone(),
+            None if !self.text.is_empty() => vec![crate::chat::model::text_part(&self.text)],
+            None => Vec::new(),
+        };
+        crate::chat::turn::ReplyRecord {
+            thinking: self.thinking.clone(),
+            parts,
+            written: self
+                .written
+                .iter()
+                .map(|w| crate::chat::turn::WrittenFile {
+                    path: w.path.clone(),
+                    version: w.version.clone(),
+                    prev_version: w.prev_version.clone(),
+                })
+                .collect(),
+            model: model.to_string(),
+            usage: serde_json::to_value(&self.usage).unwrap_or(Value::Null),
+            agent: self.agent.as_ref().map(super::events::message_summary),
+            system_note: match &self.ending {
+                Ending::Failed(msg) => Some(msg.clone()),
+                Ending::Cancelled => Some(ABORTED.to_string()),
+                _ => None,
+            },
+        }
+    }
+}
+
 struct Acc<'s> {
     text: String,
     thinking: String,

@@ -1,10 +1,14 @@
 //! The request bodies of one reply: everything assembled once at `send`, re-rendered for a hidden
 //! retry with the retry context and the reply's pending changes.
 
+use std::collections::HashSet;
+
+use cap_std::fs::Dir;
 use serde_json::Value;
 
 use super::tools::Touched;
-use crate::chat::model::Message;
+use crate::chat::model::{Chat, Message};
+use crate::chat::snapshots;
 use crate::config::Config;
 use crate::llm::prompt::{self, FileBlock, FileStatus, RetryContext};
 use crate::llm::request::{self, RequestParts, ToolSpec, Turn};
@@ -44,19 +48,12 @@ impl RequestBuilder {
         let mut writable = self.writable.clone();
         for (t, content) in pending {
             writable.retain(|b| !(b.path == t.path && b.status != FileStatus::Original));
-            writable.push(FileBlock {
-                path: t.path.clone(),
-                id: bb7_tool_logic::file_id::file_id(&t.path, content),
-                writable: true,
-                status: if t.in_context {
-                    FileStatus::PendingOutput
-                } else {
-                    FileStatus::AddedOutput
-                },
-                lines: None,
-                external: false,
-                content: String::from_utf8_lossy(content).into_owned(),
-            });
+            let status = if t.in_context {
+                FileStatus::PendingOutput
+            } else {
+                FileStatus::AddedOutput
+            };
+            writable.push(FileBlock::output(&t.path, content, true, status));
         }
         prompt::render_user_message(prompt::Prompt {
             read_only: self.read_only.clone(),
@@ -110,4 +107,72 @@ impl RequestBuilder {
             final_note,
         )
     }
+}
+
+/// The file blocks of a request for `chat` (directory `dir`): the read-only files and sections, and
+/// the writable files, each followed by its pending output, then the files the model added. A
+/// global chat's files are all read-only, and its outputs are not shown.
+pub fn file_blocks(dir: &Dir, chat: &Chat, global: bool) -> (Vec<FileBlock>, Vec<FileBlock>) {
+    let mut read_only = Vec::new();
+    let mut writable = Vec::new();
+    let mut in_context = HashSet::new();
+    for cf in &chat.context_files {
+        let content = snapshots::read(dir, cf).unwrap_or_default();
+        let lines = cf.start_line.zip(cf.end_line);
+        let is_writable = !global && !cf.readonly && !cf.external && lines.is_none();
+        let block = FileBlock {
+            path: cf.path.clone(),
+            id: cf.version.clone(),
+            writable: is_writable,
+            status: FileStatus::Original,
+            lines,
+            external: cf.external,
+            content: String::from_utf8_lossy(&content).into_owned(),
+        };
+        if !is_writable {
+            read_only.push(block);
+            continue;
+        }
+        in_context.insert(cf.path.clone());
+        writable.push(block);
+        if let Some(out) = snapshots::read_output(dir, &cf.path).filter(|o| *o != content) {
+            writable.push(FileBlock::output(
+                &cf.path,
+                &out,
+                true,
+                FileStatus::PendingOutput,
+            ));
+        }
+    }
+    if !global {
+        for path in snapshots::output_files(dir) {
+            if in_context.contains(&path) {
+                continue;
+            }
+            let Some(out) = snapshots::read_output(dir, &path) else {
+                continue;
+            };
+            // A read-only file's output (made before it became read-only) stays visible as such.
+            let ro = chat
+                .context_files
+                .iter()
+                .any(|cf| cf.path == path && !cf.external);
+            if ro {
+                read_only.push(FileBlock::output(
+                    &path,
+                    &out,
+                    false,
+                    FileStatus::PendingOutput,
+                ));
+            } else {
+                writable.push(FileBlock::output(
+                    &path,
+                    &out,
+                    true,
+                    FileStatus::AddedOutput,
+                ));
+            }
+        }
+    }
+    (read_only, writable)
 }

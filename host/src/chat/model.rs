@@ -95,11 +95,71 @@ pub struct SnapshotEntry {
     pub extra: Map<String, Value>,
 }
 
+/// Who wrote a message. A role this version does not know is kept as written, so it round-trips.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum Role {
+    /// The user.
+    #[default]
+    User,
+    /// The model (also the role of recorded context events).
+    Assistant,
+    /// The host: errors, cancels, fork warnings, notes the client adds.
+    System,
+    /// A role written by some other backend, kept verbatim.
+    Other(String),
+}
+
+impl Role {
+    /// The role as chat.json and the wire spell it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::System => "system",
+            Role::Other(s) => s,
+        }
+    }
+}
+
+impl From<String> for Role {
+    fn from(s: String) -> Self {
+        match s.as_str() {
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            "system" => Role::System,
+            _ => Role::Other(s),
+        }
+    }
+}
+
+impl From<Role> for String {
+    fn from(r: Role) -> Self {
+        match r {
+            Role::Other(s) => s,
+            known => known.as_str().to_string(),
+        }
+    }
+}
+
+impl SnapshotEntry {
+    /// The entry recording context entry `cf` as it is now.
+    pub fn of(cf: &ContextFile) -> Self {
+        SnapshotEntry {
+            path: cf.path.clone(),
+            file_id: cf.version.clone(),
+            start_line: cf.start_line,
+            end_line: cf.end_line,
+            extra: Map::new(),
+        }
+    }
+}
+
 /// A message: `user`, `assistant` or `system`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Message {
-    /// `user`, `assistant` or `system`.
-    pub role: String,
+    /// Who wrote it.
+    pub role: Role,
     /// The message's content, in order.
     #[serde(default, deserialize_with = "null_as_default")]
     pub parts: Vec<Part>,
@@ -125,9 +185,9 @@ pub struct Message {
 
 impl Message {
     /// A message of `role` with one text part.
-    pub fn text(role: &str, text: &str) -> Self {
+    pub fn text(role: Role, text: &str) -> Self {
         Message {
-            role: role.into(),
+            role,
             parts: vec![text_part(text)],
             timestamp: Some(now()),
             ..Default::default()
@@ -156,28 +216,149 @@ pub fn text_part(text: &str) -> Part {
     p
 }
 
-/// A `context_event` part.
-pub fn event_part(
-    action: &str,
-    path: &str,
-    version: &str,
-    prev_version: Option<&str>,
-    readonly: bool,
-    external: bool,
-) -> Part {
-    let mut p = Part::new();
-    p.insert("type".into(), json!("context_event"));
-    p.insert("action".into(), json!(action));
-    p.insert("path".into(), json!(path));
-    if !version.is_empty() {
-        p.insert("version".into(), json!(version));
+/// What a recorded context event says happened (the `action` of a `context_event` part; the
+/// names are the reference backend's, which the existing client renders).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// The user added a whole file.
+    UserAddFile,
+    /// The user added a section (a line range).
+    UserAddSection,
+    /// The user replaced a file's snapshot (update, or a sync with the local file).
+    UserWriteFile,
+    /// The user removed a whole file.
+    UserRemoveFile,
+    /// The user removed a section.
+    UserRemoveSection,
+    /// The user changed a file's read-only flag.
+    UserSetReadOnly,
+    /// The user applied the model's output to the project.
+    UserApplyFile,
+    /// The user applied part of the model's output (per hunk, or by merging in a diff).
+    UserPartialApplyFile,
+    /// The user saved the model's output under another path.
+    UserSaveAs,
+    /// The user rejected (deleted) the model's output.
+    UserRejectOutput,
+    /// The model wrote a file's output.
+    AssistantWriteFile,
+    /// Since the message a fork or edit continues from, the file changed.
+    ForkWarningModified,
+    /// Since the message a fork or edit continues from, the file was deleted.
+    ForkWarningDeleted,
+}
+
+impl EventKind {
+    /// The `action` string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::UserAddFile => "UserAddFile",
+            EventKind::UserAddSection => "UserAddSection",
+            EventKind::UserWriteFile => "UserWriteFile",
+            EventKind::UserRemoveFile => "UserRemoveFile",
+            EventKind::UserRemoveSection => "UserRemoveSection",
+            EventKind::UserSetReadOnly => "UserSetReadOnly",
+            EventKind::UserApplyFile => "UserApplyFile",
+            EventKind::UserPartialApplyFile => "UserPartialApplyFile",
+            EventKind::UserSaveAs => "UserSaveAs",
+            EventKind::UserRejectOutput => "UserRejectOutput",
+            EventKind::AssistantWriteFile => "AssistantWriteFile",
+            EventKind::ForkWarningModified => "ForkWarningModified",
+            EventKind::ForkWarningDeleted => "ForkWarningDeleted",
+        }
     }
-    if let Some(prev) = prev_version.filter(|p| !p.is_empty()) {
-        p.insert("prev_version".into(), json!(prev));
+}
+
+/// One context event: what happened to which file, from which version to which. Built with
+/// [`ContextEvent::new`] and the setters, stored with [`ContextEvent::part`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextEvent {
+    /// What happened.
+    pub kind: EventKind,
+    /// The file's path, as in [`ContextFile::path`].
+    pub path: String,
+    /// The version after the event; empty writes none.
+    pub version: String,
+    /// The version before it, if there was one.
+    pub prev_version: Option<String>,
+    /// The file's read-only flag after the event.
+    pub readonly: bool,
+    /// Whether the file is outside the project.
+    pub external: bool,
+    /// A section's line range.
+    pub lines: Option<(u64, u64)>,
+    /// For a save-as: the path whose output was saved.
+    pub original_path: Option<String>,
+}
+
+impl ContextEvent {
+    /// An event of `kind` on `path`, with no versions, writable, internal.
+    pub fn new(kind: EventKind, path: &str) -> Self {
+        ContextEvent {
+            kind,
+            path: path.to_string(),
+            version: String::new(),
+            prev_version: None,
+            readonly: false,
+            external: false,
+            lines: None,
+            original_path: None,
+        }
     }
-    p.insert("readonly".into(), json!(readonly));
-    p.insert("external".into(), json!(external));
-    p
+
+    /// The event about context entry `cf` as it is now (its version, flags and line range).
+    pub fn about(kind: EventKind, cf: &ContextFile) -> Self {
+        ContextEvent {
+            version: cf.version.clone(),
+            readonly: cf.readonly,
+            external: cf.external,
+            lines: cf.start_line.zip(cf.end_line),
+            ..Self::new(kind, &cf.path)
+        }
+    }
+
+    /// Sets the version after the event.
+    pub fn version(mut self, v: &str) -> Self {
+        self.version = v.to_string();
+        self
+    }
+
+    /// Sets the version before the event (an empty one is none).
+    pub fn prev(mut self, v: Option<&str>) -> Self {
+        self.prev_version = v.filter(|v| !v.is_empty()).map(str::to_string);
+        self
+    }
+
+    /// Sets the read-only and external flags.
+    pub fn flags(mut self, readonly: bool, external: bool) -> Self {
+        self.readonly = readonly;
+        self.external = external;
+        self
+    }
+
+    /// The `context_event` part chat.json stores.
+    pub fn part(&self) -> Part {
+        let mut p = Part::new();
+        p.insert("type".into(), json!("context_event"));
+        p.insert("action".into(), json!(self.kind.as_str()));
+        p.insert("path".into(), json!(self.path));
+        if !self.version.is_empty() {
+            p.insert("version".into(), json!(self.version));
+        }
+        if let Some(prev) = &self.prev_version {
+            p.insert("prev_version".into(), json!(prev));
+        }
+        p.insert("readonly".into(), json!(self.readonly));
+        p.insert("external".into(), json!(self.external));
+        if let Some((a, b)) = self.lines {
+            p.insert("start_line".into(), json!(a));
+            p.insert("end_line".into(), json!(b));
+        }
+        if let Some(orig) = &self.original_path {
+            p.insert("original_path".into(), json!(orig));
+        }
+        p
+    }
 }
 
 /// Now, RFC 3339 UTC with seconds (`2025-01-19T22:00:00Z`).
@@ -226,7 +407,7 @@ impl Chat {
         self.messages
             .iter()
             .rev()
-            .filter(|m| m.role == "user")
+            .filter(|m| m.role == Role::User)
             .find_map(|m| m.model.as_deref().filter(|s| !s.is_empty()))
             .unwrap_or(&self.model)
     }
@@ -234,10 +415,10 @@ impl Chat {
     /// Appends a message holding one context event (how the model learns what the user did). Stored
     /// as an `assistant` message with a single `context_event` part, as the reference backend does
     /// and the existing client renders.
-    pub fn record_event(&mut self, part: Part) {
+    pub fn record_event(&mut self, event: ContextEvent) {
         self.messages.push(Message {
-            role: "assistant".into(),
-            parts: vec![part],
+            role: Role::Assistant,
+            parts: vec![event.part()],
             timestamp: Some(now()),
             ..Default::default()
         });
@@ -275,5 +456,39 @@ mod tests {
         let (chat, _) =
             Chat::parse(br#"{"version":2,"id":"x","context_files":null,"messages":null}"#).unwrap();
         assert!(chat.messages.is_empty() && chat.context_files.is_empty());
+    }
+
+    #[test]
+    fn roles_round_trip_including_unknown_ones() {
+        let (chat, _) = Chat::parse(
+            br#"{"version":2,"id":"x","messages":[{"role":"user"},{"role":"tool","parts":[]}]}"#,
+        )
+        .unwrap();
+        assert_eq!(chat.messages[0].role, Role::User);
+        assert_eq!(chat.messages[1].role, Role::Other("tool".into()));
+        let out: Value = serde_json::from_slice(&chat.to_json()).unwrap();
+        assert_eq!(out["messages"][1]["role"], "tool");
+    }
+
+    #[test]
+    fn a_section_event_carries_its_lines_and_no_empty_version() {
+        let cf = ContextFile {
+            path: "a.rs".into(),
+            readonly: true,
+            version: "v1".into(),
+            start_line: Some(3),
+            end_line: Some(9),
+            ..Default::default()
+        };
+        let p = ContextEvent::about(EventKind::UserAddSection, &cf).part();
+        assert_eq!(p["action"], "UserAddSection");
+        assert_eq!(
+            (p["start_line"].clone(), p["end_line"].clone()),
+            (json!(3), json!(9))
+        );
+        let p = ContextEvent::new(EventKind::UserRejectOutput, "a.rs")
+            .prev(Some(""))
+            .part();
+        assert!(p.get("version").is_none() && p.get("prev_version").is_none());
     }
 }

@@ -276,6 +276,18 @@ impl ChatStore {
         lock::state_at(self.chats.dir(), self.chats.path(), id)
     }
 
+    /// Fails unless chat `id` exists and no other live process holds it (what every change to a
+    /// chat that is not the active one requires).
+    pub fn require_usable(&mut self, id: &str) -> Result<(), super::error::ChatError> {
+        if !self.exists(id) {
+            return Err(super::error::ChatError::NotFound);
+        }
+        if let lock::LockState::Other(_) = self.lock_state(id) {
+            return Err(super::error::ChatError::Locked);
+        }
+        Ok(())
+    }
+
     /// Takes chat `id`'s lock for this process; fails when another live process holds it.
     pub fn acquire(&self, id: &str) -> Result<(), String> {
         lock::acquire(self.chats.dir(), id).map_err(|e| e.to_string())

@@ -104,6 +104,16 @@ pub struct LlmClient {
 }
 
 impl LlmClient {
+    /// A client for the configured API: its base URL, API key and stream idle timeout, or the
+    /// error to report (a missing or invalid config, no API key).
+    pub fn from_config(config: &crate::config::ConfigState) -> Result<Self, String> {
+        let key = config.api_key()?;
+        let c = config.config();
+        let mut settings = ClientSettings::new(&c.base_url, key);
+        settings.idle_timeout = Duration::from_millis(c.stream_idle_timeout_ms);
+        LlmClient::new(settings).map_err(|e| e.to_string())
+    }
+
     /// A client for `settings` (connect timeout, `bb7/<version>` user agent).
     pub fn new(settings: ClientSettings) -> Result<Self, LlmError> {
         let http = reqwest::Client::builder()

@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::StreamEvent;
@@ -83,13 +84,66 @@ pub fn clean_title(raw: &str) -> Option<String> {
     Some(title)
 }
 
+/// A model the API offers, as the client lists it (fields the API leaves out are `null`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    /// The model id to request.
+    pub id: String,
+    /// Its display name (the id when the API gives none).
+    pub name: String,
+    /// Its description.
+    pub description: Value,
+    /// When it was published (Unix seconds).
+    pub created: Value,
+    /// Its context window, in tokens.
+    pub context_length: Value,
+    /// The most tokens one completion may have.
+    pub max_completion_tokens: Value,
+    /// Whether it takes tools (the edit tools need them).
+    pub supports_tools: bool,
+    /// Whether it takes reasoning settings.
+    pub supports_reasoning: bool,
+    /// Prices per token, as the API gives them (strings).
+    pub pricing: Pricing,
+}
+
+/// A model's prices, as the API gives them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pricing {
+    /// Per prompt token.
+    pub prompt: Value,
+    /// Per completion token.
+    pub completion: Value,
+    /// Per prompt token read from the cache.
+    pub input_cache_read: Value,
+    /// Per prompt token written to the cache.
+    pub input_cache_write: Value,
+    /// Per reasoning token.
+    pub internal_reasoning: Value,
+}
+
+/// The account's balance.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Balance {
+    /// Credits bought, or the key's limit; `None` for a key without a limit.
+    pub total_credits: Option<f64>,
+    /// Credits used.
+    pub total_usage: f64,
+    /// `"key"` when the figures are the key's own (the key may not read the account's credits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<&'static str>,
+    /// Whether the key has no limit.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unlimited: bool,
+}
+
 /// The model list in the protocol's shape, from the disk cache when it is fresh for this base URL,
 /// else fetched (and cached). A failed fetch falls back to a stale cache when there is one.
 pub async fn models(
     provider: &dyn Provider,
     base_url: &str,
     state_dir: Option<&Path>,
-) -> Result<Vec<Value>, LlmError> {
+) -> Result<Vec<ModelInfo>, LlmError> {
     let cache_path = state_dir.map(|d| d.join(MODELS_CACHE_FILE));
     let cached = cache_path.as_deref().and_then(|p| read_cache(p, base_url));
     if let Some((age, models)) = &cached {
@@ -99,7 +153,7 @@ pub async fn models(
     }
     match provider.get_json("models").await {
         Ok(v) => {
-            let models: Vec<Value> = v
+            let models: Vec<ModelInfo> = v
                 .get("data")
                 .and_then(Value::as_array)
                 .map(|a| a.iter().filter_map(model_entry).collect())
@@ -126,21 +180,21 @@ fn now_secs() -> u64 {
         .unwrap_or(0)
 }
 
-fn read_cache(path: &Path, base_url: &str) -> Option<(Duration, Vec<Value>)> {
+fn read_cache(path: &Path, base_url: &str) -> Option<(Duration, Vec<ModelInfo>)> {
     let bytes = crate::store::read_regular_path(path).ok()?;
     let v: Value = serde_json::from_slice(&bytes).ok()?;
     if v.get("base_url").and_then(Value::as_str) != Some(base_url) {
         return None;
     }
     let fetched = v.get("fetched_at").and_then(Value::as_u64)?;
-    let models = v.get("models")?.as_array()?.clone();
+    let models: Vec<ModelInfo> = serde_json::from_value(v.get("models")?.clone()).ok()?;
     Some((
         Duration::from_secs(now_secs().saturating_sub(fetched)),
         models,
     ))
 }
 
-fn write_cache(path: &Path, base_url: &str, models: &[Value]) {
+fn write_cache(path: &Path, base_url: &str, models: &[ModelInfo]) {
     let Some(dir) = path.parent() else { return };
     let body = json!({"base_url": base_url, "fetched_at": now_secs(), "models": models});
     let result = std::fs::create_dir_all(dir).and_then(|_| {
@@ -153,7 +207,7 @@ fn write_cache(path: &Path, base_url: &str, models: &[Value]) {
 }
 
 /// One OpenRouter model object → the protocol's `models` entry.
-fn model_entry(m: &Value) -> Option<Value> {
+fn model_entry(m: &Value) -> Option<ModelInfo> {
     let id = m.get("id")?.as_str()?;
     let params: Vec<&str> = m
         .get("supported_parameters")
@@ -162,51 +216,63 @@ fn model_entry(m: &Value) -> Option<Value> {
         .unwrap_or_default();
     let pricing = m.get("pricing").cloned().unwrap_or(json!({}));
     let price = |k: &str| pricing.get(k).cloned().unwrap_or(Value::Null);
-    Some(json!({
-        "id": id,
-        "name": m.get("name").and_then(Value::as_str).unwrap_or(id),
-        "description": m.get("description").cloned().unwrap_or(json!("")),
-        "created": m.get("created").cloned().unwrap_or(Value::Null),
-        "context_length": m.get("context_length").cloned()
+    Some(ModelInfo {
+        id: id.to_string(),
+        name: m
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or(id)
+            .to_string(),
+        description: m.get("description").cloned().unwrap_or(json!("")),
+        created: m.get("created").cloned().unwrap_or(Value::Null),
+        context_length: m
+            .get("context_length")
+            .cloned()
             .or_else(|| m.pointer("/top_provider/context_length").cloned())
             .unwrap_or(Value::Null),
-        "max_completion_tokens": m.pointer("/top_provider/max_completion_tokens").cloned().unwrap_or(Value::Null),
-        "supports_tools": params.contains(&"tools"),
-        "supports_reasoning": params.contains(&"reasoning") || params.contains(&"include_reasoning"),
-        "pricing": {
-            "prompt": price("prompt"),
-            "completion": price("completion"),
-            "input_cache_read": price("input_cache_read"),
-            "input_cache_write": price("input_cache_write"),
-            "internal_reasoning": price("internal_reasoning"),
+        max_completion_tokens: m
+            .pointer("/top_provider/max_completion_tokens")
+            .cloned()
+            .unwrap_or(Value::Null),
+        supports_tools: params.contains(&"tools"),
+        supports_reasoning: params.contains(&"reasoning") || params.contains(&"include_reasoning"),
+        pricing: Pricing {
+            prompt: price("prompt"),
+            completion: price("completion"),
+            input_cache_read: price("input_cache_read"),
+            input_cache_write: price("input_cache_write"),
+            internal_reasoning: price("internal_reasoning"),
         },
-    }))
+    })
 }
 
-/// The balance reply's fields: `/credits` when the key may read it, else the key's own limit and
-/// usage from `/key`.
-pub async fn balance(provider: &dyn Provider) -> Result<Value, LlmError> {
+/// The balance: `/credits` when the key may read it, else the key's own limit and usage from
+/// `/key`.
+pub async fn balance(provider: &dyn Provider) -> Result<Balance, LlmError> {
     match provider.get_json("credits").await {
         Ok(v) => {
             let d = v.get("data").unwrap_or(&v);
-            Ok(json!({
-                "total_credits": d.get("total_credits").and_then(Value::as_f64).unwrap_or(0.0),
-                "total_usage": d.get("total_usage").and_then(Value::as_f64).unwrap_or(0.0),
-            }))
+            Ok(Balance {
+                total_credits: Some(
+                    d.get("total_credits")
+                        .and_then(Value::as_f64)
+                        .unwrap_or(0.0),
+                ),
+                total_usage: d.get("total_usage").and_then(Value::as_f64).unwrap_or(0.0),
+                source: None,
+                unlimited: false,
+            })
         }
         Err(LlmError::Http { status, .. }) if matches!(status, 401 | 403 | 404) => {
             let v = provider.get_json("key").await?;
             let d = v.get("data").unwrap_or(&v);
-            let usage = d.get("usage").and_then(Value::as_f64).unwrap_or(0.0);
-            let mut out = json!({"total_usage": usage, "source": "key"});
-            match d.get("limit").and_then(Value::as_f64) {
-                Some(limit) => out["total_credits"] = json!(limit),
-                None => {
-                    out["total_credits"] = Value::Null;
-                    out["unlimited"] = json!(true);
-                }
-            }
-            Ok(out)
+            let limit = d.get("limit").and_then(Value::as_f64);
+            Ok(Balance {
+                total_credits: limit,
+                total_usage: d.get("usage").and_then(Value::as_f64).unwrap_or(0.0),
+                source: Some("key"),
+                unlimited: limit.is_none(),
+            })
         }
         Err(e) => Err(e),
     }
@@ -242,12 +308,12 @@ mod tests {
             "supported_parameters": ["tools", "reasoning"],
             "pricing": {"prompt": "0.1", "completion": "0.2"},
             "top_provider": {"max_completion_tokens": 50}});
-        let e = model_entry(&m).unwrap();
+        let e = serde_json::to_value(model_entry(&m).unwrap()).unwrap();
         assert_eq!(e["supports_tools"], true);
         assert_eq!(e["supports_reasoning"], true);
         assert_eq!(e["max_completion_tokens"], 50);
         assert_eq!(e["pricing"]["prompt"], "0.1");
-        let e = model_entry(&json!({"id": "x"})).unwrap();
+        let e = serde_json::to_value(model_entry(&json!({"id": "x"})).unwrap()).unwrap();
         assert_eq!(e["supports_tools"], false);
         assert_eq!(e["name"], "x");
     }

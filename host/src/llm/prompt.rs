@@ -53,6 +53,20 @@ pub struct FileBlock {
 }
 
 impl FileBlock {
+    /// The model's output for project file `path` (`content`), with its file id: `writable` unless
+    /// the file is read-only in context; `status` says whether the file was in context.
+    pub fn output(path: &str, content: &[u8], writable: bool, status: FileStatus) -> FileBlock {
+        FileBlock {
+            path: path.to_string(),
+            id: bb7_tool_logic::file_id::file_id(path, content),
+            writable,
+            status,
+            lines: None,
+            external: false,
+            content: String::from_utf8_lossy(content).into_owned(),
+        }
+    }
+
     fn source(&self) -> &'static str {
         match self.status {
             FileStatus::Original => "context",
@@ -388,7 +402,7 @@ fn render_retry(out: &mut String, r: &RetryContext) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chat::model::Message;
+    use crate::chat::model::{Message, Role};
 
     fn block(path: &str, writable: bool, status: FileStatus, content: &str) -> FileBlock {
         FileBlock {
@@ -405,8 +419,8 @@ mod tests {
     #[test]
     fn order_of_blocks() {
         let history = vec![
-            Message::text("user", "first"),
-            Message::text("assistant", "ok"),
+            Message::text(Role::User, "first"),
+            Message::text(Role::Assistant, "ok"),
         ];
         let retry = RetryContext {
             errors: vec!["old_string not found in file".into()],
@@ -442,8 +456,8 @@ mod tests {
     #[test]
     fn history_rendering_is_append_only() {
         let mut msgs = vec![
-            Message::text("user", "one"),
-            Message::text("assistant", "two"),
+            Message::text(Role::User, "one"),
+            Message::text(Role::Assistant, "two"),
         ];
         let render = |h: &[Message]| {
             render_user_message(Prompt {
@@ -455,7 +469,7 @@ mod tests {
             })
         };
         let a = render(&msgs);
-        msgs.push(Message::text("user", "three"));
+        msgs.push(Message::text(Role::User, "three"));
         let b = render(&msgs);
         let prefix = &a[..a.find("\n@latest_user_message").unwrap()];
         assert!(b.starts_with(prefix));

@@ -3,6 +3,7 @@
 
 pub mod actions;
 pub mod codec;
+pub mod events;
 pub mod inflight;
 pub mod request;
 

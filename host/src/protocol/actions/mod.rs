@@ -8,6 +8,7 @@ mod misc;
 mod remote;
 mod review;
 mod send;
+mod title;
 
 use super::request::Request;
 use super::{Ctx, Outcome};
@@ -24,7 +25,7 @@ pub fn dispatch(ctx: &Ctx, req: &Request) -> Handled {
         "clarify" => return agent::clarify(req),
         "get_models" => return remote::get_models(ctx, req),
         "get_balance" => return remote::get_balance(ctx, req),
-        "generate_title" => return remote::generate_title(ctx, req),
+        "generate_title" => return title::generate_title(ctx, req),
         _ => {}
     }
     let mut guard = ctx.lock();

@@ -5,43 +5,20 @@
 use serde_json::{Value, json};
 
 use super::Handled;
-use crate::chat::checkpoints::{Checkpoints, Record};
-use crate::chat::model::event_part;
+use crate::chat::checkpoints::Record;
 use crate::chat::paths::ClientPath;
 use crate::chat::review;
 use crate::protocol::reply;
 use crate::protocol::request::Request;
 use crate::workspace::Workspace;
-use bb7_tool_logic::file_id::file_id;
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// An internal path of the active chat (only project files have outputs and checkpoints).
-fn internal_path(s: &Workspace, path: &str) -> Result<String, String> {
-    let global = s.active()?.global;
-    match s.classify(path, global)? {
-        ClientPath::Internal(p) => Ok(p),
-        ClientPath::External(p) => Err(format!(
-            "File not found: {p} has no output (external files are read-only)"
-        )),
-    }
-}
-
-fn project_dir(s: &Workspace) -> Result<&crate::store::project::ProjectDir, String> {
-    s.project
-        .as_ref()
-        .ok_or_else(|| "No project: checkpoints and hunks need a project with .bb7/".to_string())
-}
-
 fn project(s: &Workspace) -> Result<&cap_std::fs::Dir, String> {
-    project_dir(s).map(|p| p.dir())
-}
-
-/// `.bb7/checkpoints/`, opened through the `.bb7/` handle held since `init`.
-fn checkpoints(s: &Workspace) -> Result<Checkpoints, String> {
-    Checkpoints::open(project_dir(s)?.state()).map_err(|e| e.to_string())
+    s.project_or("checkpoints and hunks need a project with .bb7/")
+        .map(|p| p.dir())
 }
 
 /// A list of strings (`hunk_ids`); `required` makes a missing one an error.
@@ -77,28 +54,8 @@ fn record_json(r: &Record) -> Value {
     v
 }
 
-/// `apply_file` / `apply_file_as`: writes `content` to project file `path` with a checkpoint.
-/// Returns the checkpoint id (none when the file already had that content).
-pub fn write_checkpointed(
-    s: &Workspace,
-    kind: &str,
-    path: &str,
-    content: &[u8],
-) -> Result<Option<String>, String> {
-    let p = s
-        .project
-        .as_ref()
-        .ok_or("No project: global chats cannot apply files")?;
-    let cps = checkpoints(s)?;
-    let chat_id = s.active().ok().map(|a| a.id.clone());
-    let rec =
-        review::checkpointed_write(p.dir(), &cps, chat_id.as_deref(), kind, &[(path, content)])
-            .map_err(|e| e.to_string())?;
-    Ok(rec.map(|r| r.id))
-}
-
 pub fn get_hunks(s: &mut Workspace, req: &Request) -> Handled {
-    let path = internal_path(s, req.nonempty("path")?)?;
+    let path = s.active_internal_path(req.nonempty("path")?)?;
     let a = s.active()?;
     let h = review::get_hunks(project(s)?, a.dir.dir(), &path).map_err(|e| e.to_string())?;
     Ok(reply(
@@ -108,10 +65,10 @@ pub fn get_hunks(s: &mut Workspace, req: &Request) -> Handled {
 }
 
 pub fn apply_hunks(s: &mut Workspace, req: &Request) -> Handled {
-    let path = internal_path(s, req.nonempty("path")?)?;
+    let path = s.active_internal_path(req.nonempty("path")?)?;
     let ids = string_list(req, "hunk_ids", true)?;
     let base_hash = req.nonempty("base_hash")?.to_string();
-    let cps = checkpoints(s)?;
+    let cps = s.checkpoints()?;
     let a = s.active()?;
     let applied = review::apply_hunks(
         project(s)?,
@@ -126,25 +83,10 @@ pub fn apply_hunks(s: &mut Workspace, req: &Request) -> Handled {
     if applied.checkpoint.is_some() {
         if applied.remaining == 0 {
             // Everything is taken: as apply_file does, the output goes and the snapshot follows.
-            super::files::settle_applied(s, &path, &applied.content, "UserApplyFile")?;
+            s.settle_applied(&path, &applied.content)?;
         } else {
             // Part of it: the snapshot becomes what the user has now; the output keeps the rest.
-            let a = s.active_mut()?;
-            let (version, prev) = super::files::resnapshot_whole_file(a, &path, &applied.content)?;
-            let readonly = a
-                .chat
-                .context_files
-                .iter()
-                .any(|c| !c.is_section() && c.path == path && c.readonly);
-            a.chat.record_event(event_part(
-                "UserPartialApplyFile",
-                &path,
-                &version,
-                prev.as_deref(),
-                readonly,
-                false,
-            ));
-            s.save_active()?;
+            s.record_partial_apply(&path, &applied.content)?;
         }
     }
     Ok(reply(
@@ -159,7 +101,7 @@ pub fn apply_hunks(s: &mut Workspace, req: &Request) -> Handled {
 }
 
 pub fn reject_hunks(s: &mut Workspace, req: &Request) -> Handled {
-    let path = internal_path(s, req.nonempty("path")?)?;
+    let path = s.active_internal_path(req.nonempty("path")?)?;
     let ids = string_list(req, "hunk_ids", true)?;
     let a = s.active()?;
     let before = crate::chat::snapshots::read_output(a.dir.dir(), &path);
@@ -167,16 +109,7 @@ pub fn reject_hunks(s: &mut Workspace, req: &Request) -> Handled {
         review::reject_hunks(project(s)?, a.dir.dir(), &path, &ids).map_err(|e| e.to_string())?;
     if rejected.output.is_none() {
         // Nothing left to apply: recorded as output_delete records it.
-        let a = s.active_mut()?;
-        a.chat.record_event(event_part(
-            "UserRejectOutput",
-            &path,
-            "",
-            before.as_deref().map(|b| file_id(&path, b)).as_deref(),
-            false,
-            false,
-        ));
-        s.save_active()?;
+        s.record_rejected(&path, before.as_deref())?;
     }
     Ok(reply(
         "ok",
@@ -190,7 +123,7 @@ pub fn reject_hunks(s: &mut Workspace, req: &Request) -> Handled {
 
 pub fn checkpoint_list(s: &mut Workspace, req: &Request) -> Handled {
     let chat_id = req.opt_str("chat_id")?;
-    let cps = checkpoints(s)?;
+    let cps = s.checkpoints()?;
     let list: Vec<Value> = cps
         .list(project(s)?, chat_id)
         .iter()
@@ -209,7 +142,7 @@ pub fn checkpoint_diff3(s: &mut Workspace, req: &Request) -> Handled {
             return Err(format!("File not found: {p} is outside the project"));
         }
     };
-    let cps = checkpoints(s)?;
+    let cps = s.checkpoints()?;
     let d = review::diff3(project(s)?, &cps, id, &path).map_err(|e| e.to_string())?;
     Ok(reply(
         "diff3",
@@ -221,7 +154,7 @@ pub fn checkpoint_rollback(s: &mut Workspace, req: &Request) -> Handled {
     let id = req.nonempty("checkpoint_id")?;
     let mode = req.nonempty("mode")?;
     let ids = string_list(req, "hunk_ids", false)?;
-    let cps = checkpoints(s)?;
+    let cps = s.checkpoints()?;
     let r = review::rollback(project(s)?, &cps, id, mode, &ids).map_err(|e| e.to_string())?;
     Ok(reply(
         "rollback",

@@ -1,9 +1,16 @@
 //! What one editor session holds: the project (if any), its chat store and the global one, the
 //! active chat, the search indexes, the tokenizer and the config. The protocol's handlers
-//! (`crate::protocol::actions`) operate on it; it knows nothing of JSON lines.
+//! (`crate::protocol::actions`) operate on it; it knows nothing of JSON lines. Its submodules run
+//! the chat domain's operations (`crate::chat`) where they need the stores or the active chat.
+
+mod chats;
+mod files;
+
+pub use chats::ChatRef;
 
 use std::path::Path;
 
+use crate::chat::local::LocalFiles;
 use crate::chat::model::Chat;
 use crate::chat::paths::ClientPath;
 use crate::chat::search::SearchIndex;
@@ -382,31 +389,18 @@ impl Workspace {
         crate::chat::external::scope(global_chat, self.project.as_ref().map(|p| p.root()))
     }
 
-    /// Reads the user's current version of a context file: inside the project under the project path
-    /// rule; an external file by its absolute path, only when this user added it to a chat of this
-    /// scope (a chat.json shipped by a repository cannot make the host read `~/.ssh/id_rsa`). An
-    /// external file nobody here added is refused without touching the disk, so whether it exists
-    /// is not revealed either.
-    pub fn read_local(&self, path: &ClientPath, global_chat: bool) -> std::io::Result<Vec<u8>> {
-        match path {
-            ClientPath::Internal(rel) => match &self.project {
-                Some(p) => p.read(rel),
-                None => Err(std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    "no project",
-                )),
-            },
-            ClientPath::External(abs) => {
-                let scope = self.external_scope(global_chat);
-                if !crate::chat::external::ExternalRecord::of_user().allows(&scope, abs) {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::PermissionDenied,
-                        "external file not added by this user here",
-                    ));
-                }
-                crate::store::read_regular_path(Path::new(abs))
-            }
+    /// Where the context files of a chat in the `global_chat` scope are re-read from.
+    pub fn local_files(&self, global_chat: bool) -> LocalFiles<'_> {
+        LocalFiles {
+            project: self.project.as_ref(),
+            global_chat,
         }
+    }
+
+    /// Reads the user's current version of a context file under the rules of the chat's scope (see
+    /// [`LocalFiles::read`]).
+    pub fn read_local(&self, path: &ClientPath, global_chat: bool) -> std::io::Result<Vec<u8>> {
+        self.local_files(global_chat).read(path)
     }
 }
 
