@@ -17,6 +17,7 @@ pub mod grant;
 pub mod limits;
 pub mod registry;
 pub mod runner;
+pub mod state;
 pub mod watchdog;
 
 pub use audit::{AuditLog, CallRecord};

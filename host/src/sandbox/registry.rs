@@ -13,7 +13,7 @@ use wasmtime::component::{Component, Linker};
 use super::api::{ToolPre, WitVersion};
 use super::cache::{CacheOutcome, ComponentCache};
 use super::grant::Access;
-use super::runner::CallState;
+use super::state::CallState;
 
 /// A built-in component as embedded by `build.rs`.
 #[derive(Debug)]

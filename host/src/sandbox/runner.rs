@@ -6,9 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use wasmtime::component::ResourceTable;
-use wasmtime::{Engine, ResourceLimiter, Store, Trap};
-use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime::{Store, Trap};
+use wasmtime_wasi::WasiCtx;
 
 use super::api::{ToolFailure, ToolInfo};
 use super::audit::{AuditLog, CallRecord};
@@ -16,6 +15,7 @@ use super::engine;
 use super::grant::{Access, Grant};
 use super::limits::Limits;
 use super::registry::{Registry, ToolComponent};
+use super::state::{CallState, new_store, wasi_ctx};
 use super::watchdog::{MAX_STUCK, Overrun, Workers};
 
 /// How long past its wall-time limit a call may stay blocked in a host call before it is abandoned.
@@ -23,83 +23,6 @@ use super::watchdog::{MAX_STUCK, Overrun, Workers};
 const DEADLINE_GRACE: Duration = Duration::from_millis(250);
 /// Error messages from a tool are cut to this many bytes: they reach the model, the user and the log.
 pub const MAX_ERROR_MESSAGE: usize = 16 << 10;
-
-/// The per-call store state.
-pub struct CallState {
-    wasi: WasiCtx,
-    table: ResourceTable,
-    limiter: CallLimiter,
-}
-
-impl WasiView for CallState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
-}
-
-/// Caps what one call may allocate: the **sum** of all its linear memories (a component with many
-/// core instances must not get the budget once per memory), how many instances, memories and tables
-/// it may create, and each table's size. Remembers whether the memory cap was hit so the error can
-/// say so.
-struct CallLimiter {
-    memory_bytes: usize,
-    /// Bytes of linear memory the call's memories hold now, together.
-    memory_total: usize,
-    memory_hit: bool,
-}
-
-/// Core instances one call may create (a built-in tool uses a handful).
-pub const MAX_INSTANCES: usize = 32;
-/// Linear memories one call may create.
-pub const MAX_MEMORIES: usize = 4;
-/// Tables one call may create.
-pub const MAX_TABLES: usize = 32;
-/// Elements one table may grow to.
-pub const MAX_TABLE_ELEMENTS: usize = 1 << 20;
-
-impl ResourceLimiter for CallLimiter {
-    fn memory_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        _max: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        let total = self
-            .memory_total
-            .saturating_sub(current)
-            .saturating_add(desired);
-        if total > self.memory_bytes {
-            self.memory_hit = true;
-            return Err(wasmtime::Error::msg("memory limit exceeded"));
-        }
-        self.memory_total = total;
-        Ok(true)
-    }
-
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _max: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        Ok(desired <= MAX_TABLE_ELEMENTS)
-    }
-
-    fn instances(&self) -> usize {
-        MAX_INSTANCES
-    }
-
-    fn memories(&self) -> usize {
-        MAX_MEMORIES
-    }
-
-    fn tables(&self) -> usize {
-        MAX_TABLES
-    }
-}
 
 /// Why a call failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -214,7 +137,7 @@ impl Sandbox {
         settings: &[(String, String)],
     ) -> Result<ToolInfo, CallError> {
         let settings = settings.to_vec();
-        self.execute(tool, WasiCtxBuilder::new().build(), move |pre, store| {
+        self.execute(tool, wasi_ctx(None)?, move |pre, store| {
             pre.describe(store, &settings)
         })
     }
@@ -276,24 +199,10 @@ impl Sandbox {
         arguments: &str,
     ) -> Result<Value, CallError> {
         self.check_grant(grant)?;
-        let perms = match grant.access {
-            Access::ReadOnly => FsPerms::ReadOnly,
-            Access::ReadWrite => FsPerms::ReadWrite,
-        };
-        let mut builder = WasiCtxBuilder::new();
-        // Must precede preopened_dir: it is recorded per preopen. Without it every filesystem call
-        // hops through a thread pool (~10x slower directory walks).
-        builder.allow_blocking_current_thread(true);
-        builder
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false);
-        builder
-            .preopened_dir(&grant.path, "/", perms)
-            .map_err(|e| CallError::Grant(format!("{}: {e}", grant.path.display())))?;
+        let wasi = wasi_ctx(Some(grant))?;
         let settings = settings.to_vec();
         let arguments = arguments.to_string();
-        let json = self.execute(tool, builder.build(), move |pre, store| {
+        let json = self.execute(tool, wasi, move |pre, store| {
             pre.call(store, &settings, &arguments)
         })?;
         if json.len() > self.limits.result_bytes {
@@ -361,25 +270,8 @@ impl Sandbox {
     }
 }
 
-fn new_store(engine: &Engine, limits: &Limits, wasi: WasiCtx) -> Store<CallState> {
-    let state = CallState {
-        wasi,
-        table: ResourceTable::new(),
-        limiter: CallLimiter {
-            memory_bytes: limits.memory_bytes as usize,
-            memory_total: 0,
-            memory_hit: false,
-        },
-    };
-    let mut store = Store::new(engine, state);
-    store.limiter(|s| &mut s.limiter);
-    store.set_epoch_deadline(limits.epoch_ticks());
-    store.epoch_deadline_trap();
-    store
-}
-
 fn classify(store: &Store<CallState>, limits: &Limits, e: wasmtime::Error) -> CallError {
-    if store.data().limiter.memory_hit {
+    if store.data().memory_limit_hit() {
         return CallError::MemoryLimit(limits.memory_bytes);
     }
     if let Some(Trap::Interrupt) = e.downcast_ref::<Trap>() {
@@ -422,56 +314,6 @@ fn canonical_or_lexical(p: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A component with `n` core instances of a module holding one memory of `pages` 64 KiB pages.
-    fn many_memories(n: u32, pages: u64) -> Vec<u8> {
-        use wasm_encoder::{
-            Component, InstanceSection, MemorySection, MemoryType, Module, ModuleArg, ModuleSection,
-        };
-        let mut module = Module::new();
-        let mut mems = MemorySection::new();
-        mems.memory(MemoryType {
-            minimum: pages,
-            maximum: None,
-            memory64: false,
-            shared: false,
-            page_size_log2: None,
-        });
-        module.section(&mems);
-        let mut c = Component::new();
-        c.section(&ModuleSection(&module));
-        let mut inst = InstanceSection::new();
-        for _ in 0..n {
-            inst.instantiate(0, Vec::<(&str, ModuleArg)>::new());
-        }
-        c.section(&inst);
-        c.finish()
-    }
-
-    fn instantiate(bytes: &[u8]) -> (Result<(), String>, bool) {
-        let limits = Limits::default();
-        let engine = engine::shared(&limits).unwrap();
-        let component = wasmtime::component::Component::new(&engine, bytes).unwrap();
-        let mut store = new_store(&engine, &limits, WasiCtxBuilder::new().build());
-        let linker = wasmtime::component::Linker::<CallState>::new(&engine);
-        let r = linker
-            .instantiate(&mut store, &component)
-            .map(|_| ())
-            .map_err(|e| format!("{e:#}"));
-        (r, store.data().limiter.memory_hit)
-    }
-
-    #[test]
-    fn the_memory_budget_is_for_all_of_a_call_s_memories_together() {
-        // Three memories of 64 MiB fit the 256 MiB budget; three of 100 MiB do not, although each
-        // alone would (the hole: the cap was per memory).
-        assert_eq!(instantiate(&many_memories(3, 1024)).0, Ok(()));
-        let (r, hit) = instantiate(&many_memories(3, 1600));
-        assert!(r.is_err() && hit, "{r:?}");
-        // And no more memories than MAX_MEMORIES, however small.
-        let (r, _) = instantiate(&many_memories(MAX_MEMORIES as u32 + 4, 1));
-        assert!(r.is_err(), "{r:?}");
-    }
 
     #[test]
     fn truncation_respects_char_boundaries() {

@@ -1,0 +1,194 @@
+//! The state of one call's store: its WASI context (built in one locked-down way for every call),
+//! its resource table and its resource limiter. Both the registry (which links components against
+//! it) and the runner (which creates a store per call) use it; it depends on neither.
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{Engine, ResourceLimiter, Store};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::grant::{Access, Grant};
+use super::limits::Limits;
+use super::runner::CallError;
+
+/// The per-call store state.
+pub struct CallState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: CallLimiter,
+}
+
+impl CallState {
+    /// Whether the call was stopped for outgrowing its memory budget.
+    pub fn memory_limit_hit(&self) -> bool {
+        self.limiter.memory_hit
+    }
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Caps what one call may allocate: the **sum** of all its linear memories (a component with many
+/// core instances must not get the budget once per memory), how many instances, memories and tables
+/// it may create, and each table's size. Remembers whether the memory cap was hit so the error can
+/// say so.
+struct CallLimiter {
+    memory_bytes: usize,
+    /// Bytes of linear memory the call's memories hold now, together.
+    memory_total: usize,
+    memory_hit: bool,
+}
+
+/// Core instances one call may create (a built-in tool uses a handful).
+pub const MAX_INSTANCES: usize = 32;
+/// Linear memories one call may create.
+pub const MAX_MEMORIES: usize = 4;
+/// Tables one call may create.
+pub const MAX_TABLES: usize = 32;
+/// Elements one table may grow to.
+pub const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
+impl ResourceLimiter for CallLimiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _max: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let total = self
+            .memory_total
+            .saturating_sub(current)
+            .saturating_add(desired);
+        if total > self.memory_bytes {
+            self.memory_hit = true;
+            return Err(wasmtime::Error::msg("memory limit exceeded"));
+        }
+        self.memory_total = total;
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _max: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+
+    fn instances(&self) -> usize {
+        MAX_INSTANCES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
+    }
+}
+
+/// The WASI context of one call, the only way one is built: no network (no TCP, no UDP, no name
+/// lookup), no environment, no arguments, no inherited stdio, and at most one directory: `grant`
+/// mounted at `/` with its access (`describe` gets none).
+pub fn wasi_ctx(grant: Option<&Grant>) -> Result<WasiCtx, CallError> {
+    let mut builder = WasiCtxBuilder::new();
+    // Must precede preopened_dir: it is recorded per preopen. Without it every filesystem call
+    // hops through a thread pool (~10x slower directory walks).
+    builder.allow_blocking_current_thread(true);
+    builder
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false);
+    if let Some(grant) = grant {
+        let perms = match grant.access {
+            Access::ReadOnly => FsPerms::ReadOnly,
+            Access::ReadWrite => FsPerms::ReadWrite,
+        };
+        builder
+            .preopened_dir(&grant.path, "/", perms)
+            .map_err(|e| CallError::Grant(format!("{}: {e}", grant.path.display())))?;
+    }
+    Ok(builder.build())
+}
+
+/// A fresh store for one call: `wasi`, the memory budget of `limits` for all of the call's memories
+/// together, and the epoch deadline of its wall-time limit.
+pub fn new_store(engine: &Engine, limits: &Limits, wasi: WasiCtx) -> Store<CallState> {
+    let state = CallState {
+        wasi,
+        table: ResourceTable::new(),
+        limiter: CallLimiter {
+            memory_bytes: limits.memory_bytes as usize,
+            memory_total: 0,
+            memory_hit: false,
+        },
+    };
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limiter);
+    store.set_epoch_deadline(limits.epoch_ticks());
+    store.epoch_deadline_trap();
+    store
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::engine;
+
+    /// A component with `n` core instances of a module holding one memory of `pages` 64 KiB pages.
+    fn many_memories(n: u32, pages: u64) -> Vec<u8> {
+        use wasm_encoder::{
+            Component, InstanceSection, MemorySection, MemoryType, Module, ModuleArg, ModuleSection,
+        };
+        let mut module = Module::new();
+        let mut mems = MemorySection::new();
+        mems.memory(MemoryType {
+            minimum: pages,
+            maximum: None,
+            memory64: false,
+            shared: false,
+            page_size_log2: None,
+        });
+        module.section(&mems);
+        let mut c = Component::new();
+        c.section(&ModuleSection(&module));
+        let mut inst = InstanceSection::new();
+        for _ in 0..n {
+            inst.instantiate(0, Vec::<(&str, ModuleArg)>::new());
+        }
+        c.section(&inst);
+        c.finish()
+    }
+
+    fn instantiate(bytes: &[u8]) -> (Result<(), String>, bool) {
+        let limits = Limits::default();
+        let engine = engine::shared(&limits).unwrap();
+        let component = wasmtime::component::Component::new(&engine, bytes).unwrap();
+        let mut store = new_store(&engine, &limits, wasi_ctx(None).unwrap());
+        let linker = wasmtime::component::Linker::<CallState>::new(&engine);
+        let r = linker
+            .instantiate(&mut store, &component)
+            .map(|_| ())
+            .map_err(|e| format!("{e:#}"));
+        (r, store.data().memory_limit_hit())
+    }
+
+    #[test]
+    fn the_memory_budget_is_for_all_of_a_call_s_memories_together() {
+        // Three memories of 64 MiB fit the 256 MiB budget; three of 100 MiB do not, although each
+        // alone would (the hole: the cap was per memory).
+        assert_eq!(instantiate(&many_memories(3, 1024)).0, Ok(()));
+        let (r, hit) = instantiate(&many_memories(3, 1600));
+        assert!(r.is_err() && hit, "{r:?}");
+        // And no more memories than MAX_MEMORIES, however small.
+        let (r, _) = instantiate(&many_memories(MAX_MEMORIES as u32 + 4, 1));
+        assert!(r.is_err(), "{r:?}");
+    }
+}
