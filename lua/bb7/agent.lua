@@ -1,46 +1,53 @@
 --- Agent mode in the plugin: the per-chat toggle (`:BB7Agent`), the live tool log streamed into the
 --- preview, clarifying questions (answer or skip), and the step/tool counts of agent replies.
-local M = {}
+---
+--- The session knows nothing of this module: a send emits each `agent_event` and `attach` subscribes
+--- to them here; the mode and the answers go to the host through the session.
+local session = require("bb7.session")
 local util = require("bb7.util")
 
-local function session()
-  return require("bb7.session")
-end
+local M = {}
 
 --- Whether the active chat is in agent mode.
 function M.enabled()
-  local c = session().chat
+  local c = session.chat
   return c ~= nil and c.mode == "agent"
 end
 
 --- Sets the active chat's mode (`on` true/false; nil toggles). `cb(ok)` when the host answered.
 function M.set(on, cb)
-  local s = session()
-  if not s.chat then
-    s.notify("No active chat", vim.log.levels.WARN)
+  if not session.chat then
+    session.notify("No active chat", vim.log.levels.WARN)
     return
   end
   if on == nil then
     on = not M.enabled()
   end
-  local mode = on and "agent" or "chat"
-  require("bb7.host").request("save_chat_settings", { mode = mode }, function(r)
-    if r.type == "error" then
-      s.notify(r.message or "cannot change the mode", vim.log.levels.ERROR)
-    elseif s.chat then
-      s.chat.mode = mode
-      s.notify(on and "Agent mode on: the model may explore the project (read-only)" or "Agent mode off", vim.log.levels.INFO)
-      s.emit("status")
-    end
-    if cb then
-      cb(r.type ~= "error")
+  session.set_mode(on and "agent" or "chat", cb)
+end
+
+local attached = false
+
+--- Handles the agent events of every send from now on: the tool log goes into the reply as "tool"
+--- chunks, questions are asked. Called (once is enough) by `setup()`, by the UI when it builds its
+--- panes (where sends start) and by `:BB7Agent`.
+function M.attach()
+  if attached then
+    return
+  end
+  attached = true
+  session.subscribe("agent_event", function(ev)
+    local line = M.on_event(ev)
+    if line then
+      session.emit("chunk", "tool", line)
     end
   end)
 end
 
 --- `:BB7Agent [on|off|toggle]`.
 function M.command(opts)
-  session().hook()
+  session.hook()
+  M.attach()
   local a = vim.trim(opts and opts.args or "")
   if a == "on" then
     M.set(true)
@@ -49,7 +56,7 @@ function M.command(opts)
   elseif a == "" or a == "toggle" then
     M.set(nil)
   else
-    session().notify("Usage: :BB7Agent [on|off|toggle]", vim.log.levels.ERROR)
+    session.notify("Usage: :BB7Agent [on|off|toggle]", vim.log.levels.ERROR)
   end
 end
 
@@ -105,7 +112,6 @@ local requested = {} -- call id -> args, for the completion line
 
 --- Asks the user `data.question`; an empty answer or <Esc> skips (`no_user_answer`).
 function M.ask(data)
-  local s = session()
   vim.schedule(function()
     vim.ui.input({ prompt = "BB-7 asks: " .. (data.question or "?") .. " (empty skips) " }, function(answer)
       if answer == nil or vim.trim(answer) == "" then
@@ -113,19 +119,14 @@ function M.ask(data)
       end
       M.answer(data.question_id, answer)
     end)
-    s.emit("status")
+    session.emit("status")
   end)
 end
 
 --- Sends the answer to question `qid`.
 function M.answer(qid, answer)
-  local s = session()
   M.pending = nil
-  require("bb7.host").request("clarify", { question_id = qid, answer = answer }, function(r)
-    if r.type == "error" then
-      s.notify(r.message or "clarify failed", vim.log.levels.WARN)
-    end
-  end)
+  session.clarify(qid, answer)
 end
 
 --- Handles one `agent_event` of the streaming send; returns a line for the preview, or nil.

@@ -91,6 +91,46 @@ M.defaults = {
       edit_last = "<M-e>", -- asks first
       fork_last = "<M-f>",
     },
+    -- The help window of `all.help` (the `all.help` key closes it too).
+    help = {
+      close = "q",
+      close_alt = "<Esc>",
+      close_alt2 = "?",
+    },
+    -- The model picker (:BB7Model, `all.model`).
+    models = {
+      pick = "<CR>",
+      favorite = "f",
+      effort = "e", -- cycles the chat's reasoning effort: off, low, medium, high
+      filter = "/",
+      close = "q",
+      close_alt = "<Esc>",
+    },
+    -- Per-hunk review (:BB7Review): in both windows, except `help_alt` and `close` (the proposal's).
+    review = {
+      accept = "ga",
+      reject = "gr",
+      accept_all = "gA",
+      reject_all = "gR",
+      help = "g?",
+      help_alt = "?",
+      close = "q",
+    },
+    -- The checkpoint list (:BB7Checkpoints).
+    checkpoints = {
+      open = "<CR>", -- the 3-way view of the file under the cursor
+      hard = "H", -- asks first
+      reload = "R",
+      help = "g?",
+      close = "q",
+    },
+    -- A checkpoint's 3-way view (base | current | proposed).
+    checkpoint_view = {
+      scoped = "gr", -- the hunk under the cursor; in Visual mode every hunk of the selection
+      hard = "gH", -- asks first
+      help = "g?",
+      close = "q",
+    },
   },
 }
 

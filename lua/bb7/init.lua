@@ -9,6 +9,7 @@ local M = {}
 function M.setup(opts)
   require("bb7.config").setup(opts)
   require("bb7.session").hook()
+  require("bb7.agent").attach()
 end
 
 --- Toggles the UI (same as `:BB7`).

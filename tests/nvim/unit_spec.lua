@@ -1,7 +1,49 @@
 -- Unit tests of the pure Lua parts: parsing, paths, line endings, statuses, formatting, ordering, the
--- chat renderer, the streaming renderer, the host line splitter, keymap configuration.
+-- chat renderer, the streaming renderer, the host line splitter, keymap configuration, and the shape
+-- of the modules (no require cycle, who may use the host and the UI).
 local t = require("helpers")
 local util = require("bb7.util")
+
+--- Every module under lua/bb7: name -> file.
+local function modules()
+  local out = {}
+  for _, f in ipairs(vim.fn.globpath(t.repo .. "/lua", "bb7/**/*.lua", false, true)) do
+    local name = f:sub(#t.repo + 6):gsub("%.lua$", ""):gsub("/", "."):gsub("%.init$", "")
+    out[name] = f
+  end
+  return out
+end
+
+--- The static require graph of lua/bb7, lazy requires (inside functions) included: name -> set of
+--- required names. Comments are skipped; `require("bb7.ui." .. name)` counts as requiring every
+--- module under `bb7.ui.`.
+local function require_graph()
+  local mods = modules()
+  local graph = {}
+  for name, file in pairs(mods) do
+    local deps = {}
+    for line in io.lines(file) do
+      if not line:match("^%s*%-%-") then
+        line = line:gsub("%s%-%-%s.*$", "")
+        for m in line:gmatch("require%s*%(%s*[\"']([%w%._]+)[\"']%s*%)") do
+          deps[m] = true
+        end
+        for m in line:gmatch("pcall%(%s*require%s*,%s*[\"']([%w%._]+)[\"']") do
+          deps[m] = true
+        end
+        for prefix in line:gmatch("require%s*%(%s*[\"']([%w%._]+)[\"']%s*%.%.") do
+          for other in pairs(mods) do
+            if other:sub(1, #prefix) == prefix then
+              deps[other] = true
+            end
+          end
+        end
+      end
+    end
+    graph[name] = deps
+  end
+  return graph, mods
+end
 
 return {
   {
@@ -514,6 +556,184 @@ return {
       t.eq(require("bb7.version").plugin, require("bb7.commands").plugin_version, "one version constant")
       local want = require("bb7.host").required_version
       t.eq(want .. ".", require("bb7.version").plugin:sub(1, #want + 1), "the host series is the plugin's major.minor")
+    end,
+  },
+  {
+    "modules: no require cycle (lazy requires included); the session and agent never require the UI",
+    function()
+      local graph = require_graph()
+      t.ok(graph["bb7.session"] and graph["bb7.session.state"] and graph["bb7.agent"], "modules found")
+      -- Depth-first search; a module met again while it is on the path closes a cycle.
+      local state, path, cycles = {}, {}, {}
+      local function visit(name)
+        if state[name] == "done" or not graph[name] then
+          return
+        end
+        if state[name] == "open" then
+          local from = 1
+          for i, n in ipairs(path) do
+            if n == name then
+              from = i
+            end
+          end
+          cycles[#cycles + 1] = table.concat(vim.list_slice(path, from), " → ") .. " → " .. name
+          return
+        end
+        state[name] = "open"
+        path[#path + 1] = name
+        local deps = vim.tbl_keys(graph[name])
+        table.sort(deps)
+        for _, d in ipairs(deps) do
+          visit(d)
+        end
+        path[#path] = nil
+        state[name] = "done"
+      end
+      local names = vim.tbl_keys(graph)
+      table.sort(names)
+      for _, n in ipairs(names) do
+        visit(n)
+      end
+      t.eq({}, cycles, "require cycles")
+      for name, deps in pairs(graph) do
+        if name:match("^bb7%.session") or name == "bb7.agent" then
+          for d in pairs(deps) do
+            t.ok(not (d == "bb7.ui" or d:match("^bb7%.ui%.")), name .. " requires the UI (" .. d .. ")")
+          end
+        end
+        if name:match("^bb7%.session%.") then
+          t.ok(not deps["bb7.session"], name .. " requires the facade that requires it")
+        end
+      end
+    end,
+  },
+  {
+    "modules: the UI and agent mode reach the host only through the session",
+    function()
+      local graph, mods = require_graph()
+      for name, deps in pairs(graph) do
+        if name == "bb7.ui" or name:match("^bb7%.ui%.") or name == "bb7.agent" then
+          t.ok(not deps["bb7.host"], name .. " requires bb7.host")
+          local text = t.read(mods[name])
+          t.ok(not text:find("host%.call%(") and not text:find("host%.request%("), name .. " calls the host")
+        end
+      end
+    end,
+  },
+  {
+    "modules: loading every one never requires a module still loading; the session facade is one table",
+    function()
+      local names = vim.tbl_keys(modules())
+      table.sort(names)
+      for _, n in ipairs(names) do
+        package.loaded[n] = nil
+      end
+      local real = require
+      local loading, stack, loops = {}, {}, {}
+      _G.require = function(name)
+        if loading[name] then
+          loops[#loops + 1] = table.concat(stack, " → ") .. " → " .. name
+        end
+        if package.loaded[name] ~= nil then
+          return real(name)
+        end
+        loading[name] = true
+        stack[#stack + 1] = name
+        local ok, mod = pcall(real, name)
+        loading[name] = nil
+        stack[#stack] = nil
+        if not ok then
+          error(mod, 0)
+        end
+        return mod
+      end
+      local ok, err = pcall(function()
+        for _, n in ipairs(names) do
+          require(n)
+        end
+      end)
+      _G.require = real
+      t.ok(ok, tostring(err))
+      t.eq({}, loops, "modules required while they were loading")
+      -- One table: state written through the facade is what every part reads, and each part's
+      -- operations are the facade's.
+      local session, state = require("bb7.session"), require("bb7.session.state")
+      t.ok(session == state, "the facade is the state table")
+      for _, n in ipairs(names) do
+        if n:match("^bb7%.session%.") and n ~= "bb7.session.state" then
+          for k, v in pairs(require(n)) do
+            t.ok(session[k] == v, ("bb7.session.%s is %s's"):format(k, n))
+          end
+        end
+      end
+    end,
+  },
+  {
+    "keymaps: no window maps a key of its own: every mapping takes its key from config.keymaps",
+    function()
+      for name, file in pairs(modules()) do
+        local n = 0
+        for line in io.lines(file) do
+          n = n + 1
+          local literal = line:match("vim%.keymap%.set%(%s*[^,]-,%s*([\"'][^\"']*[\"'])")
+          t.ok(not literal, ("%s:%d maps the literal key %s"):format(name, n, tostring(literal)))
+          local api = line:find("nvim_buf_set_keymap", 1, true) or line:find("nvim_set_keymap", 1, true)
+          t.ok(not api, ("%s:%d maps a key through the API"):format(name, n))
+        end
+      end
+    end,
+  },
+  {
+    "model picker: remapped and disabled keys (config.keymaps.models), named in its title",
+    function()
+      local config = require("bb7.config")
+      config.setup({
+        env = { BB7_HOME = t.tmpdir("state") },
+        keymaps = { models = { favorite = "F", filter = false, close_alt = false } },
+      })
+      local session = require("bb7.session")
+      local win, buf = require("bb7.ui.models").show({ { id = "a/one" }, { id = "b/two" } })
+      local lhs = {}
+      for _, m in ipairs(vim.api.nvim_buf_get_keymap(buf, "n")) do
+        lhs[m.lhs] = m.desc
+      end
+      t.ok(lhs["F"], "remapped favourite key")
+      t.eq(nil, lhs["f"], "the default favourite key is free")
+      t.eq(nil, lhs["/"], "filter disabled")
+      t.eq(nil, lhs["<Esc>"], "close_alt disabled")
+      t.ok(lhs["q"] and lhs["<CR>"] and lhs["e"], "defaults kept")
+      local title = table.concat(vim.tbl_map(function(c)
+        return c[1]
+      end, vim.api.nvim_win_get_config(win).title))
+      t.eq(" Model — <CR> pick · F favourite · e reasoning effort · q close ", title, "title")
+      vim.api.nvim_win_set_cursor(win, { 2, 0 })
+      local id = vim.api.nvim_buf_get_lines(buf, 1, 2, false)[1]:match("^..%s*(%S+)")
+      vim.api.nvim_feedkeys("F", "x", false)
+      t.eq({ id }, session.favorites(), "F toggled the favourite")
+      vim.api.nvim_feedkeys("f", "x", false)
+      t.eq({ id }, session.favorites(), "f does nothing now")
+      vim.api.nvim_feedkeys("q", "x", false)
+      t.ok(not vim.api.nvim_win_is_valid(win), "q closed the picker")
+      config.setup({})
+    end,
+  },
+  {
+    "help window: its close keys come from config.keymaps.help (and the all.help key)",
+    function()
+      require("bb7.config").setup({ keymaps = { help = { close = "x", close_alt2 = false } } })
+      local km = require("bb7.ui.keymaps")
+      local lines = km.help_lines("files")
+      t.eq("Press x or <Esc> to close. See :help bb7-keymaps", lines[#lines], "hint")
+      local win = km.show_help("files")
+      local lhs = {}
+      for _, m in ipairs(vim.api.nvim_buf_get_keymap(vim.api.nvim_win_get_buf(win), "n")) do
+        lhs[m.lhs] = true
+      end
+      t.ok(lhs["x"] and lhs["<Esc>"] and lhs["g?"], vim.inspect(lhs))
+      t.ok(not lhs["q"] and not lhs["?"], vim.inspect(lhs))
+      vim.api.nvim_feedkeys("x", "x", false)
+      t.ok(not vim.api.nvim_win_is_valid(win), "x closed it")
+      require("bb7.config").setup({})
     end,
   },
 }

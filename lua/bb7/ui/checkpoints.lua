@@ -2,26 +2,28 @@
 --- a 3-way view of one file of one checkpoint (base: before the apply, current: the file now,
 --- proposed: what was applied), and rollback: hard (the whole checkpoint, after a confirmation) or
 --- only the selected hunks (later edits are kept; hunks whose lines changed since are reported).
-local util = require("bb7.util")
-local host = require("bb7.host")
+local keymaps = require("bb7.ui.keymaps")
 local session = require("bb7.session")
+local util = require("bb7.util")
 local L = vim.log.levels
 
 local M = {}
 
+--- The keys of the list, {action, what it does}: the key is `config.keymaps.checkpoints[action]`.
 M.list_keys = {
-  { "<CR>", "open", "3-way view of the file under the cursor" },
-  { "H", "hard", "hard rollback of the checkpoint under the cursor (asks first)" },
-  { "R", "reload", "reload the list" },
-  { "g?", "help", "list these keys" },
-  { "q", "close", "close" },
+  { "open", "3-way view of the file under the cursor" },
+  { "hard", "hard rollback of the checkpoint under the cursor (asks first)" },
+  { "reload", "reload the list" },
+  { "help", "list these keys" },
+  { "close", "close" },
 }
 
+--- The keys of the 3-way view: `config.keymaps.checkpoint_view[action]`.
 M.view_keys = {
-  { "gr", "scoped", "roll back the hunk under the cursor (visual: every hunk in the selection)" },
-  { "gH", "hard", "hard rollback of the whole checkpoint (asks first)" },
-  { "g?", "help", "list these keys" },
-  { "q", "close", "close the 3-way view" },
+  { "scoped", "roll back the hunk under the cursor (visual: every hunk in the selection)" },
+  { "hard", "hard rollback of the whole checkpoint (asks first)" },
+  { "help", "list these keys" },
+  { "close", "close the 3-way view" },
 }
 
 local list_state = nil ---@type table|nil {buf, tab, rows}
@@ -57,17 +59,23 @@ local function text_lines(content)
   return lines
 end
 
-local function help(title, keys)
+local function help(title, group, keys)
   local lines = { title }
   for _, k in ipairs(keys) do
-    lines[#lines + 1] = ("  %-5s %s"):format(k[1], k[3])
+    local lhs = keymaps.key(group, k[1])
+    if lhs then
+      lines[#lines + 1] = ("  %-5s %s"):format(lhs, k[2])
+    end
   end
   vim.notify(table.concat(lines, "\n"), L.INFO)
 end
 
-local function map(buf, keys, actions)
+local function map(buf, group, keys, actions)
   for _, k in ipairs(keys) do
-    vim.keymap.set("n", k[1], actions[k[2]], { buffer = buf, nowait = true, desc = "BB-7 checkpoints: " .. k[3] })
+    local lhs = keymaps.key(group, k[1])
+    if lhs then
+      vim.keymap.set("n", lhs, actions[k[1]], { buffer = buf, nowait = true, desc = "BB-7 checkpoints: " .. k[2] })
+    end
   end
 end
 
@@ -123,7 +131,7 @@ function M.hard(id)
   if choice ~= 1 then
     return false
   end
-  local r = host.call("checkpoint_rollback", { checkpoint_id = id, mode = "hard_all" })
+  local r = session.rollback_hard(id)
   if r.type == "error" then
     session.fail("roll back " .. id, r)
     return false
@@ -136,7 +144,7 @@ end
 
 --- Scoped rollback of `hunk_ids` of checkpoint `id`.
 function M.scoped(id, hunk_ids)
-  local r = host.call("checkpoint_rollback", { checkpoint_id = id, mode = "scoped_selected", hunk_ids = hunk_ids })
+  local r = session.rollback_hunks(id, hunk_ids)
   if r.type == "error" then
     session.fail("roll back hunks of " .. id, r)
     return false
@@ -221,7 +229,7 @@ function M.refresh_view()
   if not st then
     return
   end
-  local d = host.call("checkpoint_diff3", { checkpoint_id = st.id, path = st.path })
+  local d = session.checkpoint_diff3(st.id, st.path)
   if d.type ~= "error" then
     fill_view(st, d)
   end
@@ -229,7 +237,7 @@ end
 
 --- Opens the 3-way view of `path` in checkpoint `id`: base | current | proposed, in diff mode.
 function M.view(id, path)
-  local d = host.call("checkpoint_diff3", { checkpoint_id = id, path = path })
+  local d = session.checkpoint_diff3(id, path)
   if d.type == "error" then
     session.fail("open checkpoint " .. id, d)
     return false
@@ -258,20 +266,28 @@ function M.view(id, path)
       M.hard(st.id)
     end,
     help = function()
-      help("BB-7 checkpoint view (base | current | proposed):", M.view_keys)
+      help("BB-7 checkpoint view (base | current | proposed):", "checkpoint_view", M.view_keys)
     end,
     close = close_view,
   }
+  local scoped = keymaps.key("checkpoint_view", "scoped")
   for _, buf in pairs(st.bufs) do
-    map(buf, M.view_keys, actions)
-    vim.keymap.set("x", "gr", function()
-      local a, b = vim.fn.line("v"), vim.fn.line(".")
-      vim.cmd("normal! \27")
-      scoped_at(math.min(a, b), math.max(a, b))
-    end, { buffer = buf, desc = "BB-7 checkpoints: roll back the hunks in the selection" })
+    map(buf, "checkpoint_view", M.view_keys, actions)
+    if scoped then
+      vim.keymap.set("x", scoped, function()
+        local a, b = vim.fn.line("v"), vim.fn.line(".")
+        vim.cmd("normal! \27")
+        scoped_at(math.min(a, b), math.max(a, b))
+      end, { buffer = buf, desc = "BB-7 checkpoints: roll back the hunks in the selection" })
+    end
   end
   vim.api.nvim_set_current_win(st.wins.proposed)
-  notify(("Checkpoint %s, %s: base | current | proposed; gr roll back hunk, gH hard rollback, g? keys"):format(id, path))
+  local hint = keymaps.hint("checkpoint_view", {
+    { "scoped", "roll back hunk" },
+    { "hard", "hard rollback" },
+    { "help", "keys" },
+  }, ", ")
+  notify(("Checkpoint %s, %s: base | current | proposed%s"):format(id, path, hint ~= "" and ("; " .. hint) or ""))
   return true
 end
 
@@ -283,7 +299,12 @@ end
 -- The list ---------------------------------------------------------------------------------------
 
 local function render_list(st, cps)
-  local lines = { "BB-7 checkpoints (newest first): <CR> 3-way view, H hard rollback, g? keys", "" }
+  local hint = keymaps.hint("checkpoints", {
+    { "open", "3-way view" },
+    { "hard", "hard rollback" },
+    { "help", "keys" },
+  }, ", ")
+  local lines = { "BB-7 checkpoints (newest first)" .. (hint ~= "" and (": " .. hint) or ""), "" }
   st.rows = {}
   for _, c in ipairs(cps) do
     local kind = c.kind .. (c.rollback_of and (" of " .. c.rollback_of) or "")
@@ -308,7 +329,7 @@ function M.reload()
   if not (st and vim.api.nvim_buf_is_valid(st.buf)) then
     return
   end
-  local r = host.call("checkpoint_list", {})
+  local r = session.checkpoints()
   if r.type == "error" then
     session.fail("list checkpoints", r)
     return
@@ -327,7 +348,7 @@ function M.open()
   if not session.ensure_initialized() then
     return false
   end
-  local r = host.call("checkpoint_list", {})
+  local r = session.checkpoints()
   if r.type == "error" then
     session.fail("list checkpoints", r)
     return false
@@ -341,7 +362,7 @@ function M.open()
   list_state = st
   render_list(st, r.checkpoints or {})
   vim.api.nvim_win_set_cursor(0, { math.min(3, vim.api.nvim_buf_line_count(st.buf)), 0 })
-  map(st.buf, M.list_keys, {
+  map(st.buf, "checkpoints", M.list_keys, {
     open = function()
       local x = row()
       if x then
@@ -356,7 +377,7 @@ function M.open()
     end,
     reload = M.reload,
     help = function()
-      help("BB-7 checkpoints:", M.list_keys)
+      help("BB-7 checkpoints:", "checkpoints", M.list_keys)
     end,
     close = function()
       list_state = nil

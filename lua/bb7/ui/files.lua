@@ -178,7 +178,7 @@ function M.attach(b, u)
     },
     diff_local = {
       with_file(function(f)
-        require("bb7.commands").diff_local(f.path)
+        require("bb7.ui.difflocal").open(f.path)
       end),
       "side-by-side local ↔ output diff (:BB7DiffLocal)",
     },

@@ -1,5 +1,6 @@
 --- The UI: four floating panes (chats, files, preview, input) laid out over the editor, opened and
 --- closed by `:BB7`. Buffers live for the whole session; windows are created on open.
+local agent = require("bb7.agent")
 local config = require("bb7.config")
 local session = require("bb7.session")
 local keymaps = require("bb7.ui.keymaps")
@@ -69,6 +70,20 @@ function M.setup_buffers()
   M.ready = false
   keymaps.registered = {} -- the help lists each key once
   set_highlights()
+  -- What the session needs of the UI, without requiring it: whether it is open, the buffer it was
+  -- opened from, closing it (before a view in a tab of its own).
+  session.view = {
+    is_open = function()
+      return M.is_open()
+    end,
+    origin_buf = function()
+      return M.origin_buf()
+    end,
+    close = function()
+      M.close()
+    end,
+  }
+  agent.attach() -- sends start in the panes: their agent events (tool log, questions) are handled
   for _, name in ipairs(M.order) do
     local buf = vim.api.nvim_create_buf(false, true)
     vim.api.nvim_buf_set_name(buf, "bb7://" .. name)
@@ -189,7 +204,6 @@ function M.status_text()
   end
   local u = session.last_usage
   if u then
-    local util = require("bb7.util")
     local secs = tonumber(session.last_duration)
     parts[#parts + 1] = ("last: %s in / %s out, %s%s"):format(
       util.tokens(u.prompt_tokens),
@@ -200,16 +214,16 @@ function M.status_text()
   end
   local b = session.balance
   if b and b.total_credits then
-    parts[#parts + 1] = "balance " .. require("bb7.util").money((b.total_credits or 0) - (b.total_usage or 0))
+    parts[#parts + 1] = "balance " .. util.money((b.total_credits or 0) - (b.total_usage or 0))
   end
-  local agent = require("bb7.agent").footer_part()
-  if agent then
-    parts[#parts + 1] = agent
+  local mode = agent.footer_part()
+  if mode then
+    parts[#parts + 1] = mode
   end
   if session.stream then
     local secs = (vim.uv.hrtime() - (session.stream.started or vim.uv.hrtime())) / 1e9
     local frame = M.SPINNER[math.floor(secs * 10) % #M.SPINNER + 1]
-    local tool = require("bb7.agent").current
+    local tool = agent.current
     parts[#parts + 1] = ("%s %s %.1f s · <C-c> cancels"):format(frame, tool and ("running " .. tool) or "streaming", secs)
   end
   return " " .. table.concat(parts, "  ·  ") .. " "

@@ -1,5 +1,5 @@
---- Buffer-local keymaps of the plugin's panes, taken from `config.keymaps` (remappable, `false` disables),
---- and the `?` help listing them.
+--- Buffer-local keymaps of the plugin's windows, taken from `config.keymaps` (remappable, `false`
+--- disables), the hints that name them, and the `g?` help listing a pane's keys.
 local config = require("bb7.config")
 
 local M = {}
@@ -7,25 +7,61 @@ local M = {}
 --- What each pane registered, for the help window: pane -> list of {lhs, desc}.
 M.registered = {}
 
---- Maps `actions` (name -> {fn, desc, modes?}) on `buf` for `pane`, with keys from
---- `config.options.keymaps[group]` where group is `pane` or "all".
+--- The key of `action` in `config.keymaps[group]`, or nil when the user disabled it.
+---@param group string
+---@param action string
+---@return string|nil
+function M.key(group, action)
+  return (config.options.keymaps[group] or {})[action] or nil
+end
+
+--- Maps `actions` (name -> {fn, desc, modes?}) on `buf` with the keys of `config.keymaps[group]`
+--- (a disabled key maps nothing). Returns what was mapped: a list of {lhs, desc, group}.
+---@param buf integer
+---@param group string
+---@param actions table<string, {[1]: function, [2]: string, modes: string[]|nil}>
+---@return table[]
+function M.map(buf, group, actions)
+  local mapped = {}
+  local names = vim.tbl_keys(actions)
+  table.sort(names)
+  for _, name in ipairs(names) do
+    local a = actions[name]
+    local lhs = M.key(group, name)
+    if lhs then
+      vim.keymap.set(a.modes or "n", lhs, a[1], { buffer = buf, nowait = true, silent = true, desc = "BB-7: " .. a[2] })
+      mapped[#mapped + 1] = { lhs, a[2], group }
+    end
+  end
+  return mapped
+end
+
+--- Maps `actions` on pane buffer `buf` (see `map`) with keys from `config.options.keymaps[group]`
+--- where group is `pane` or "all", and lists them in the pane's help.
 ---@param buf integer
 ---@param pane string
 ---@param group string
 ---@param actions table<string, {[1]: function, [2]: string, modes: string[]|nil}>
 function M.apply(buf, pane, group, actions)
-  local keys = config.options.keymaps[group] or {}
   M.registered[pane] = M.registered[pane] or {}
-  local names = vim.tbl_keys(actions)
-  table.sort(names)
-  for _, name in ipairs(names) do
-    local a = actions[name]
-    local lhs = keys[name]
+  vim.list_extend(M.registered[pane], M.map(buf, group, actions))
+end
+
+--- A hint naming the keys of `group`: "key label" for each {action, label} of `items` whose key is
+--- enabled, joined by `sep` (so a title or message never names a key that does nothing).
+---@param group string
+---@param items {[1]: string, [2]: string}[]
+---@param sep string
+---@return string
+function M.hint(group, items, sep)
+  local parts = {}
+  for _, it in ipairs(items) do
+    local lhs = M.key(group, it[1])
     if lhs then
-      vim.keymap.set(a.modes or "n", lhs, a[1], { buffer = buf, nowait = true, silent = true, desc = "BB-7: " .. a[2] })
-      table.insert(M.registered[pane], { lhs, a[2], group })
+      parts[#parts + 1] = lhs .. " " .. it[2]
     end
   end
+  return table.concat(parts, sep)
 end
 
 --- The help lines for `pane`.
@@ -50,7 +86,12 @@ function M.help_lines(pane)
     lines[#lines + 1] = ("  %-10s %s"):format(e[1], e[2])
   end
   lines[#lines + 1] = ""
-  lines[#lines + 1] = "Press q or <Esc> to close. See :help bb7-keymaps"
+  local close = {}
+  for _, action in ipairs({ "close", "close_alt" }) do
+    close[#close + 1] = M.key("help", action)
+  end
+  lines[#lines + 1] = (#close > 0 and ("Press %s to close. "):format(table.concat(close, " or ")) or "")
+    .. "See :help bb7-keymaps"
   return lines
 end
 
@@ -76,10 +117,18 @@ function M.show_help(pane)
     title = " Help ",
     zindex = 80,
   })
-  for _, k in ipairs({ "q", "<Esc>", "?", "g?" }) do
-    vim.keymap.set("n", k, function()
-      pcall(vim.api.nvim_win_close, win, true)
-    end, { buffer = buf, nowait = true })
+  local function close()
+    pcall(vim.api.nvim_win_close, win, true)
+  end
+  M.map(buf, "help", {
+    close = { close, "close the help" },
+    close_alt = { close, "close the help" },
+    close_alt2 = { close, "close the help" },
+  })
+  -- The key that opened the help closes it too.
+  local help = M.key("all", "help")
+  if help then
+    vim.keymap.set("n", help, close, { buffer = buf, nowait = true, silent = true, desc = "BB-7: close the help" })
   end
   return win
 end

@@ -1,6 +1,7 @@
---- The model picker: favourites first, prices per million tokens, context length; `f` toggles a
---- favourite, `/` filters, `<CR>` picks.
+--- The model picker: favourites first, prices per million tokens, context length; its keys
+--- (`config.keymaps.models`) pick, toggle a favourite, cycle the reasoning effort, filter, close.
 local config = require("bb7.config")
+local keymaps = require("bb7.ui.keymaps")
 local session = require("bb7.session")
 local util = require("bb7.util")
 
@@ -40,6 +41,13 @@ function M.show(models)
   vim.bo[buf].bufhidden = "wipe"
   local width = math.min(vim.o.columns - 4, 110)
   local height = math.min(vim.o.lines - 6, math.max(3, #models + 1))
+  local hint = keymaps.hint("models", {
+    { "pick", "pick" },
+    { "favorite", "favourite" },
+    { "effort", "reasoning effort" },
+    { "filter", "filter" },
+    { "close", "close" },
+  }, " · ")
   local win = vim.api.nvim_open_win(buf, true, {
     relative = "editor",
     width = width,
@@ -48,7 +56,7 @@ function M.show(models)
     col = math.floor((vim.o.columns - width) / 2),
     border = config.options.ui.border,
     style = "minimal",
-    title = " Model — <CR> pick · f favourite · e reasoning effort · / filter · q close ",
+    title = " Model" .. (hint ~= "" and (" — " .. hint) or "") .. " ",
     title_pos = "center",
     zindex = 70,
   })
@@ -82,17 +90,14 @@ function M.show(models)
   local function at()
     return shown[vim.api.nvim_win_get_cursor(win)[1]]
   end
-  local o = { buffer = buf, nowait = true }
-  vim.keymap.set("n", "q", close, o)
-  vim.keymap.set("n", "<Esc>", close, o)
-  vim.keymap.set("n", "<CR>", function()
+  local function pick()
     local m = at()
     if m then
       close()
       session.set_model(m.id)
     end
-  end, o)
-  vim.keymap.set("n", "f", function()
+  end
+  local function favorite()
     local m = at()
     if m then
       local row = vim.api.nvim_win_get_cursor(win)[1]
@@ -100,8 +105,8 @@ function M.show(models)
       draw()
       pcall(vim.api.nvim_win_set_cursor, win, { row, 0 })
     end
-  end, o)
-  vim.keymap.set("n", "e", function()
+  end
+  local function effort()
     local cur = session.chat and session.chat.reasoning_effort or ""
     local i = 1
     for k, v in ipairs(session.EFFORTS) do
@@ -110,8 +115,8 @@ function M.show(models)
       end
     end
     session.set_reasoning_effort(session.EFFORTS[i % #session.EFFORTS + 1])
-  end, o)
-  vim.keymap.set("n", "/", function()
+  end
+  local function filter_models()
     vim.ui.input({ prompt = "Filter models: ", default = filter }, function(q)
       if q then
         filter = q
@@ -119,7 +124,15 @@ function M.show(models)
         pcall(vim.api.nvim_win_set_cursor, win, { 2, 0 })
       end
     end)
-  end, o)
+  end
+  keymaps.map(buf, "models", {
+    pick = { pick, "pick the model under the cursor" },
+    favorite = { favorite, "toggle the favourite" },
+    effort = { effort, "cycle the chat's reasoning effort" },
+    filter = { filter_models, "filter the models" },
+    close = { close, "close the picker" },
+    close_alt = { close, "close the picker" },
+  })
   return win, buf
 end
 

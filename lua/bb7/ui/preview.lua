@@ -128,15 +128,10 @@ function M.show_file(f)
     session.notify("Another request is already in progress", vim.log.levels.WARN)
     return
   end
-  local content = f.output_content or f.context_content
   local label = f.output_content and "output" or "context"
+  local content = session.file_content(f)
   if not content then
-    local r = require("bb7.host").call(f.has_output and "get_output_file" or "get_context_file", { path = f.path })
-    if r.type == "error" then
-      session.fail("read " .. f.path, r)
-      return
-    end
-    content = r.content or ""
+    return
   end
   M.path = f.path
   M.mode, M.title = "file", ("%s (%s) — <BS> back to chat"):format(util.oneline(f.path), label)

@@ -3,21 +3,22 @@
 --- the hunk under the cursor, or every hunk of the file; nothing is applied until you say so.
 --- Accepted hunks are written by the host (atomically, with a checkpoint); the open buffer is
 --- updated in place, keeping its undo history.
-local host = require("bb7.host")
+local keymaps = require("bb7.ui.keymaps")
 local session = require("bb7.session")
 local L = vim.log.levels
 
 local M = {}
 
---- Buffer-local keys of a review (both windows unless `proposed_only`).
+--- Buffer-local keys of a review, {action, what it does}: the key is `config.keymaps.review[action]`
+--- (the action run is `action` without `_alt`); in both windows unless `proposed_only`.
 M.keys = {
-  { "ga", "accept", "accept the hunk under the cursor (writes the local file)" },
-  { "gr", "reject", "reject the hunk under the cursor (the proposal loses it)" },
-  { "gA", "accept_all", "accept every hunk of the file" },
-  { "gR", "reject_all", "reject every hunk of the file" },
-  { "g?", "help", "list these keys" },
-  { "?", "help", "list these keys", proposed_only = true },
-  { "q", "close", "close the review", proposed_only = true },
+  { "accept", "accept the hunk under the cursor (writes the local file)" },
+  { "reject", "reject the hunk under the cursor (the proposal loses it)" },
+  { "accept_all", "accept every hunk of the file" },
+  { "reject_all", "reject every hunk of the file" },
+  { "help", "list these keys" },
+  { "help_alt", "list these keys", proposed_only = true },
+  { "close", "close the review", proposed_only = true },
 }
 
 local state = nil ---@type table|nil the review in progress
@@ -121,13 +122,13 @@ end
 
 --- Re-reads the hunks and the proposal; closes the review when nothing is left.
 local function refresh(st)
-  local r = host.call("get_hunks", { path = st.path })
+  local r = session.get_hunks(st.path)
   if is_error(r) or #(r.hunks or {}) == 0 then
     M.close()
     return false
   end
   st.hunks, st.base_hash = r.hunks, r.base_hash
-  local out = host.call("get_output_file", { path = st.path })
+  local out = session.output_file(st.path)
   if not is_error(out) and vim.api.nvim_buf_is_valid(st.prop_buf) then
     set_proposed(st, out.content or "")
   end
@@ -156,7 +157,7 @@ local function accept_ids(st, ids)
     notify("Cannot write file " .. st.path .. ": its buffer has unsaved changes (save or undo them first)", L.ERROR)
     return false
   end
-  local r = host.call("apply_hunks", { path = st.path, hunk_ids = ids, base_hash = st.base_hash })
+  local r = session.apply_hunks(st.path, ids, st.base_hash)
   if is_error(r) then
     if tostring(r.message):find("^Conflict:") then
       notify(r.message, L.WARN)
@@ -172,7 +173,7 @@ local function accept_ids(st, ids)
 end
 
 local function reject_ids(st, ids)
-  local r = host.call("reject_hunks", { path = st.path, hunk_ids = ids })
+  local r = session.reject_hunks(st.path, ids)
   if is_error(r) then
     session.fail("reject hunks of " .. st.path, r)
     refresh(st)
@@ -225,21 +226,57 @@ local actions = {
 function M.help()
   local lines = { "BB-7 review keys:" }
   for _, k in ipairs(M.keys) do
-    lines[#lines + 1] = ("  %-3s %s"):format(k[1], k[3])
+    local lhs = keymaps.key("review", k[1])
+    if lhs then
+      lines[#lines + 1] = ("  %-3s %s"):format(lhs, k[2])
+    end
   end
   lines[#lines + 1] = "  ]c  [c  next / previous hunk (Neovim's diff mode)"
   vim.notify(table.concat(lines, "\n"), L.INFO)
 end
 
+--- The keys named when a review opens ("ga accept, gr reject, gA / gR all, ]c / [c move, g? keys"
+--- with the default keys); a disabled key is left out.
+local function open_hint()
+  local function key(action)
+    return keymaps.key("review", action)
+  end
+  local parts = {}
+  for _, a in ipairs({ { "accept", "accept" }, { "reject", "reject" } }) do
+    if key(a[1]) then
+      parts[#parts + 1] = key(a[1]) .. " " .. a[2]
+    end
+  end
+  if key("accept_all") and key("reject_all") then
+    parts[#parts + 1] = key("accept_all") .. " / " .. key("reject_all") .. " all"
+  elseif key("accept_all") then
+    parts[#parts + 1] = key("accept_all") .. " accept all"
+  elseif key("reject_all") then
+    parts[#parts + 1] = key("reject_all") .. " reject all"
+  end
+  parts[#parts + 1] = "]c / [c move"
+  local help = key("help") or key("help_alt")
+  if help then
+    parts[#parts + 1] = help .. " keys"
+  end
+  return table.concat(parts, ", ")
+end
+
 local function map_keys(st)
+  st.local_keys = {} -- what the local buffer got, taken off again when the review ends
   for _, buf in ipairs({ st.local_buf, st.prop_buf }) do
     for _, k in ipairs(M.keys) do
-      if buf == st.prop_buf or not k.proposed_only then
-        vim.keymap.set("n", k[1], function()
+      local lhs = keymaps.key("review", k[1])
+      if lhs and (buf == st.prop_buf or not k.proposed_only) then
+        local action = actions[(k[1]:gsub("_alt$", ""))]
+        vim.keymap.set("n", lhs, function()
           if state then
-            actions[k[2]](state)
+            action(state)
           end
-        end, { buffer = buf, nowait = true, desc = "BB-7 review: " .. k[3] })
+        end, { buffer = buf, nowait = true, desc = "BB-7 review: " .. k[2] })
+        if buf == st.local_buf then
+          st.local_keys[#st.local_keys + 1] = lhs
+        end
       end
     end
   end
@@ -249,10 +286,8 @@ local function unmap_keys(st)
   if not vim.api.nvim_buf_is_valid(st.local_buf) then
     return
   end
-  for _, k in ipairs(M.keys) do
-    if not k.proposed_only then
-      pcall(vim.keymap.del, "n", k[1], { buffer = st.local_buf })
-    end
+  for _, lhs in ipairs(st.local_keys or {}) do
+    pcall(vim.keymap.del, "n", lhs, { buffer = st.local_buf })
   end
 end
 
@@ -288,7 +323,7 @@ function M.open(path)
     return false
   end
   M.close()
-  local r = host.call("get_hunks", { path = path })
+  local r = session.get_hunks(path)
   if is_error(r) then
     if tostring(r.message):find("No output", 1, true) or tostring(r.message):find("not found", 1, true) then
       notify("No output for " .. path, L.WARN)
@@ -301,7 +336,7 @@ function M.open(path)
     notify("Nothing to review in " .. path .. ": the output matches the local file", L.WARN)
     return false
   end
-  local out = host.call("get_output_file", { path = path })
+  local out = session.output_file(path)
   if is_error(out) then
     session.fail("review " .. path, out)
     return false
@@ -312,10 +347,7 @@ function M.open(path)
     notify("Cannot review " .. path .. ": its buffer has unsaved changes (save or undo them first)", L.ERROR)
     return false
   end
-  local ok_ui, ui = pcall(require, "bb7.ui")
-  if ok_ui and ui.is_open() then
-    ui.close()
-  end
+  session.close_view()
   vim.cmd("tabnew " .. vim.fn.fnameescape(abs))
   local st = {
     path = path,
@@ -353,7 +385,7 @@ function M.open(path)
   vim.api.nvim_set_current_win(st.local_win)
   vim.cmd("diffupdate")
   pcall(vim.cmd, "normal! gg]c")
-  notify(("Review %s: %d hunks; ga accept, gr reject, gA / gR all, ]c / [c move, g? keys"):format(path, #r.hunks))
+  notify(("Review %s: %d hunks; %s"):format(path, #r.hunks, open_hint()))
   return true
 end
 

@@ -1,0 +1,134 @@
+--- A send in the active chat: the request, its reply streamed to subscribers (agent events included),
+--- the agent's clarifying questions answered, the end of the reply settled, and cancelling it.
+local chat = require("bb7.session.chat")
+local fetch = require("bb7.session.fetch")
+local host = require("bb7.host")
+local project = require("bb7.session.project")
+local settings = require("bb7.session.settings")
+local S = require("bb7.session.state")
+
+local M = {}
+local L = vim.log.levels
+local notify = S.notify
+
+--- Sends `text` in the active chat, streaming the reply to subscribers.
+function M.send(text)
+  text = text or ""
+  if not project.ensure_chat() then
+    return false
+  end
+  if S.stream then
+    notify("Another request is already in progress", L.WARN)
+    return false
+  end
+  local retry = S.retry_context
+  if text:match("^%s*$") and not retry then
+    notify("Nothing to send", L.WARN)
+    return false
+  end
+  if text:match("^%s*$") and retry then
+    text = "Please fix the edits that failed."
+  end
+  local params = { content = text }
+  local model = settings.current_model()
+  if model then
+    params.model = model
+  end
+  if S.chat.reasoning_effort and S.chat.reasoning_effort ~= "" then
+    params.reasoning_effort = S.chat.reasoning_effort
+  end
+  if retry then
+    params.retry_context = retry
+    S.retry_context = nil
+  end
+  local chat_id = S.chat.id
+  local st = { chat_id = chat_id, text = text, started = vim.uv.hrtime() }
+  S.stream = st
+  local rid = host.request("send", params, function(r)
+    M._finish_send(st, r)
+  end, function(ev)
+    if ev.type == "agent_event" then
+      -- Agent mode (`bb7.agent` subscribes): its tool log becomes "tool" chunks, its questions are
+      -- asked and answered with `clarify`.
+      S.emit("agent_event", ev)
+      return
+    end
+    S.emit("chunk", ev.type, ev.content or "")
+  end)
+  if not rid then
+    return false
+  end
+  st.rid = rid
+  S.chat.draft = ""
+  S.emit("stream_start", st)
+  return true
+end
+
+function M._finish_send(st, r)
+  if r.type == "done" or r.type == "diff_error" then
+    S.last_usage = r.usage
+    S.last_duration = r.duration
+  end
+  S.emit("stream_end", r)
+  if r.type == "diff_error" then
+    S.retry_context = { errors = r.errors or {}, tool_calls = r.tool_calls or {} }
+    -- One short line (a long one would stop the editor at a "Press ENTER" prompt); the errors
+    -- themselves are shown in the chat, under the reply.
+    notify(
+      ("%d edit(s) could not be applied; R in the preview retries"):format(
+        #(r.errors or {})
+      ),
+      L.WARN
+    )
+  elseif r.type == "error" then
+    local code = tostring(r.message or ""):match("^BB%-7 host exited %(code (%-?%d+)%)")
+    if code then
+      S.lost_reply = {
+        chat_id = st.chat_id,
+        note = ("The reply to the message above was lost: the BB-7 host exited (code %s) while it was being written."):format(code),
+      }
+    end
+    if r.message == "Response aborted by user." then
+      notify("Response aborted by user.", L.INFO)
+    else
+      S.fail("send", r)
+    end
+  end
+  -- The send is settled once the chat shows the stored reply (a few ms later, without blocking).
+  local function settle()
+    if S.stream == st then
+      S.stream = nil
+    end
+    S.emit("status")
+  end
+  if not host.running() or not (S.chat and S.chat.id == st.chat_id) then
+    return settle()
+  end
+  fetch.fetch_balance()
+  chat.load_chat_async(settle)
+end
+
+--- Cancels the in-flight send.
+function M.cancel()
+  if not S.stream or not S.stream.rid then
+    notify("Nothing to cancel", L.WARN)
+    return false
+  end
+  host.request("cancel", { target_request_id = S.stream.rid }, function(r)
+    if r.type == "error" and not tostring(r.message):find("No active request", 1, true) then
+      S.fail("cancel", r)
+    end
+  end)
+  return true
+end
+
+--- Answers the agent's clarifying question `qid` ("no_user_answer" skips it), without waiting.
+function M.clarify(qid, answer)
+  host.request("clarify", { question_id = qid, answer = answer }, function(r)
+    if r.type == "error" then
+      notify(r.message or "clarify failed", L.WARN)
+    end
+  end)
+end
+
+return M
