@@ -583,3 +583,48 @@ fn kill9_during_chat_moves_never_loses_the_chat_and_a_restart_leaves_one_copy() 
         expect_global = (answered.len() == k).then_some(final_global);
     }
 }
+
+/// A snapshot is replaced before chat.json is saved: a crash in between leaves chat.json naming the
+/// old version of a file whose snapshot is the new content. The next time the chat is opened its
+/// versions follow the snapshots on disk, so the ids the model is shown match what it is shown.
+#[test]
+fn a_snapshot_replaced_before_a_crash_is_the_version_the_chat_reopens_with() {
+    let env = Env::new();
+    let mut s = env.spawn();
+    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
+    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    let id = chat_id(&s.ok(json!({"action": "chat_new", "name": "healer"})));
+    s.ok(json!({"action": "context_add", "path": "a.txt", "content": "one\n"}));
+    s.ok(
+        json!({"action": "context_add_section", "path": "b.txt", "content": "two\n",
+                "start_line": 2, "end_line": 2}),
+    );
+    s.ok(json!({"action": "chat_new", "name": "other"}));
+    s.shutdown();
+    // The state a crash between the snapshot write and the chat.json save leaves.
+    fs::write(env.chat_dir(&id).join("context/a.txt"), "one, updated\n").unwrap();
+    let before = env.chat_json(&id);
+    assert_eq!(
+        before["context_files"][0]["version"],
+        common::file_id("a.txt", b"one\n")
+    );
+
+    let mut s = env.start();
+    s.ok(json!({"action": "chat_select", "id": id}));
+    let listed = s.ok(json!({"action": "context_list"}));
+    let files = listed["files"].as_array().unwrap();
+    let a = files.iter().find(|f| f["path"] == "a.txt").unwrap();
+    assert_eq!(a["version"], common::file_id("a.txt", b"one, updated\n"));
+    // The untouched section keeps its version.
+    let b = files.iter().find(|f| f["path"] == "b.txt").unwrap();
+    assert_eq!(
+        b["version"], before["context_files"][1]["version"],
+        "{listed}"
+    );
+    s.shutdown();
+    // And it is saved, not only served.
+    assert_eq!(
+        env.chat_json(&id)["context_files"][0]["version"],
+        common::file_id("a.txt", b"one, updated\n")
+    );
+}

@@ -70,9 +70,6 @@ pub enum CheckpointError {
     /// Writing or removing a project file (by path) failed during an apply.
     #[error("Cannot write file {0}: {1}")]
     Write(String, io::Error),
-    /// Reading a project file (by path) failed.
-    #[error("Cannot read file {0}: {1}")]
-    ReadFile(String, io::Error),
 }
 
 /// One file of a checkpoint.

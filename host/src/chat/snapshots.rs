@@ -113,6 +113,26 @@ pub fn version(path: &str, start: Option<u64>, end: Option<u64>, content: &[u8])
     }
 }
 
+/// Makes every context entry's `version` the id of its snapshot as it is on disk. A snapshot is
+/// replaced before chat.json is saved (there is no order of the two writes without a window), so a
+/// crash in between leaves chat.json naming the old version of a file whose snapshot is already the
+/// new one; a model edit against that id would then be refused forever. Entries whose snapshot is
+/// missing or unreadable are left alone. Returns whether anything changed (the caller saves).
+pub fn heal_versions(chat_dir: &Dir, files: &mut [ContextFile]) -> bool {
+    let mut changed = false;
+    for cf in files {
+        let Ok(content) = read(chat_dir, cf) else {
+            continue;
+        };
+        let actual = version(&cf.path, cf.start_line, cf.end_line, &content);
+        if actual != cf.version {
+            cf.version = actual;
+            changed = true;
+        }
+    }
+    changed
+}
+
 /// The classified path of a context entry.
 pub fn client_path(cf: &ContextFile) -> Result<ClientPath, String> {
     paths::stored(&cf.path, cf.external)

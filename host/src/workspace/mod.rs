@@ -332,7 +332,7 @@ impl Workspace {
 
     /// Makes `chat` (in the `global` store) the active chat, taking its lock and releasing the
     /// previous one.
-    pub fn activate(&mut self, global: bool, chat: Chat) -> Result<(), String> {
+    pub fn activate(&mut self, global: bool, mut chat: Chat) -> Result<(), String> {
         let same = self
             .active_if(&ChatKey {
                 id: chat.id.clone(),
@@ -346,8 +346,17 @@ impl Workspace {
             .map_err(|e| format!("Cannot open chat: {e}"))?;
         if !same {
             self.release_active();
-            // The chat is ours now (locked): clear what a crashed writer left mid-write.
+            // The chat is ours now (locked): clear what a crashed writer left mid-write, and bring
+            // the recorded versions in step with snapshots a crash replaced before chat.json was
+            // saved.
             crate::store::sweep_dead_temps(dir.dir());
+            if crate::chat::snapshots::heal_versions(dir.dir(), &mut chat.context_files) {
+                if let Ok(store) = self.store(global) {
+                    if let Err(e) = store.save(&chat) {
+                        tracing::warn!("cannot save the healed versions of chat {}: {e}", chat.id);
+                    }
+                }
+            }
         }
         // Remember it for the next start (best effort: the chat is usable either way).
         if let Ok(store) = self.store(global) {
