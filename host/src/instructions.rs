@@ -484,27 +484,6 @@ pub fn info(home_config_dir: Option<&Path>, project: Option<&ProjectDir>) -> Inf
     }
 }
 
-/// The `customization_info` reply's fields as JSON (see [`info`] and [`Info::customization`]).
-pub fn customization_info(
-    home_config_dir: Option<&Path>,
-    project_root: Option<&ProjectDir>,
-) -> serde_json::Value {
-    to_json(&info(home_config_dir, project_root).customization())
-}
-
-/// The `instructions_info` object of a `chat` reply as JSON (see [`info`] and [`Info::instructions`]). Pass
-/// `None` as the project root for global chats.
-pub fn instructions_info(
-    home_config_dir: Option<&Path>,
-    project_root: Option<&ProjectDir>,
-) -> serde_json::Value {
-    to_json(&info(home_config_dir, project_root).instructions())
-}
-
-fn to_json<T: Serialize>(value: &T) -> serde_json::Value {
-    serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

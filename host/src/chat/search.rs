@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use super::model::Chat;
 use super::store::ChatStore;
@@ -21,6 +21,22 @@ struct Cached {
     lower: String,
 }
 
+/// One search result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SearchHit {
+    /// The chat's id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// When it was created.
+    pub created: String,
+    /// `title` when the name matched, else `content`.
+    pub match_type: &'static str,
+    /// For a content match: the text around it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub excerpt: Option<String>,
+}
+
 /// The in-memory text cache for one store.
 #[derive(Debug, Default)]
 pub struct SearchIndex {
@@ -31,7 +47,7 @@ impl SearchIndex {
     /// Chats whose name (`match_type: title`) or message text (`content`, with an excerpt) contains
     /// `query`, ASCII case-insensitively, newest first. An empty query lists every chat as a title
     /// match (the client's picker opens with that list).
-    pub fn search(&mut self, store: &ChatStore, query: &str) -> Vec<Value> {
+    pub fn search(&mut self, store: &ChatStore, query: &str) -> Vec<SearchHit> {
         let q = query.to_ascii_lowercase();
         let finder = memchr::memmem::Finder::new(q.as_bytes());
         let mut out = Vec::new();
@@ -39,17 +55,26 @@ impl SearchIndex {
         for e in store.newest_first() {
             live.insert(e.id.clone());
             if e.name.to_ascii_lowercase().contains(&q) {
-                out.push(json!({"id": e.id, "name": e.name, "created": e.created, "match_type": "title"}));
+                out.push(SearchHit {
+                    id: e.id.clone(),
+                    name: e.name.clone(),
+                    created: e.created.clone(),
+                    match_type: "title",
+                    excerpt: None,
+                });
                 continue;
             }
             let Some(c) = self.cached(store, &e.id) else {
                 continue;
             };
             if let Some(pos) = finder.find(c.lower.as_bytes()) {
-                out.push(json!({
-                    "id": e.id, "name": e.name, "created": e.created,
-                    "match_type": "content", "excerpt": excerpt(&c.text, pos, q.len()),
-                }));
+                out.push(SearchHit {
+                    id: e.id.clone(),
+                    name: e.name.clone(),
+                    created: e.created.clone(),
+                    match_type: "content",
+                    excerpt: Some(excerpt(&c.text, pos, q.len())),
+                });
             }
         }
         self.cache.retain(|id, _| live.contains(id));

@@ -80,10 +80,13 @@ pub fn prompt_texts(s: &Workspace, global_chat: bool) -> (String, String) {
 }
 
 /// The `instructions_info` object of a `chat` reply.
-pub fn instructions_info(s: &Workspace, global_chat: bool) -> Value {
+pub fn instructions_info(
+    s: &Workspace,
+    global_chat: bool,
+) -> crate::instructions::InstructionsInfo {
     let config_dir = crate::config::config_dir();
     let project = if global_chat { None } else { project_path(s) };
-    crate::instructions::instructions_info(config_dir.as_deref(), project)
+    crate::instructions::info(config_dir.as_deref(), project).instructions()
 }
 
 pub fn prepare_instructions(s: &mut Workspace, req: &Request) -> Handled {
@@ -98,10 +101,8 @@ pub fn customization_info(s: &mut Workspace) -> Handled {
     // A global chat uses no project instructions, so none are reported for it.
     let global_chat = s.active.as_ref().is_some_and(|a| a.global);
     let project = if global_chat { None } else { project_path(s) };
-    Ok(reply(
-        "customization_info",
-        crate::instructions::customization_info(config_dir.as_deref(), project),
-    ))
+    let info = crate::instructions::info(config_dir.as_deref(), project).customization();
+    Ok(reply("customization_info", json!(info)))
 }
 
 pub fn estimate_text_tokens(s: &mut Workspace, req: &Request) -> Handled {
