@@ -116,12 +116,25 @@ pub fn version(path: &str, start: Option<u64>, end: Option<u64>, content: &[u8])
 /// Makes every context entry's `version` the id of its snapshot as it is on disk. A snapshot is
 /// replaced before chat.json is saved (there is no order of the two writes without a window), so a
 /// crash in between leaves chat.json naming the old version of a file whose snapshot is already the
-/// new one; a model edit against that id would then be refused forever. Entries whose snapshot is
-/// missing or unreadable are left alone. Returns whether anything changed (the caller saves).
+/// new one; a model edit against that id would then be refused forever. Only snapshots written no
+/// earlier than chat.json are read and hashed (the one a crash can have left is newer; the others
+/// cost a `stat`); entries whose snapshot is missing or unreadable are left alone. Returns whether
+/// anything changed (the caller saves).
 pub fn heal_versions(chat_dir: &Dir, files: &mut [ContextFile]) -> bool {
+    let saved = chat_dir
+        .metadata("chat.json")
+        .and_then(|m| m.modified())
+        .ok();
     let mut changed = false;
     for cf in files {
-        let Ok(content) = read(chat_dir, cf) else {
+        let Ok(rel) = location(cf) else { continue };
+        let written = chat_dir.metadata(&rel).and_then(|m| m.modified()).ok();
+        if let (Some(saved), Some(written)) = (saved, written)
+            && written < saved
+        {
+            continue;
+        }
+        let Ok(content) = crate::store::read_regular(chat_dir, &rel) else {
             continue;
         };
         let actual = version(&cf.path, cf.start_line, cf.end_line, &content);
