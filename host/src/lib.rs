@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod chat;
 pub mod cli;
+pub mod components;
 pub mod config;
 pub mod instructions;
 pub mod llm;

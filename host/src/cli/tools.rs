@@ -8,8 +8,16 @@ use std::sync::Arc;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
+use crate::components::installed::Status;
+use crate::components::manifest;
+use crate::components::manifest::{Capabilities, Files};
+use crate::components::ops;
+use crate::components::view::ProjectView;
 use crate::sandbox::cache::CacheOutcome;
+use crate::sandbox::grant::CallCaps;
+use crate::sandbox::registry::Linking;
 use crate::sandbox::{Access, AuditLog, Grant, Limits, Sandbox, ToolComponent};
+use sha2::{Digest, Sha256};
 
 #[derive(Debug, Subcommand)]
 pub enum ToolsCommand {
@@ -19,19 +27,74 @@ pub enum ToolsCommand {
         #[arg(long, default_value = "search_replace_multi")]
         mode: String,
     },
-    /// Print, for every component, exactly what it is and what each of its calls may touch.
+    /// Print, for every component, exactly what it is and what each of its calls may touch
+    /// (third-party components: requested and granted capabilities side by side).
     Audit {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
+        /// Compare what would be offered to the model in this project with .bb7/tools.lock; exit 1
+        /// naming each difference.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Install a third-party component (a .wasm with bb7-tool.toml beside it or embedded, or a
+    /// directory holding both). Nothing is granted until `bb7 tools grant`.
+    Add {
+        /// The component file or directory.
+        path: PathBuf,
+        /// Also enable it for the project of the current directory (offered once granted).
+        #[arg(long)]
+        project: bool,
+    },
+    /// Approve capabilities for an installed component (never more than it requests).
+    Grant(GrantArgs),
+    /// Withdraw a component's grant.
+    Revoke {
+        /// The component's name.
+        name: String,
+    },
+    /// Uninstall a component (its grant and enabling go with it).
+    Remove {
+        /// The component's name.
+        name: String,
+    },
+    /// Offer a granted component to the model in this project (agent mode).
+    Enable {
+        /// The component's name.
+        name: String,
+    },
+    /// Stop offering a component in this project.
+    Disable {
+        /// The component's name.
+        name: String,
     },
     /// Run one call with <DIR> as the tool's only directory and print the JSON result.
     Call(CallArgs),
 }
 
 #[derive(Debug, Args)]
+pub struct GrantArgs {
+    /// The component's name.
+    name: String,
+    /// Grant everything it requests.
+    #[arg(long, conflicts_with_all = ["files", "network", "env"])]
+    all: bool,
+    /// The filesystem capability: none, project-read or output-write.
+    #[arg(long)]
+    files: Option<String>,
+    /// A host:port it may connect to. Repeatable.
+    #[arg(long, value_name = "HOST:PORT")]
+    network: Vec<String>,
+    /// An environment variable it may read. Repeatable.
+    #[arg(long, value_name = "NAME")]
+    env: Vec<String>,
+}
+
+#[derive(Debug, Args)]
 pub struct CallArgs {
-    /// The tool to run (write_file, edit_file, search_project, read_file, list_files; or any name with --component).
+    /// The tool to run: a built-in (write_file, edit_file, search_project, read_file, list_files),
+    /// an installed component (run under its grant), or any name with --component.
     tool: String,
     /// The tool's single directory grant, mounted at / inside the component: read-write for
     /// write_file/edit_file, read-only for the retrieval tools.
@@ -46,10 +109,11 @@ pub struct CallArgs {
     /// Extra tool settings, KEY=VALUE (e.g. max-search-results-cap=10). Repeatable.
     #[arg(long = "setting", value_name = "KEY=VALUE")]
     settings: Vec<String>,
-    /// Run a third-party component file instead of a built-in tool (for tool authors).
+    /// Run a third-party component file instead of a built-in tool (for tool authors). With a
+    /// manifest, the call gets exactly what the manifest requests.
     #[arg(long)]
     component: Option<PathBuf>,
-    /// With --component: the access its directory grant gets.
+    /// With --component and no manifest: the access its directory grant gets.
     #[arg(long, value_enum, default_value_t = AccessArg::ReadOnly)]
     access: AccessArg,
     /// Append the call's audit record to this file instead of ~/.bb7/tool-calls.jsonl.
@@ -66,10 +130,26 @@ enum AccessArg {
 /// Runs a `tools` subcommand. Exit codes: 0 success, 1 the tool call failed, 2 usage or set-up error.
 pub fn run(cmd: ToolsCommand) -> ExitCode {
     let result = match cmd {
-        ToolsCommand::List { mode } => list(&mode),
-        ToolsCommand::Audit { json } => audit(json),
+        ToolsCommand::List { mode } => list(&mode).map_err(|e| format!("{e:#}")),
+        ToolsCommand::Audit { json, check: true } => return audit_check(json),
+        ToolsCommand::Audit { json, check: false } => audit(json).map_err(|e| format!("{e:#}")),
         ToolsCommand::Call(args) => return call(args),
-    };
+        ToolsCommand::Add { path, project } => add(&path, project),
+        ToolsCommand::Grant(g) => grant(g),
+        ToolsCommand::Revoke { name } => {
+            ops::revoke(&name, Some(&project())).map(|s| print_status("revoked", &s))
+        }
+        ToolsCommand::Remove { name } => ops::remove(&name, Some(&project())).map(|_| {
+            println!("{name}: removed (its grant and enabling are gone; the lockfile of this project is updated)")
+        }),
+        ToolsCommand::Enable { name } => {
+            ops::set_enabled(&name, &project(), true).map(|s| print_status("enabled", &s))
+        }
+        ToolsCommand::Disable { name } => {
+            ops::set_enabled(&name, &project(), false).map(|s| print_status("disabled", &s))
+        }
+    }
+    .map_err(|e| anyhow::anyhow!(e));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -94,8 +174,145 @@ fn list(mode: &str) -> anyhow::Result<()> {
         let first = first_sentence(&info.description);
         out.push_str(&format!("{:<16} {}\n", info.name, first));
     }
+    let project = project();
+    for st in ops::statuses(Some(&project)).map_err(|e| anyhow::anyhow!(e))? {
+        let (function, desc) = match &st.installed.tool {
+            Some(t) => (
+                ops::function_name(&st.name, &t.name),
+                first_sentence(&t.description).to_string(),
+            ),
+            None => (format!("{}__?", st.name), String::new()),
+        };
+        out.push_str(&format!(
+            "{function:<16} {desc} [third-party {} {}: {}]\n",
+            st.name,
+            st.installed.version,
+            st.state()
+        ));
+    }
     print!("{out}");
     Ok(())
+}
+
+/// The project the CLI acts on (see [`ops::cli_project`]).
+fn project() -> PathBuf {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    ops::cli_project(&cwd)
+}
+
+fn print_status(what: &str, s: &Status) {
+    println!(
+        "{}: {what} — state {} in {}\n  requested  {}\n  granted    {}",
+        s.name,
+        s.state(),
+        project().display(),
+        s.installed.requested.summary(),
+        granted_summary(s)
+    );
+}
+
+fn granted_summary(s: &Status) -> String {
+    match (&s.granted, s.grant_stale) {
+        (Some(g), _) => g.summary(),
+        (None, true) => "nothing (the binary changed since it was approved; grant it again)".into(),
+        (None, false) => "nothing yet".into(),
+    }
+}
+
+fn add(path: &std::path::Path, enable: bool) -> Result<(), String> {
+    let sb = sandbox(None).map_err(|e| format!("{e:#}"))?;
+    let project = project();
+    let added = ops::add(&sb, path, enable.then_some(project.as_path()))?;
+    let st = &added.status;
+    let tool = st
+        .installed
+        .tool
+        .as_ref()
+        .map(|t| ops::function_name(&st.name, &t.name))
+        .unwrap_or_default();
+    println!(
+        "{name} {version} installed (manifest: {origin})\n  sha256     {sha}\n  wit        {wit}\n  tool       {tool}\n  imports    {imports}\n  requests   {req}\n  granted    {granted}",
+        name = st.name,
+        version = st.installed.version,
+        origin = added.manifest_origin,
+        sha = added.sha256,
+        wit = st.installed.wit,
+        imports = st.installed.imports.join("\n             "),
+        req = st.installed.requested.summary(),
+        granted = granted_summary(st),
+    );
+    if let Some(old) = &added.replaced {
+        println!("  replaced   {old} (its grant does not hold for the new binary)");
+    }
+    if st.granted.is_none() {
+        println!(
+            "Nothing is granted. To approve what it requests: bb7 tools grant {} --all",
+            st.name
+        );
+    }
+    if enable {
+        println!(
+            "Enabled for {} (offered to the model once granted).",
+            project.display()
+        );
+    }
+    Ok(())
+}
+
+fn grant(g: GrantArgs) -> Result<(), String> {
+    let caps = if g.all {
+        None
+    } else if g.files.is_none() && g.network.is_empty() && g.env.is_empty() {
+        return Err("say what to grant: --all, or --files, --network and --env".into());
+    } else {
+        Some(Capabilities {
+            files: match &g.files {
+                Some(f) => Files::parse(f)?,
+                None => Files::None,
+            },
+            network: g.network,
+            env: g.env,
+        })
+    };
+    let st = ops::grant(&g.name, caps, Some(&project()))?;
+    print_status("granted", &st);
+    Ok(())
+}
+
+fn audit_check(as_json: bool) -> ExitCode {
+    let project = project();
+    match ops::check(&project) {
+        Ok(diffs) => {
+            if as_json {
+                println!(
+                    "{}",
+                    json!({"project": project.display().to_string(), "ok": diffs.is_empty(), "differences": diffs})
+                );
+            } else if diffs.is_empty() {
+                println!(
+                    "{}: .bb7/tools.lock matches what would be offered",
+                    project.display()
+                );
+            } else {
+                println!(
+                    "{}: .bb7/tools.lock differs from what would be offered:",
+                    project.display()
+                );
+                for d in &diffs {
+                    println!("  {d}");
+                }
+            }
+            if diffs.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("bb7: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// The first sentence of a description (the whole first line when it has no sentence break).
@@ -118,11 +335,15 @@ fn audit(as_json: bool) -> anyhow::Result<()> {
         .iter()
         .map(|c| component_json(c, limits, &exe))
         .collect();
+    let project = project();
+    let third = ops::statuses(Some(&project)).map_err(|e| anyhow::anyhow!(e))?;
     if as_json {
         let doc = json!({
             "bb7_version": crate::VERSION,
             "runtime": "wasmtime 48.0.8 (component model, WASI Preview 2)",
             "components": report,
+            "project": project.display().to_string(),
+            "third_party": third.iter().map(third_party_json).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(());
@@ -149,8 +370,64 @@ fn audit(as_json: bool) -> anyhow::Result<()> {
             res = limits.result_bytes >> 10,
         ));
     }
+    out.push_str(&format!(
+        "\nThird-party components ({} installed; project {}):\n",
+        third.len(),
+        project.display()
+    ));
+    if third.is_empty() {
+        out.push_str("  none (bb7 tools add <file.wasm|dir>)\n");
+    }
+    for st in &third {
+        let i = &st.installed;
+        let l = i.effective_limits();
+        out.push_str(&format!(
+            "\n{name} {version} — {state}\n  origin        added from {src}\n  interface     bb7:tool/tool@{wit}\n  tool          {tool}\n  sha256        {sha}\n  size          {size} bytes\n  requested     {req}\n  granted       {granted}\n  enabled here  {enabled}\n  imports       {imports}\n  limits        memory {mem} MiB, wall time {ms} ms per call, result {res} KiB\n",
+            name = st.name,
+            version = i.version,
+            state = st.state(),
+            src = i.source,
+            wit = i.wit,
+            tool = i.tool.as_ref().map(|t| ops::function_name(&st.name, &t.name)).unwrap_or_default(),
+            sha = i.sha256,
+            size = i.size,
+            req = i.requested.summary(),
+            granted = granted_summary(st),
+            enabled = if st.enabled { "yes" } else { "no" },
+            imports = i.imports.join("\n                "),
+            mem = l.memory_bytes >> 20,
+            ms = l.wall_time.as_millis(),
+            res = l.result_bytes >> 10,
+        ));
+    }
     print!("{out}");
     Ok(())
+}
+
+fn third_party_json(st: &Status) -> Value {
+    let i = &st.installed;
+    let l = i.effective_limits();
+    json!({
+        "name": st.name,
+        "version": i.version,
+        "description": i.description,
+        "tool": i.tool.as_ref().map(|t| ops::function_name(&st.name, &t.name)),
+        "origin": {"kind": "third-party", "added_from": i.source, "added": i.added},
+        "wit_version": i.wit,
+        "sha256": i.sha256,
+        "size": i.size,
+        "imports": i.imports,
+        "requested": i.requested,
+        "granted": st.granted,
+        "grant_stale": st.grant_stale,
+        "enabled": st.enabled,
+        "state": st.state(),
+        "limits": {
+            "memory_bytes": l.memory_bytes,
+            "wall_time_ms": l.wall_time.as_millis() as u64,
+            "result_bytes": l.result_bytes,
+        },
+    })
 }
 
 fn access_sentence(a: Access) -> &'static str {
@@ -195,6 +472,33 @@ fn component_json(c: &ToolComponent, limits: &Limits, exe: &str) -> Value {
     })
 }
 
+/// The directory a call with `caps` gets from `--dir`: a read-only view of it for `project-read`
+/// (built in its `.bb7/tmp/` when it has one, else in the temporary directory), the directory
+/// itself read-write for `output-write`, none for `none`.
+fn files_dir(
+    caps: &Capabilities,
+    dir: &std::path::Path,
+) -> anyhow::Result<(Option<Grant>, Option<ProjectView>)> {
+    let grant = |p: &std::path::Path, access| {
+        Grant::new(p, access).map_err(|e| anyhow::anyhow!("cannot grant {}: {e}", p.display()))
+    };
+    match caps.files {
+        Files::None => Ok((None, None)),
+        Files::OutputWrite => Ok((Some(grant(dir, Access::ReadWrite)?), None)),
+        Files::ProjectRead => {
+            let parent = if dir.join(".bb7").is_dir() {
+                crate::components::view::views_parent(dir)
+            } else {
+                std::env::temp_dir()
+            };
+            let settings = crate::agent::config::AgentConfig::default().tool_settings();
+            let view =
+                ProjectView::build(dir, &settings, &parent).map_err(|e| anyhow::anyhow!(e))?;
+            Ok((Some(grant(view.path(), Access::ReadOnly)?), Some(view)))
+        }
+    }
+}
+
 fn call(a: CallArgs) -> ExitCode {
     match prepare_and_call(a) {
         Ok(code) => code,
@@ -229,20 +533,91 @@ fn prepare_and_call(a: CallArgs) -> anyhow::Result<ExitCode> {
         .or_else(crate::paths::audit_log)
         .map(AuditLog::new);
     let sb = sandbox(audit)?;
-    let tool: Arc<ToolComponent> = match &a.component {
-        Some(path) => {
-            let access = match a.access {
-                AccessArg::ReadOnly => Access::ReadOnly,
-                AccessArg::ReadWrite => Access::ReadWrite,
-            };
-            Arc::new(sb.registry().load_file(&a.tool, path, access)?)
+    let project_view;
+    let (tool, caps): (Arc<ToolComponent>, CallCaps) = match &a.component {
+        Some(path) => match manifest::locate_optional(path, |p| {
+            crate::sandbox::registry::read_component(p).map_err(|e| format!("{e:#}"))
+        })
+        .map_err(|e| anyhow::anyhow!(e))?
+        {
+            // With a manifest: exactly what it requests, linked as it allows (author testing).
+            (wasm, bytes, Some((m, _))) => {
+                let sha = hex::encode(Sha256::digest(&bytes));
+                let linking = Linking {
+                    network: !m.requested.network.is_empty(),
+                    limits: Some(m.effective_limits()),
+                    third_party: true,
+                };
+                let tool = sb.registry().load_third_party(
+                    &m.name,
+                    &wasm,
+                    &bytes,
+                    &sha,
+                    ops::policy(m.requested.files),
+                    linking,
+                )?;
+                let (dir, view) = files_dir(&m.requested, &a.dir)?;
+                project_view = view;
+                let _ = &project_view;
+                (Arc::new(tool), ops::call_caps(&m.requested, dir))
+            }
+            // Without one: every WASI interface is linked, but nothing is granted beyond --dir
+            // (sockets are denied at run time).
+            (_, _, None) => {
+                let access = match a.access {
+                    AccessArg::ReadOnly => Access::ReadOnly,
+                    AccessArg::ReadWrite => Access::ReadWrite,
+                };
+                let tool = Arc::new(sb.registry().load_file(&a.tool, path, access)?);
+                let grant = Grant::new(&a.dir, access)
+                    .map_err(|e| anyhow::anyhow!("cannot grant {}: {e}", a.dir.display()))?;
+                (tool, CallCaps::dir(grant))
+            }
+        },
+        None if sb.registry().builtin_names().any(|n| n == a.tool) => {
+            let tool = sb.registry().builtin(&a.tool)?;
+            let grant = Grant::new(&a.dir, tool.policy.access)
+                .map_err(|e| anyhow::anyhow!("cannot grant {}: {e}", a.dir.display()))?;
+            (tool, CallCaps::dir(grant))
         }
-        None => sb.registry().builtin(&a.tool)?,
+        // An installed component, under its grant.
+        None => {
+            let statuses = ops::statuses(Some(&project())).map_err(|e| anyhow::anyhow!(e))?;
+            let Some(st) = statuses.iter().find(|s| s.name == a.tool) else {
+                anyhow::bail!(
+                    "unknown tool: {} (built-in tools: {}; installed components: {})",
+                    a.tool,
+                    sb.registry().builtin_names().collect::<Vec<_>>().join(", "),
+                    if statuses.is_empty() {
+                        "none".to_string()
+                    } else {
+                        statuses
+                            .iter()
+                            .map(|s| s.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                );
+            };
+            let Some(granted) = st.granted.clone() else {
+                anyhow::bail!(
+                    "{} has no grant ({}): bb7 tools grant {} …",
+                    st.name,
+                    st.state(),
+                    st.name
+                );
+            };
+            let tool = ops::load_granted(&sb, st).map_err(|e| anyhow::anyhow!(e))?;
+            let (dir, view) = files_dir(&granted, &a.dir)?;
+            project_view = view;
+            let _ = &project_view;
+            (tool, ops::call_caps(&granted, dir))
+        }
     };
-    let grant = Grant::new(&a.dir, tool.policy.access)
-        .map_err(|e| anyhow::anyhow!("cannot grant {}: {e}", a.dir.display()))?;
-    sb.check_grant(&grant)?;
-    let (result, _record) = sb.call(&tool, &grant, &settings, &arguments);
+    if let Some(grant) = &caps.dir {
+        sb.check_grant(grant)?;
+    }
+    let (result, _record) = sb.call_with(&tool, &caps, &settings, &arguments);
     match result {
         Ok(json) => {
             // Re-serialised by the sandbox: always exactly one line of JSON.

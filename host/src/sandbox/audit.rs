@@ -20,12 +20,15 @@ pub struct CallRecord {
     pub component_sha256: String,
     /// The contract version the component speaks, e.g. `0.1.0`.
     pub wit_version: String,
+    /// The third-party component's name (built-in tools: absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub component: Option<String>,
     /// Exactly the directories the call received.
     pub grants: Vec<Grant>,
-    /// The network access the call had: always `none`.
-    pub network: &'static str,
-    /// The environment variables the call received: always `none`.
-    pub env: &'static str,
+    /// The network access the call had: `"none"`, or the granted `host:port` pairs.
+    pub network: serde_json::Value,
+    /// The environment variables the call could read: `"none"`, or their names.
+    pub env: serde_json::Value,
     /// How long the call took, in milliseconds of wall time (loading the component excluded).
     pub duration_ms: f64,
     /// How long compiling the component (or loading it from the cache) took before its first call
@@ -36,6 +39,15 @@ pub struct CallRecord {
     /// The error message, when the call failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// A granted list as the record writes it: `"none"` when empty, else the entries.
+pub fn granted_list(entries: &[String]) -> serde_json::Value {
+    if entries.is_empty() {
+        serde_json::Value::from("none")
+    } else {
+        serde_json::Value::from(entries.to_vec())
+    }
 }
 
 /// An append-only JSON-lines file of [`CallRecord`]s.

@@ -47,3 +47,30 @@ impl Grant {
         Ok(Grant { path, access })
     }
 }
+
+/// Everything one call receives: at most one directory, and the network and environment its
+/// component was granted (built-in tools: neither).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallCaps {
+    /// The directory mounted at `/`, if any.
+    pub dir: Option<Grant>,
+    /// `host:port` pairs the call may connect to over TCP.
+    pub network: Vec<String>,
+    /// Host environment variables the call may read.
+    pub env: Vec<String>,
+}
+
+impl CallCaps {
+    /// Nothing at all (what `describe` gets).
+    pub fn none() -> CallCaps {
+        CallCaps::default()
+    }
+
+    /// One directory and nothing else (every built-in call).
+    pub fn dir(grant: Grant) -> CallCaps {
+        CallCaps {
+            dir: Some(grant),
+            ..CallCaps::default()
+        }
+    }
+}

@@ -15,6 +15,7 @@ pub mod cache;
 pub mod engine;
 pub mod grant;
 pub mod limits;
+pub mod linking;
 pub mod registry;
 pub mod runner;
 pub mod state;

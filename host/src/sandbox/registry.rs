@@ -83,6 +83,12 @@ pub struct ToolComponent {
     pub imports: Vec<String>,
     /// Whether it was compiled now or loaded from the cache.
     pub cache: CacheOutcome,
+    /// Tighter limits its calls run under (a third-party manifest's); `None`: the sandbox's.
+    pub limits: Option<super::Limits>,
+    /// Whether it was linked with the network interfaces (a network grant).
+    pub network: bool,
+    /// For a third-party component, its installed name (the audit records it).
+    pub third_party: Option<String>,
     /// How long compiling (or loading from the cache) took, in milliseconds.
     pub load_ms: f64,
     /// Whether a call record already carried `load_ms`.
@@ -103,7 +109,10 @@ impl std::fmt::Debug for ToolComponent {
 /// The engine, the WASI linker and the components, loaded lazily.
 pub struct Registry {
     engine: Engine,
+    /// WASI without `wasi:sockets`: every component without a network grant.
     linker: Linker<CallState>,
+    /// All of WASI p2, for components granted network access; built on first use.
+    linker_net: OnceLock<Result<Linker<CallState>, String>>,
     cache: ComponentCache,
     builtins: Vec<OnceLock<Result<Arc<ToolComponent>, String>>>,
     /// Whether this engine can run the built-ins' precompiled code (else they are compiled, once,
@@ -114,15 +123,14 @@ pub struct Registry {
 impl Registry {
     /// A registry over the shared `engine`, caching compiled components under `cache_base`.
     pub fn new(engine: Engine, cache_base: Option<PathBuf>) -> anyhow::Result<Self> {
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
-            .map_err(|e| anyhow::anyhow!("linking WASI: {e}"))?;
+        let linker = super::linking::linker(&engine, false)?;
         let cache = ComponentCache::new(&engine, cache_base);
         let builtins = BUILTIN_COMPONENTS.iter().map(|_| OnceLock::new()).collect();
         let precompiled_usable = super::engine::compatibility_digest(&engine) == PRECOMPILED_FOR;
         Ok(Registry {
             engine,
             linker,
+            linker_net: OnceLock::new(),
             cache,
             builtins,
             precompiled_usable,
@@ -156,6 +164,7 @@ impl Registry {
                 c.bytes,
                 c.sha256.to_string(),
                 builtin_policy(c.tool),
+                Linking::default(),
             )
             .map(Arc::new)
             .map_err(|e| format!("{e:#}"))
@@ -187,7 +196,52 @@ impl Registry {
             directory: "the directory named with --dir",
             access,
         };
-        self.prepare(name, Origin::File(path.to_path_buf()), &bytes, sha, policy)
+        self.prepare(
+            name,
+            Origin::File(path.to_path_buf()),
+            &bytes,
+            sha,
+            policy,
+            // Run by hand without a manifest: all of WASI is linked, but the call is granted
+            // nothing beyond its directory (socket use is refused at run time).
+            Linking {
+                network: true,
+                ..Linking::default()
+            },
+        )
+    }
+
+    /// A third-party component from `bytes` (already read and hashed to `sha256`), linked as
+    /// `linking` allows.
+    pub fn load_third_party(
+        &self,
+        name: &str,
+        path: &Path,
+        bytes: &[u8],
+        sha256: &str,
+        policy: GrantPolicy,
+        linking: Linking,
+    ) -> anyhow::Result<ToolComponent> {
+        self.prepare(
+            name,
+            Origin::File(path.to_path_buf()),
+            bytes,
+            sha256.to_string(),
+            policy,
+            linking,
+        )
+    }
+
+    fn linker_for(&self, network: bool) -> anyhow::Result<&Linker<CallState>> {
+        if !network {
+            return Ok(&self.linker);
+        }
+        self.linker_net
+            .get_or_init(|| {
+                super::linking::linker(&self.engine, true).map_err(|e| format!("{e:#}"))
+            })
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// Compiles (or loads from the cache) within `limit`.
@@ -229,6 +283,7 @@ impl Registry {
         bytes: &[u8],
         sha256: String,
         policy: GrantPolicy,
+        linking: Linking,
     ) -> anyhow::Result<ToolComponent> {
         let t0 = Instant::now();
         let (component, cache) = match &origin {
@@ -258,15 +313,13 @@ impl Registry {
         })?;
         let imports = imports_of(&self.engine, &component);
         let own_types = wit_version.types_name();
-        if let Some(bad) = imports
+        if let Some(why) = imports
             .iter()
-            .find(|i| !i.starts_with("wasi:") && *i != own_types)
+            .find_map(|i| super::linking::refusal(i, linking.network, own_types))
         {
-            anyhow::bail!(
-                "the component imports {bad}; tool components may import nothing but WASI"
-            );
+            anyhow::bail!("{why}");
         }
-        let pre = ToolPre::new(&self.linker, &component, wit_version)
+        let pre = ToolPre::new(self.linker_for(linking.network)?, &component, wit_version)
             .map_err(|e| anyhow::anyhow!("linking the component: {e}"))?;
         Ok(ToolComponent {
             name: name.to_string(),
@@ -277,11 +330,25 @@ impl Registry {
             policy,
             imports,
             cache,
+            limits: linking.limits,
+            network: linking.network,
+            third_party: linking.third_party.then(|| name.to_string()),
             load_ms,
             load_reported: Default::default(),
             pre,
         })
     }
+}
+
+/// How a component is linked and bounded: with the network interfaces or not, and its own limits.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Linking {
+    /// Link `wasi:sockets` (only for a network grant).
+    pub network: bool,
+    /// Tighter limits for its calls.
+    pub limits: Option<super::Limits>,
+    /// An installed third-party component (recorded by name in every call's audit record).
+    pub third_party: bool,
 }
 
 /// The largest third-party component file accepted.
@@ -290,7 +357,7 @@ pub const MAX_COMPONENT_BYTES: u64 = 16 << 20;
 pub const COMPILE_TIME_LIMIT: Duration = Duration::from_secs(20);
 
 /// Reads a component file: a regular file of at most [`MAX_COMPONENT_BYTES`].
-fn read_component(path: &Path) -> anyhow::Result<Vec<u8>> {
+pub fn read_component(path: &Path) -> anyhow::Result<Vec<u8>> {
     let meta =
         std::fs::metadata(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
     if meta.is_file() && meta.len() > MAX_COMPONENT_BYTES {

@@ -12,7 +12,7 @@ use wasmtime_wasi::WasiCtx;
 use super::api::{ToolFailure, ToolInfo};
 use super::audit::{AuditLog, CallRecord};
 use super::engine;
-use super::grant::{Access, Grant};
+use super::grant::{Access, CallCaps, Grant};
 use super::limits::Limits;
 use super::registry::{Registry, ToolComponent};
 use super::state::{CallState, new_store, wasi_ctx};
@@ -137,7 +137,7 @@ impl Sandbox {
         settings: &[(String, String)],
     ) -> Result<ToolInfo, CallError> {
         let settings = settings.to_vec();
-        self.execute(tool, wasi_ctx(None)?, move |pre, store| {
+        self.execute(tool, wasi_ctx(&CallCaps::none())?, move |pre, store| {
             pre.describe(store, &settings)
         })
     }
@@ -151,18 +151,31 @@ impl Sandbox {
         settings: &[(String, String)],
         arguments: &str,
     ) -> (Result<Value, CallError>, CallRecord) {
+        self.call_with(tool, &CallCaps::dir(grant.clone()), settings, arguments)
+    }
+
+    /// Runs one call of `tool` with exactly `caps` (a third-party component's grant: at most one
+    /// directory, its network and environment), returning the result and the audit record.
+    pub fn call_with(
+        &self,
+        tool: &Arc<ToolComponent>,
+        caps: &CallCaps,
+        settings: &[(String, String)],
+        arguments: &str,
+    ) -> (Result<Value, CallError>, CallRecord) {
         let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         let t0 = Instant::now();
-        let result = self.run(tool, grant, settings, arguments);
+        let result = self.run(tool, caps, settings, arguments);
         let duration_ms = t0.elapsed().as_secs_f64() * 1000.0;
         let record = CallRecord {
             started,
             tool: tool.name.clone(),
             component_sha256: tool.sha256.clone(),
             wit_version: tool.wit_version.as_str().to_string(),
-            grants: vec![grant.clone()],
-            network: "none",
-            env: "none",
+            component: tool.third_party.clone(),
+            grants: caps.dir.iter().cloned().collect(),
+            network: super::audit::granted_list(&caps.network),
+            env: super::audit::granted_list(&caps.env),
             duration_ms,
             compile_ms: if tool
                 .load_reported
@@ -194,21 +207,24 @@ impl Sandbox {
     fn run(
         &self,
         tool: &Arc<ToolComponent>,
-        grant: &Grant,
+        caps: &CallCaps,
         settings: &[(String, String)],
         arguments: &str,
     ) -> Result<Value, CallError> {
-        self.check_grant(grant)?;
-        let wasi = wasi_ctx(Some(grant))?;
+        if let Some(grant) = &caps.dir {
+            self.check_grant(grant)?;
+        }
+        let limits = tool.limits.unwrap_or(self.limits);
+        let wasi = wasi_ctx(caps)?;
         let settings = settings.to_vec();
         let arguments = arguments.to_string();
         let json = self.execute(tool, wasi, move |pre, store| {
             pre.call(store, &settings, &arguments)
         })?;
-        if json.len() > self.limits.result_bytes {
+        if json.len() > limits.result_bytes {
             return Err(CallError::ResultTooLarge {
                 size: json.len(),
-                limit: self.limits.result_bytes,
+                limit: limits.result_bytes,
             });
         }
         serde_json::from_str::<Value>(&json).map_err(|e| CallError::BadResult(e.to_string()))
@@ -247,7 +263,7 @@ impl Sandbox {
         + 'static,
     ) -> Result<R, CallError> {
         let engine = self.registry.engine().clone();
-        let limits = self.limits;
+        let limits = tool.limits.unwrap_or(self.limits);
         let tool = Arc::clone(tool);
         let ran = self
             .workers

@@ -6,9 +6,15 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, ResourceLimiter, Store};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use super::grant::{Access, Grant};
+use std::collections::HashSet;
+use std::net::SocketAddr;
+
+use wasmtime_wasi::sockets::SocketAddrUse;
+
+use super::grant::{Access, CallCaps};
 use super::limits::Limits;
 use super::runner::CallError;
+use crate::components::manifest::is_ip_entry;
 
 /// The per-call store state.
 pub struct CallState {
@@ -94,10 +100,13 @@ impl ResourceLimiter for CallLimiter {
     }
 }
 
-/// The WASI context of one call, the only way one is built: no network (no TCP, no UDP, no name
-/// lookup), no environment, no arguments, no inherited stdio, and at most one directory: `grant`
-/// mounted at `/` with its access (`describe` gets none).
-pub fn wasi_ctx(grant: Option<&Grant>) -> Result<WasiCtx, CallError> {
+/// The WASI context of one call, the only way one is built: no arguments, no inherited stdio, at
+/// most one directory (`caps.dir` mounted at `/` with its access; `describe` gets none), and no
+/// network and no environment unless `caps` grants them: TCP connections only to the granted
+/// `host:port` pairs (names resolved here, by the host; name lookup inside the component only when
+/// a granted host is a name), no listening, no UDP; only the granted variables, with the host's
+/// values.
+pub fn wasi_ctx(caps: &CallCaps) -> Result<WasiCtx, CallError> {
     let mut builder = WasiCtxBuilder::new();
     // Must precede preopened_dir: it is recorded per preopen. Without it every filesystem call
     // hops through a thread pool (~10x slower directory walks).
@@ -106,7 +115,28 @@ pub fn wasi_ctx(grant: Option<&Grant>) -> Result<WasiCtx, CallError> {
         .allow_tcp(false)
         .allow_udp(false)
         .allow_ip_name_lookup(false);
-    if let Some(grant) = grant {
+    if !caps.network.is_empty() {
+        let allowed = resolve_network(&caps.network);
+        let lookup = caps.network.iter().any(|e| !is_ip_entry(e));
+        builder
+            .allow_tcp(true)
+            .allow_ip_name_lookup(lookup)
+            .socket_addr_check(move |addr, use_| {
+                let ok = match use_ {
+                    // The implicit bind of an outgoing connection: the wildcard address, port 0.
+                    SocketAddrUse::TcpBind => addr.ip().is_unspecified() && addr.port() == 0,
+                    SocketAddrUse::TcpConnect => allowed.contains(&addr),
+                    _ => false,
+                };
+                Box::pin(async move { ok })
+            });
+    }
+    for name in &caps.env {
+        if let Ok(value) = std::env::var(name) {
+            builder.env(name, value);
+        }
+    }
+    if let Some(grant) = &caps.dir {
         let perms = match grant.access {
             Access::ReadOnly => FsPerms::ReadOnly,
             Access::ReadWrite => FsPerms::ReadWrite,
@@ -116,6 +146,22 @@ pub fn wasi_ctx(grant: Option<&Grant>) -> Result<WasiCtx, CallError> {
             .map_err(|e| CallError::Grant(format!("{}: {e}", grant.path.display())))?;
     }
     Ok(builder.build())
+}
+
+/// The socket addresses the granted `host:port` pairs resolve to now (a name that does not resolve
+/// allows nothing).
+fn resolve_network(entries: &[String]) -> HashSet<SocketAddr> {
+    use std::net::ToSocketAddrs;
+    let mut out = HashSet::new();
+    for e in entries {
+        match e.parse::<SocketAddr>() {
+            Ok(a) => {
+                out.insert(a);
+            }
+            Err(_) => out.extend(e.as_str().to_socket_addrs().into_iter().flatten()),
+        }
+    }
+    out
 }
 
 /// A fresh store for one call: `wasi`, the memory budget of `limits` for all of the call's memories
@@ -171,7 +217,7 @@ mod tests {
         let limits = Limits::default();
         let engine = engine::shared(&limits).unwrap();
         let component = wasmtime::component::Component::new(&engine, bytes).unwrap();
-        let mut store = new_store(&engine, &limits, wasi_ctx(None).unwrap());
+        let mut store = new_store(&engine, &limits, wasi_ctx(&CallCaps::none()).unwrap());
         let linker = wasmtime::component::Linker::<CallState>::new(&engine);
         let r = linker
             .instantiate(&mut store, &component)

@@ -1,0 +1,534 @@
+//! The manifest a third-party component ships (`bb7-tool.toml` beside the `.wasm`, or the same TOML
+//! in a custom section named `bb7-manifest`): who it is and the capabilities it requests.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::sandbox::Limits;
+use crate::sandbox::api::WitVersion;
+
+/// The manifest file name looked for beside a component.
+pub const MANIFEST_FILE: &str = "bb7-tool.toml";
+/// The custom section a component may carry its manifest in.
+pub const MANIFEST_SECTION: &str = "bb7-manifest";
+/// The longest component name.
+const MAX_NAME: usize = 32;
+
+/// The filesystem capability a component requests or is granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Files {
+    /// No directory at all.
+    #[default]
+    None,
+    /// A read-only view of the project: no `.git/`, `.bb7/`, ignored or deny-listed files, no links.
+    ProjectRead,
+    /// An empty directory whose files become the reply's proposed new files.
+    OutputWrite,
+}
+
+impl Files {
+    /// The name used in manifests, grants and the lockfile.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Files::None => "none",
+            Files::ProjectRead => "project-read",
+            Files::OutputWrite => "output-write",
+        }
+    }
+
+    /// Parses a manifest or command-line value.
+    pub fn parse(s: &str) -> Result<Files, String> {
+        match s {
+            "none" => Ok(Files::None),
+            "project-read" => Ok(Files::ProjectRead),
+            "output-write" => Ok(Files::OutputWrite),
+            other => Err(format!(
+                "files must be \"none\", \"project-read\" or \"output-write\", not {other:?}"
+            )),
+        }
+    }
+}
+
+/// A set of capabilities: what a manifest requests, or what the user granted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Capabilities {
+    /// The directory the component's calls receive.
+    #[serde(default)]
+    pub files: Files,
+    /// `host:port` pairs it may open TCP connections to, sorted.
+    #[serde(default)]
+    pub network: Vec<String>,
+    /// Host environment variables it may read, sorted.
+    #[serde(default)]
+    pub env: Vec<String>,
+}
+
+impl Capabilities {
+    /// Whether every capability of `self` is within `other`.
+    pub fn within(&self, other: &Capabilities) -> bool {
+        self.excess(other).is_empty()
+    }
+
+    /// What `self` has beyond `other`, worded for the user (empty: nothing).
+    pub fn excess(&self, other: &Capabilities) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.files != Files::None && self.files != other.files {
+            out.push(format!("files = {}", self.files.as_str()));
+        }
+        for n in &self.network {
+            if !other.network.contains(n) {
+                out.push(format!("network {n}"));
+            }
+        }
+        for e in &self.env {
+            if !other.env.contains(e) {
+                out.push(format!("env {e}"));
+            }
+        }
+        out
+    }
+
+    /// One line for people: `files project-read; network api.x.org:443; env none`.
+    pub fn summary(&self) -> String {
+        let list = |v: &[String]| {
+            if v.is_empty() {
+                "none".to_string()
+            } else {
+                v.join(", ")
+            }
+        };
+        format!(
+            "files {}; network {}; env {}",
+            self.files.as_str(),
+            list(&self.network),
+            list(&self.env)
+        )
+    }
+
+    /// Checks every entry and sorts the lists (duplicates removed).
+    pub fn validated(mut self) -> Result<Capabilities, String> {
+        for n in &self.network {
+            check_host_port(n)?;
+        }
+        for e in &self.env {
+            check_env_name(e)?;
+        }
+        self.network.sort();
+        self.network.dedup();
+        self.env.sort();
+        self.env.dedup();
+        Ok(self)
+    }
+}
+
+/// Tighter limits a manifest may ask for (never looser than the host's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestLimits {
+    /// Memory, in MiB.
+    pub memory_mib: Option<u64>,
+    /// Wall time per call, in milliseconds.
+    pub wall_time_ms: Option<u64>,
+    /// Result size, in KiB.
+    pub result_kib: Option<u64>,
+}
+
+impl ManifestLimits {
+    /// `base` tightened by these limits; a value looser than `base` (or zero) is an error.
+    pub fn apply(&self, base: Limits) -> Result<Limits, String> {
+        let mut l = base;
+        if let Some(m) = self.memory_mib {
+            let bytes = m.saturating_mul(1 << 20);
+            if m == 0 || bytes > base.memory_bytes {
+                return Err(format!(
+                    "limits.memory_mib must be between 1 and {}",
+                    base.memory_bytes >> 20
+                ));
+            }
+            l.memory_bytes = bytes;
+        }
+        if let Some(ms) = self.wall_time_ms {
+            let max = base.wall_time.as_millis() as u64;
+            if ms == 0 || ms > max {
+                return Err(format!("limits.wall_time_ms must be between 1 and {max}"));
+            }
+            l.wall_time = std::time::Duration::from_millis(ms);
+        }
+        if let Some(k) = self.result_kib {
+            let max = (base.result_bytes >> 10) as u64;
+            if k == 0 || k > max {
+                return Err(format!("limits.result_kib must be between 1 and {max}"));
+            }
+            l.result_bytes = (k << 10) as usize;
+        }
+        Ok(l)
+    }
+}
+
+/// A parsed and validated manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The component's name: `[a-z][a-z0-9_]*`, at most 32 characters, no `__`.
+    pub name: String,
+    /// The component's own version (free text).
+    pub version: String,
+    /// The `bb7:tool` contract version it is built against.
+    pub wit: String,
+    /// What it does, for people.
+    pub description: String,
+    /// The capabilities it requests.
+    pub requested: Capabilities,
+    /// Tighter limits it asks for.
+    pub limits: ManifestLimits,
+}
+
+/// The manifest as written: flat keys, unknown keys refused.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    name: String,
+    version: String,
+    wit: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    files: Option<String>,
+    #[serde(default)]
+    network: Vec<String>,
+    #[serde(default)]
+    env: Vec<String>,
+    #[serde(default)]
+    limits: ManifestLimits,
+}
+
+impl Manifest {
+    /// Parses and validates manifest text; `origin` names where it came from in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Manifest, String> {
+        let raw: RawManifest =
+            toml::from_str(text).map_err(|e| format!("{origin}: {}", e.to_string().trim()))?;
+        let bad = |why: String| format!("{origin}: {why}");
+        check_name(&raw.name).map_err(bad)?;
+        if raw.version.trim().is_empty() || raw.version.len() > 64 {
+            return Err(bad(
+                "version must be non-empty text of at most 64 bytes".into()
+            ));
+        }
+        if !WitVersion::SUPPORTED.iter().any(|v| v.as_str() == raw.wit) {
+            return Err(bad(format!(
+                "wit = {:?} is not a contract version this bb7 serves (it serves {})",
+                raw.wit,
+                WitVersion::SUPPORTED
+                    .iter()
+                    .map(|v| v.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        if raw.description.len() > 1024 {
+            return Err(bad("description must be at most 1024 bytes".into()));
+        }
+        let files = match raw.files.as_deref() {
+            None => Files::None,
+            Some(f) => Files::parse(f).map_err(bad)?,
+        };
+        let requested = Capabilities {
+            files,
+            network: raw.network,
+            env: raw.env,
+        }
+        .validated()
+        .map_err(bad)?;
+        raw.limits.apply(Limits::default()).map_err(bad)?;
+        Ok(Manifest {
+            name: raw.name,
+            version: raw.version,
+            wit: raw.wit,
+            description: raw.description,
+            requested,
+            limits: raw.limits,
+        })
+    }
+
+    /// The limits its calls run under.
+    pub fn effective_limits(&self) -> Limits {
+        self.limits
+            .apply(Limits::default())
+            .unwrap_or_else(|_| Limits::default())
+    }
+}
+
+/// Checks a component name.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_NAME
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !name.contains("__")
+        && !name.ends_with('_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "name {name:?} must be 1 to {MAX_NAME} characters of a-z, 0-9 and _, start with a letter, and contain no \"__\" nor end with \"_\""
+        ))
+    }
+}
+
+/// Checks a `host:port` network entry: a DNS name or an IP address (IPv6 in brackets), and a port
+/// from 1 to 65535.
+pub fn check_host_port(entry: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("network entry {entry:?}: {why}"));
+    let Some((host, port)) = entry.rsplit_once(':') else {
+        return bad("must be host:port");
+    };
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 && port == p.to_string() => {}
+        _ => return bad("the port must be a number from 1 to 65535"),
+    }
+    if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return match v6.parse::<std::net::Ipv6Addr>() {
+            Ok(_) => Ok(()),
+            Err(_) => bad("not an IPv6 address in brackets"),
+        };
+    }
+    if host.parse::<IpAddr>().is_ok() {
+        return Ok(());
+    }
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    };
+    if host.is_empty() || host.len() > 253 || !host.split('.').all(label_ok) || host.contains('*') {
+        return bad("the host must be a DNS name or an IP address (no wildcards)");
+    }
+    Ok(())
+}
+
+/// Whether a `host:port` entry names its host by IP address (no name lookup needed).
+pub fn is_ip_entry(entry: &str) -> bool {
+    entry
+        .rsplit_once(':')
+        .map(|(h, _)| h.starts_with('[') || h.parse::<IpAddr>().is_ok())
+        .unwrap_or(false)
+}
+
+/// Checks an environment variable name.
+pub fn check_env_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 128
+        && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "env entry {name:?} must be a variable name (letters, digits and _)"
+        ))
+    }
+}
+
+/// Where a component and its manifest were found.
+pub struct Located {
+    /// The component file.
+    pub wasm: PathBuf,
+    /// The manifest, parsed.
+    pub manifest: Manifest,
+    /// Where the manifest came from, for people: a path or "the bb7-manifest custom section".
+    pub manifest_origin: String,
+}
+
+/// Finds the component and its manifest for `bb7 tools add <path>`: a `.wasm` file (its manifest
+/// beside it or in its custom section), or a directory holding `bb7-tool.toml` and exactly one
+/// `.wasm`. When both a file and a section exist they must agree.
+pub fn locate(
+    path: &Path,
+    bytes_of: impl Fn(&Path) -> Result<Vec<u8>, String>,
+) -> Result<(Located, Vec<u8>), String> {
+    match locate_optional(path, bytes_of)? {
+        (wasm, bytes, Some((manifest, manifest_origin))) => Ok((
+            Located {
+                wasm,
+                manifest,
+                manifest_origin,
+            },
+            bytes,
+        )),
+        (wasm, _, None) => Err(format!(
+            "{} has no manifest: put {MANIFEST_FILE} beside it, or embed it in a custom section named {MANIFEST_SECTION}",
+            wasm.display()
+        )),
+    }
+}
+
+/// The component file, its bytes and its manifest (with where it came from), if it has one.
+#[allow(clippy::type_complexity)]
+pub fn locate_optional(
+    path: &Path,
+    bytes_of: impl Fn(&Path) -> Result<Vec<u8>, String>,
+) -> Result<(PathBuf, Vec<u8>, Option<(Manifest, String)>), String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let wasm = if meta.is_dir() {
+        let mut found = Vec::new();
+        for e in std::fs::read_dir(path).map_err(|e| format!("{}: {e}", path.display()))? {
+            let e = e.map_err(|e| format!("{}: {e}", path.display()))?;
+            if e.path().extension().is_some_and(|x| x == "wasm") {
+                found.push(e.path());
+            }
+        }
+        match found.len() {
+            1 => found.remove(0),
+            0 => return Err(format!("{} holds no .wasm file", path.display())),
+            n => {
+                return Err(format!(
+                    "{} holds {n} .wasm files; name the one to add",
+                    path.display()
+                ));
+            }
+        }
+    } else {
+        path.to_path_buf()
+    };
+    let bytes = bytes_of(&wasm)?;
+    let beside = wasm.parent().map(|d| d.join(MANIFEST_FILE));
+    let file_manifest = match &beside {
+        Some(p) if p.is_file() => {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            Some((
+                Manifest::parse(&text, &p.display().to_string())?,
+                p.display().to_string(),
+            ))
+        }
+        _ => None,
+    };
+    let section = custom_section(&bytes)?
+        .map(|text| {
+            let text = String::from_utf8(text)
+                .map_err(|_| format!("the {MANIFEST_SECTION} custom section is not UTF-8"))?;
+            Manifest::parse(&text, &format!("the {MANIFEST_SECTION} custom section"))
+        })
+        .transpose()?;
+    let found = match (file_manifest, section) {
+        (Some((f, origin)), Some(s)) => {
+            if f != s {
+                return Err(format!(
+                    "{origin} and the component's {MANIFEST_SECTION} custom section disagree; make them the same (or remove one)"
+                ));
+            }
+            Some((f, origin))
+        }
+        (Some(found), None) => Some(found),
+        (None, Some(s)) => Some((s, format!("the {MANIFEST_SECTION} custom section"))),
+        (None, None) => None,
+    };
+    Ok((wasm, bytes, found))
+}
+
+/// The `bb7-manifest` custom section of a component, at any nesting level (a Rust `link_section`
+/// lands in the core module the component wraps). More than one is an error.
+pub fn custom_section(bytes: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    let mut found: Option<Vec<u8>> = None;
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        let payload =
+            payload.map_err(|e| format!("the component is not valid WebAssembly: {e}"))?;
+        if let wasmparser::Payload::CustomSection(c) = payload {
+            if c.name() == MANIFEST_SECTION {
+                if found.is_some() {
+                    return Err(format!(
+                        "the component holds more than one {MANIFEST_SECTION} custom section"
+                    ));
+                }
+                found = Some(c.data().to_vec());
+            }
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "wordcount"
+version = "0.1.0"
+wit = "0.1.0"
+description = "Counts words."
+files = "project-read"
+network = ["api.example.com:443", "127.0.0.1:8080", "[::1]:80"]
+env = ["LANG"]
+[limits]
+memory_mib = 64
+"#;
+
+    #[test]
+    fn a_good_manifest_parses() {
+        let m = Manifest::parse(GOOD, "t").unwrap();
+        assert_eq!(m.name, "wordcount");
+        assert_eq!(m.requested.files, Files::ProjectRead);
+        assert_eq!(m.requested.network.len(), 3);
+        assert_eq!(m.effective_limits().memory_bytes, 64 << 20);
+    }
+
+    #[test]
+    fn bad_manifests_get_clear_errors() {
+        let cases = [
+            (GOOD.replace("description", "descripton"), "unknown field"),
+            (
+                GOOD.replace("api.example.com:443", "api.example.com"),
+                "host:port",
+            ),
+            (
+                GOOD.replace("api.example.com:443", "*.example.com:443"),
+                "wildcards",
+            ),
+            (GOOD.replace("api.example.com:443", "a.b:0"), "port"),
+            (GOOD.replace("api.example.com:443", "a.b:99999"), "port"),
+            (
+                GOOD.replace("wit = \"0.1.0\"", "wit = \"9.0.0\""),
+                "not a contract version",
+            ),
+            (GOOD.replace("\"wordcount\"", "\"Word\""), "must be 1 to"),
+            (GOOD.replace("\"wordcount\"", "\"a__b\""), "must be 1 to"),
+            (GOOD.replace("LANG", "A-B"), "env entry"),
+            (GOOD.replace("project-read", "everything"), "files must be"),
+            (
+                GOOD.replace("memory_mib = 64", "memory_mib = 4096"),
+                "memory_mib",
+            ),
+            (GOOD.replace("memory_mib = 64", "cpu = 1"), "unknown field"),
+        ];
+        for (text, want) in cases {
+            let e = Manifest::parse(&text, "t").unwrap_err();
+            assert!(e.contains(want), "{want:?} not in {e:?}");
+        }
+    }
+
+    #[test]
+    fn excess_names_each_widening() {
+        let req = Capabilities {
+            files: Files::ProjectRead,
+            network: vec!["a.b:1".into()],
+            env: vec![],
+        };
+        let wider = Capabilities {
+            files: Files::OutputWrite,
+            network: vec!["a.b:1".into(), "c.d:2".into()],
+            env: vec!["HOME".into()],
+        };
+        assert!(req.within(&req));
+        assert_eq!(
+            wider.excess(&req),
+            vec!["files = output-write", "network c.d:2", "env HOME"]
+        );
+        assert!(Capabilities::default().within(&req));
+    }
+}

@@ -1,0 +1,101 @@
+//! The `project-read` view a third-party component receives: a directory holding exactly the files
+//! the built-in retrieval tools may read — no `.git/`, `.bb7/`, ignored or deny-listed files, no
+//! symbolic links, no file with more than one hard link — as hard links to the project's files
+//! (copies when the view cannot be on the project's filesystem). It is granted read-only, so the
+//! component can read those files and nothing else: what is left out is not hidden by a path check,
+//! it is simply not in the directory the component holds.
+
+use std::path::{Path, PathBuf};
+
+use bb7_tool_logic::paths::Root;
+use bb7_tool_logic::settings::Settings;
+use cap_std::fs::{Dir, MetadataExt as _};
+
+/// The most files a view holds; a larger project is refused (the component would get a partial
+/// project without knowing it).
+pub const MAX_VIEW_FILES: usize = 100_000;
+
+/// A built view; removed when dropped.
+pub struct ProjectView {
+    dir: tempfile::TempDir,
+    /// How many files it holds.
+    pub files: usize,
+}
+
+impl ProjectView {
+    /// Builds the view of `project` under the retrieval `settings` (deny list) inside `parent`
+    /// (a directory the host owns on the project's filesystem, e.g. `.bb7/tmp`).
+    pub fn build(
+        project: &Path,
+        settings: &[(String, String)],
+        parent: &Path,
+    ) -> Result<ProjectView, String> {
+        let pairs: Vec<(&str, &str)> = settings
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let settings = Settings::from_pairs(pairs.iter().copied())
+            .map_err(|e| format!("the project view's settings: {}", e.message))?;
+        let root = Root::at(project).with_settings(&settings);
+        let listed = bb7_tool_logic::retrieval::list::list(&root, None, None, MAX_VIEW_FILES)
+            .map_err(|e| format!("listing the project for the view: {}", e.message))?;
+        if listed.truncated {
+            return Err(format!(
+                "the project has more than {MAX_VIEW_FILES} readable files; a project-read tool cannot be given all of it"
+            ));
+        }
+        std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        let dir = tempfile::Builder::new()
+            .prefix("view-")
+            .tempdir_in(parent)
+            .map_err(|e| format!("creating the project view: {e}"))?;
+        let src = Dir::open_ambient_dir(project, cap_std::ambient_authority())
+            .map_err(|e| format!("{}: {e}", project.display()))?;
+        let dst = Dir::open_ambient_dir(dir.path(), cap_std::ambient_authority())
+            .map_err(|e| format!("{}: {e}", dir.path().display()))?;
+        let mut files = 0;
+        for rel in &listed.files {
+            // Each directory on the way is opened without following links, and the file must be
+            // a regular file with a single link (a hard link may be the same file as one outside).
+            let Ok(Some((parent_dir, name))) = open_parent(&src, rel) else {
+                continue;
+            };
+            let Ok(meta) = parent_dir.symlink_metadata(name) else {
+                continue;
+            };
+            if !meta.is_file() || meta.nlink() != 1 {
+                continue;
+            }
+            if let Some((d, _)) = rel.rsplit_once('/') {
+                dst.create_dir_all(d)
+                    .map_err(|e| format!("creating the project view: {e}"))?;
+            }
+            if parent_dir.hard_link(name, &dst, rel).is_err() {
+                let bytes = match crate::store::read_regular_nofollow(&parent_dir, name) {
+                    Ok(b) => b,
+                    Err(_) => continue,
+                };
+                dst.write(rel, &bytes)
+                    .map_err(|e| format!("creating the project view: {e}"))?;
+            }
+            files += 1;
+        }
+        Ok(ProjectView { dir, files })
+    }
+
+    /// The view's directory.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// The directory holding `rel`'s file, opened link by link without following symbolic links.
+fn open_parent<'a>(root: &Dir, rel: &'a str) -> std::io::Result<Option<(Dir, &'a str)>> {
+    let parts = crate::store::project::check_rel(rel)?;
+    crate::store::project::parent_nofollow(root, parts, false).map(Some)
+}
+
+/// Where views are built for `project`: `.bb7/tmp/` (same filesystem, so links work).
+pub fn views_parent(project: &Path) -> PathBuf {
+    project.join(".bb7").join("tmp")
+}

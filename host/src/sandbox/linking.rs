@@ -1,0 +1,85 @@
+//! Link-time least privilege: the WASI interfaces a component is offered follow from its grant.
+//! Without a network grant the linker holds no `wasi:sockets` interface at all, so a component that
+//! imports one cannot be linked; `wasi:http` and anything outside WASI are never offered. The checks
+//! here word the refusal, naming the import, before wasmtime's linker would fail.
+
+use wasmtime::Engine;
+use wasmtime::component::{HasData, Linker, ResourceTable};
+use wasmtime_wasi::WasiView;
+use wasmtime_wasi::cli::{WasiCli, WasiCliView as _};
+use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView as _};
+use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView as _};
+use wasmtime_wasi::random::WasiRandom;
+
+use super::state::CallState;
+
+/// The linker for components with (`network`) or without a network grant.
+pub fn linker(engine: &Engine, network: bool) -> anyhow::Result<Linker<CallState>> {
+    let mut linker = Linker::new(engine);
+    if network {
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(|e| anyhow::anyhow!("linking WASI: {e}"))?;
+    } else {
+        add_without_sockets(&mut linker).map_err(|e| anyhow::anyhow!("linking WASI: {e}"))?;
+    }
+    Ok(linker)
+}
+
+struct Table;
+
+impl HasData for Table {
+    type Data<'a> = &'a mut ResourceTable;
+}
+
+/// `wasmtime_wasi::p2::add_to_linker_sync` minus every `wasi:sockets` interface.
+fn add_without_sockets(l: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, random, sync};
+    type T = CallState;
+    clocks::wall_clock::add_to_linker::<T, WasiClocks>(l, T::clocks)?;
+    clocks::monotonic_clock::add_to_linker::<T, WasiClocks>(l, T::clocks)?;
+    filesystem::preopens::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)?;
+    random::random::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    random::insecure::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    random::insecure_seed::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    cli::exit::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::environment::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::stdin::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::stdout::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::stderr::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_input::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_output::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_stdin::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_stdout::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_stderr::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    sync::io::error::add_to_linker::<T, Table>(l, |t| t.ctx().table)?;
+    sync::io::poll::add_to_linker::<T, Table>(l, |t| t.ctx().table)?;
+    sync::io::streams::add_to_linker::<T, Table>(l, |t| t.ctx().table)?;
+    sync::filesystem::types::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)?;
+    Ok(())
+}
+
+/// Why `import` cannot be offered to a component whose grant has (`network`) or lacks network
+/// access; `None` when it can. `own_types` is the contract's types-only interface.
+pub fn refusal(import: &str, network: bool, own_types: &str) -> Option<String> {
+    if import == own_types {
+        return None;
+    }
+    if import.starts_with("wasi:sockets/") {
+        return (!network).then(|| {
+            format!(
+                "the component imports {import}, but it has no network grant (declare network = [\"host:port\", …] in its manifest, and grant it)"
+            )
+        });
+    }
+    if import.starts_with("wasi:http/") {
+        return Some(format!(
+            "the component imports {import}; bb7 does not offer wasi:http (use wasi:sockets with a network grant)"
+        ));
+    }
+    if !import.starts_with("wasi:") {
+        return Some(format!(
+            "the component imports {import}; tool components may import nothing but WASI"
+        ));
+    }
+    None
+}
