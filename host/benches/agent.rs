@@ -223,7 +223,8 @@ fn job(root: &Path) {
         .build()
         .unwrap();
     let config = Config::default();
-    let tools = bb7::agent::steps::offered(config.diff_mode, &config.agent).unwrap();
+    let tools =
+        bb7::agent::steps::offered(config.diff_mode, &config.agent, &Default::default()).unwrap();
     let one = |_: usize| -> (Duration, usize, u64) {
         let (r, chat) = runner(root);
         let chat_dir =
@@ -251,6 +252,7 @@ fn job(root: &Path) {
             agent: Some(AgentJob {
                 config: config.agent.clone(),
                 project: Project::open(root, config.agent.tool_settings()).unwrap(),
+                third_party: Default::default(),
             }),
         };
         let mut sink = Quiet(0);

@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 
 pub mod proto;
 pub mod snapshot;
+pub mod wasm;
 
 /// The `bb7` binary cargo built for these tests.
 pub fn bin() -> &'static str {

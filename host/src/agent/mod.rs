@@ -6,7 +6,7 @@
 //! - [`reply`]: stream → tool calls → commit all or nothing → [`reply::ReplyOutcome`].
 //! - [`steps`]: agent mode, the multi-step loop; [`retrieval`] its read-only project tools,
 //!   [`clarify`] its questions to the user, [`events`] and [`trace`] what it reports, [`config`]
-//!   its limits and deny list.
+//!   its limits and deny list; [`third_party`] the installed components it may offer.
 
 pub mod clarify;
 pub mod config;
@@ -17,6 +17,7 @@ pub mod request;
 pub mod retrieval;
 pub mod staging;
 pub mod steps;
+pub mod third_party;
 pub mod tools;
 pub mod trace;
 pub mod usage_log;

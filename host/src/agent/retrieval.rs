@@ -48,6 +48,11 @@ impl Project {
         })
     }
 
+    /// The settings every retrieval call gets (limits and the deny list).
+    pub fn settings(&self) -> &[(String, String)] {
+        &self.settings
+    }
+
     /// Whether `rel` is a regular file with more than one hard link (never read by the tools).
     fn hard_linked(&self, rel: &str) -> bool {
         self.dir

@@ -49,6 +49,8 @@ pub struct AgentJob {
     pub config: AgentConfig,
     /// The project the retrieval tools read.
     pub project: Project,
+    /// The third-party tools enabled and granted for the project.
+    pub third_party: super::third_party::ThirdParty,
 }
 
 /// What the agent loop adds to a [`ReplyOutcome`].
@@ -261,6 +263,9 @@ pub async fn run(mut job: ReplyJob, agent: AgentJob, sink: &mut dyn ReplySink) -
                 "component_sha256": outcome.record.as_ref().map(|r| r.component_sha256.clone()),
                 "wit_version": outcome.record.as_ref().map(|r| r.wit_version.clone()),
                 "grants": outcome.record.as_ref().map(|r| r.grants.clone()),
+                "component": outcome.record.as_ref().and_then(|r| r.component.clone()),
+                "network": outcome.record.as_ref().map(|r| r.network.clone()),
+                "env": outcome.record.as_ref().map(|r| r.env.clone()),
                 "sandbox_ms": outcome.record.as_ref().map(|r| round3(r.duration_ms)),
                 "args_raw": call.arguments_raw,
                 "result": outcome.content,
@@ -379,7 +384,8 @@ async fn run_call(
         return clarify_call(job, call, events, acc).await;
     }
     let is_edit = matches!(name, "write_file" | "edit_file");
-    if !retrieval::is_retrieval(name) && !is_edit {
+    let third = agent.third_party.find(name);
+    if !retrieval::is_retrieval(name) && !is_edit && third.is_none() {
         let offered: Vec<&str> = job.request.tools.iter().map(|t| t.name.as_str()).collect();
         return Some(CallOutcome::failed(
             format!(
@@ -400,7 +406,9 @@ async fn run_call(
     // The project handle is shared by reference: run on this thread inside block_in_place, which
     // lets the runtime move other tasks away while the sandbox call blocks.
     let (runner, outcome) = tokio::task::block_in_place(|| {
-        let outcome = if is_edit {
+        let outcome = if let Some(t) = third {
+            agent.third_party.run(&mut runner, project, t, &c)
+        } else if is_edit {
             match runner.run(&c) {
                 Ok(done) => CallOutcome {
                     ok: true,
@@ -588,9 +596,21 @@ mod tests {
 pub fn offered(
     diff_mode: crate::config::DiffMode,
     config: &AgentConfig,
+    third_party: &super::third_party::ThirdParty,
 ) -> Result<Vec<crate::llm::request::ToolSpec>, String> {
     let mut specs = super::tools::offered(diff_mode)?;
     specs.extend(retrieval::specs(&config.tool_settings())?);
     specs.push(clarify::spec());
+    specs.extend(third_party.specs());
     Ok(specs)
+}
+
+/// The names third-party tools may never take: every built-in tool's.
+pub fn reserved_names() -> Vec<String> {
+    let mut v: Vec<String> = crate::sandbox::registry::BUILTIN_COMPONENTS
+        .iter()
+        .map(|c| c.tool.to_string())
+        .collect();
+    v.push(clarify::spec().name);
+    v
 }

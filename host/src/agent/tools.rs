@@ -416,6 +416,53 @@ impl ToolRunner {
         })
     }
 
+    /// Takes the files an `output-write` component left as whole-file writes of this reply, by
+    /// the rules of `write_file`: inside the project, not read-only, not already changed by this
+    /// reply. All are checked before any is staged.
+    pub fn adopt_written(
+        &mut self,
+        tool: &str,
+        files: Vec<(String, Vec<u8>)>,
+    ) -> Result<Vec<String>, String> {
+        if self.tainted {
+            return Err(format!("{tool}: {TAINTED}"));
+        }
+        let mut checked = Vec::new();
+        for (raw, content) in files {
+            let rel = self.normalize(tool, &raw)?;
+            if self.read_only.contains(&rel) {
+                return Err(format!(
+                    "{tool}: {rel} is read-only in this chat and cannot be changed"
+                ));
+            }
+            if self.touched.iter().any(|t| t.path == rel) {
+                return Err(format!(
+                    "{tool}: {rel} was already changed by an earlier tool call in this reply"
+                ));
+            }
+            checked.push((rel, content));
+        }
+        let mut paths = Vec::new();
+        for (rel, content) in checked {
+            let base_id = self
+                .base(&rel)
+                .map(|b| bb7_tool_logic::file_id::file_id(&rel, &b));
+            self.staging
+                .place(&rel, &content)
+                .map_err(|e| format!("{tool}: cannot stage {rel}: {e}"))?;
+            self.placed.insert(rel.clone());
+            self.refresh_id(&rel);
+            self.touched.push(Touched {
+                in_context: self.writable.contains_key(&rel),
+                path: rel.clone(),
+                change: Change::Write,
+                base_id,
+            });
+            paths.push(rel);
+        }
+        Ok(paths)
+    }
+
     /// Re-hashes the staged `rel` (forgets its id when it is not there).
     fn refresh_id(&mut self, rel: &str) {
         match self.staging.read(rel) {

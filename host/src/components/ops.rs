@@ -196,7 +196,7 @@ pub fn grant(
             Some(c) => c.validated()?,
             None => installed.requested.clone(),
         };
-        if caps.network.is_empty() {
+        if caps.network.is_empty() && caps.within(&installed.requested) {
             if let Some(i) = installed
                 .imports
                 .iter()

@@ -9,6 +9,7 @@ mod remote;
 mod review;
 mod send;
 mod title;
+mod tools;
 
 use super::request::Request;
 use super::{Ctx, Outcome};
@@ -82,6 +83,11 @@ pub fn dispatch(ctx: &Ctx, req: &Request) -> Handled {
         "checkpoint_list" => review::checkpoint_list(s, req),
         "checkpoint_diff3" => review::checkpoint_diff3(s, req),
         "checkpoint_rollback" => review::checkpoint_rollback(s, req),
+
+        "tools_list" => tools::list(s),
+        "tool_set_enabled" => tools::set_enabled(s, req),
+        "tool_grant" => tools::grant(s, req),
+        "tool_revoke" => tools::revoke(s, req),
 
         other => Err(format!("Unknown action: {other}")),
     }

@@ -104,11 +104,18 @@ fn prepare(
     }
     let (system, _) = crate::instructions::system_prompt(config_dir.as_deref());
     let mut system = crate::instructions::render_system_message(&system, &inst, global);
+    let third_party = match (&project_root, mode, global) {
+        (Some(root), Mode::Agent, false) => crate::agent::third_party::ThirdParty::for_project(
+            root,
+            &crate::agent::steps::reserved_names(),
+        ),
+        _ => Default::default(),
+    };
     let tools_offered = if global {
         Vec::new()
     } else if mode == Mode::Agent {
         system.push_str(crate::agent::steps::AGENT_SYSTEM_NOTE);
-        crate::agent::steps::offered(config.diff_mode, &config.agent)?
+        crate::agent::steps::offered(config.diff_mode, &config.agent, &third_party)?
     } else {
         tools::offered(config.diff_mode)?
     };
@@ -116,6 +123,7 @@ fn prepare(
         (Some(root), Mode::Agent) => Some(crate::agent::steps::AgentJob {
             config: config.agent.clone(),
             project: crate::agent::steps::open_project(root, &config.agent)?,
+            third_party,
         }),
         (None, Mode::Agent) => return Err(crate::agent::mode::GLOBAL_AGENT_ERROR.to_string()),
         _ => None,

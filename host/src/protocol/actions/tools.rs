@@ -1,0 +1,137 @@
+//! `tools_list`, `tool_set_enabled`, `tool_grant`, `tool_revoke` (AGENT-PROTOCOL.md §4): the tools
+//! the model may be offered, built-in and third-party, and the user's approvals. Each verb does
+//! what its `bb7 tools` counterpart does (and rewrites the project's lockfile); each replies with
+//! the updated list.
+
+use serde_json::{Value, json};
+
+use super::Handled;
+use crate::components::installed::Status;
+use crate::components::manifest::{Capabilities, Files};
+use crate::components::ops;
+use crate::protocol::reply;
+use crate::protocol::request::Request;
+use crate::sandbox::registry::{BUILTIN_COMPONENTS, builtin_policy};
+use crate::workspace::Workspace;
+
+pub fn list(s: &Workspace) -> Handled {
+    tools_reply(s)
+}
+
+pub fn set_enabled(s: &Workspace, req: &Request) -> Handled {
+    let name = component_name(s, req.nonempty("name")?)?;
+    let enabled = req.bool("enabled")?;
+    let project = s.project_or("enabling a tool is per project; open one first")?;
+    ops::set_enabled(&name, project.root(), enabled)?;
+    tools_reply(s)
+}
+
+pub fn grant(s: &Workspace, req: &Request) -> Handled {
+    let name = component_name(s, req.nonempty("name")?)?;
+    let files = req.opt_str("files")?;
+    let network = string_list(req, "network")?;
+    let env = string_list(req, "env")?;
+    let caps = if files.is_none() && network.is_none() && env.is_none() {
+        None
+    } else {
+        Some(Capabilities {
+            files: files.map(Files::parse).transpose()?.unwrap_or_default(),
+            network: network.unwrap_or_default(),
+            env: env.unwrap_or_default(),
+        })
+    };
+    ops::grant(&name, caps, project(s))?;
+    tools_reply(s)
+}
+
+pub fn revoke(s: &Workspace, req: &Request) -> Handled {
+    let name = component_name(s, req.nonempty("name")?)?;
+    ops::revoke(&name, project(s))?;
+    tools_reply(s)
+}
+
+fn project(s: &Workspace) -> Option<&std::path::Path> {
+    s.project.as_ref().map(|p| p.root())
+}
+
+/// A list of strings field, if present.
+fn string_list(req: &Request, field: &str) -> Result<Option<Vec<String>>, String> {
+    match req.fields.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("Invalid field: {field} must be a list of strings"))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(_) => Err(format!("Invalid field: {field} must be a list of strings")),
+    }
+}
+
+/// The installed component a request names, by component name or by the model's tool name.
+fn component_name(s: &Workspace, name: &str) -> Result<String, String> {
+    if BUILTIN_COMPONENTS.iter().any(|c| c.tool == name) {
+        return Err(format!(
+            "{name} is a built-in tool: it is always available and its sandbox is fixed"
+        ));
+    }
+    let statuses = ops::statuses(project(s))?;
+    statuses
+        .iter()
+        .find(|st| st.name == name || function(st).as_deref() == Some(name))
+        .map(|st| st.name.clone())
+        .ok_or_else(|| format!("No tool component named {name:?} is installed"))
+}
+
+fn function(st: &Status) -> Option<String> {
+    st.installed
+        .tool
+        .as_ref()
+        .map(|t| ops::function_name(&st.name, &t.name))
+}
+
+fn tools_reply(s: &Workspace) -> Handled {
+    let mut tools: Vec<Value> = BUILTIN_COMPONENTS
+        .iter()
+        .map(|c| {
+            let files = match builtin_policy(c.tool).access {
+                crate::sandbox::Access::ReadWrite => Files::OutputWrite,
+                crate::sandbox::Access::ReadOnly => Files::ProjectRead,
+            };
+            let caps = Capabilities {
+                files,
+                ..Capabilities::default()
+            };
+            json!({
+                "name": c.tool,
+                "component": c.tool,
+                "sha256": c.sha256,
+                "source": "builtin",
+                "requested": caps,
+                "granted": caps,
+                "enabled": true,
+            })
+        })
+        .collect();
+    for st in ops::statuses(project(s))? {
+        let i = &st.installed;
+        tools.push(json!({
+            "name": function(&st).unwrap_or_else(|| format!("{}__?", st.name)),
+            "component": st.name,
+            "sha256": i.sha256,
+            "source": "third-party",
+            "requested": i.requested,
+            "granted": st.granted,
+            "grant_stale": st.grant_stale,
+            "enabled": st.enabled,
+            "state": st.state(),
+            "version": i.version,
+            "description": i.description,
+            "wit": i.wit,
+        }));
+    }
+    Ok(reply("tools", json!({"tools": tools})))
+}

@@ -1,0 +1,812 @@
+//! Third-party tool components through the real binary (issue 14, AGENT-PROTOCOL.md §4): install,
+//! grant, a call through a model reply in agent mode (mock server), revoke; grants pinned to the
+//! binary; link-time refusal of undeclared sockets; network and env grants enforced; the lockfile
+//! and `audit --check`; tampered binaries and cache entries; namespacing; the project-read view;
+//! manifest limits. The components are `examples/tool-components/` (built here, as CI builds
+//! them) and the hostile fixture `tests/hostile/` with manifests written by the tests.
+
+mod common;
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use bb7_mock_llm::{MockServer, Reply, Script, ToolCall};
+use common::proto::*;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+fn word_count() -> &'static Path {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        common::wasm::build(
+            "examples/tool-components",
+            "tool-examples-wasm",
+            "word_count.wasm",
+        )
+    })
+}
+
+fn net_probe() -> &'static Path {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        let wasm = common::wasm::build(
+            "examples/tool-components",
+            "tool-examples-wasm",
+            "net_probe.wasm",
+        );
+        wasm
+    })
+}
+
+fn hostile() -> &'static Path {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| common::wasm::build("tests/hostile", "hostile-wasm", "hostile.wasm"))
+}
+
+fn sha(path: &Path) -> String {
+    hex::encode(Sha256::digest(std::fs::read(path).unwrap()))
+}
+
+/// A directory holding a copy of `wasm` and `manifest` as `bb7-tool.toml`.
+fn packaged(wasm: &Path, manifest: &str) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::copy(wasm, d.path().join("c.wasm")).unwrap();
+    std::fs::write(d.path().join("bb7-tool.toml"), manifest).unwrap();
+    d
+}
+
+/// The hostile fixture packaged as component `name` with extra manifest lines. It imports
+/// wasi:sockets, so it always requests some network.
+fn hostile_as(name: &str, extra: &str) -> tempfile::TempDir {
+    let network = if extra.contains("network") {
+        String::new()
+    } else {
+        "network = [\"127.0.0.1:9\"]\n".to_string()
+    };
+    packaged(
+        hostile(),
+        &format!("name = \"{name}\"\nversion = \"1.0\"\nwit = \"0.1.0\"\n{network}{extra}\n"),
+    )
+}
+
+/// `word_count.wasm` with a custom section appended: the same tool, another sha256.
+fn word_count_variant(tag: &str) -> tempfile::TempDir {
+    let mut bytes = std::fs::read(word_count()).unwrap();
+    let name = b"bb7-test-variant";
+    let mut payload = vec![name.len() as u8];
+    payload.extend_from_slice(name);
+    payload.extend_from_slice(tag.as_bytes());
+    bytes.push(0);
+    bytes.push(payload.len() as u8);
+    bytes.extend_from_slice(&payload);
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("word_count.wasm"), bytes).unwrap();
+    d
+}
+
+/// Runs `bb7 tools <args>` as the user of `home`, in `cwd`.
+fn tools(home: &Path, cwd: &Path, args: &[&str]) -> Output {
+    tools_env(home, cwd, args, &[])
+}
+
+fn tools_env(home: &Path, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(common::bin());
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("BB7_CACHE_DIR", common::shared_cache())
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .arg("tools")
+        .args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("spawn bb7")
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "bb7 failed ({:?}):\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        common::stdout(o),
+        common::stderr(o)
+    );
+    common::stdout(o)
+}
+
+fn refused(o: &Output, code: i32) -> String {
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "stdout: {}\nstderr: {}",
+        common::stdout(o),
+        common::stderr(o)
+    );
+    common::stderr(o)
+}
+
+/// A user home and a project with `.bb7/`.
+struct World {
+    root: tempfile::TempDir,
+}
+
+impl World {
+    fn new() -> World {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("home")).unwrap();
+        std::fs::create_dir_all(root.path().join("proj/.bb7")).unwrap();
+        std::fs::create_dir_all(root.path().join("elsewhere")).unwrap();
+        World { root }
+    }
+    fn home(&self) -> PathBuf {
+        self.root.path().join("home")
+    }
+    fn proj(&self) -> PathBuf {
+        self.root.path().join("proj")
+    }
+    fn elsewhere(&self) -> PathBuf {
+        self.root.path().join("elsewhere")
+    }
+    fn run(&self, args: &[&str]) -> Output {
+        tools(&self.home(), &self.proj(), args)
+    }
+    fn lock(&self) -> String {
+        std::fs::read_to_string(self.proj().join(".bb7/tools.lock")).unwrap_or_default()
+    }
+    fn state(&self) -> Value {
+        serde_json::from_slice(&std::fs::read(self.home().join(".bb7/tools.json")).unwrap())
+            .unwrap()
+    }
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+#[test]
+fn install_grant_call_in_an_agent_reply_revoke_and_the_call_is_refused() {
+    let server = MockServer::start(Script::new(vec![
+        Reply::tool_calls([ToolCall::new(
+            0,
+            "c1",
+            "wordcount__count_words",
+            r#"{"path":"."}"#,
+        )]),
+        Reply::text(["counted"]),
+        Reply::tool_calls([ToolCall::new(
+            0,
+            "c2",
+            "wordcount__count_words",
+            r#"{"path":"."}"#,
+        )]),
+        Reply::text(["could not"]),
+    ]));
+    let env = Env::new();
+    write_file(
+        &env.home().join(".config/bb7/config.json"),
+        &json!({"api_key": "k", "base_url": server.base_url()}).to_string(),
+    );
+    env.write_local("src/a.txt", "one two three\nfour\n");
+    env.write_local(".env", "SECRET=hunter2 hunter2 hunter2\n");
+    let mut s = env.spawn();
+    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
+    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+
+    // Installed from the bare .wasm: its manifest is the embedded bb7-manifest section.
+    let out = ok(&tools(
+        &env.home(),
+        &env.proj(),
+        &["add", p(word_count()), "--project"],
+    ));
+    assert!(out.contains("wordcount__count_words"), "{out}");
+    assert!(out.contains("custom section"), "{out}");
+    assert!(out.contains("Nothing is granted"), "{out}");
+    assert!(
+        !env.proj().join(".bb7/tools.lock").exists(),
+        "add must not write the lockfile"
+    );
+
+    // Not granted yet: listed, but not offered.
+    let list = s.ok(json!({"action": "tools_list"}));
+    let wc = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["component"] == "wordcount")
+        .cloned()
+        .unwrap();
+    assert_eq!(wc["name"], "wordcount__count_words");
+    assert_eq!(wc["source"], "third-party");
+    assert_eq!(wc["requested"]["files"], "project-read");
+    assert_eq!(wc["granted"], Value::Null);
+    assert_eq!(wc["enabled"], true);
+    assert_eq!(wc["sha256"], sha(word_count()));
+
+    // Approved through the protocol (what the plugin sends after the user confirms).
+    let list = s.ok(json!({"action": "tool_grant", "name": "wordcount__count_words"}));
+    let wc = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["component"] == "wordcount")
+        .cloned()
+        .unwrap();
+    assert_eq!(wc["granted"]["files"], "project-read", "{wc}");
+    assert_eq!(wc["state"], "offered");
+    let lock = std::fs::read_to_string(env.proj().join(".bb7/tools.lock")).unwrap();
+    assert!(
+        lock.contains("name = \"wordcount\"") && lock.contains(&sha(word_count())),
+        "{lock}"
+    );
+
+    let id = s.ok(json!({"action": "chat_new", "name": "t"}))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (evs, end) = send_agent(&mut s, "count");
+    assert_eq!(end["type"], "done", "{end}");
+    let done = completed(&evs);
+    assert_eq!(done.len(), 1, "{evs:?}");
+    assert_eq!(done[0]["data"]["tool"], "wordcount__count_words");
+    assert_eq!(done[0]["data"]["ok"], true, "{:?}", done[0]);
+    let reqs = server.requests();
+    let offered: Vec<String> = reqs[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        offered.contains(&"wordcount__count_words".to_string()),
+        "{offered:?}"
+    );
+    // What the model read: the counts over the project view — src/a.txt only (.env is denied).
+    let result = tool_result(&reqs[1].body, "c1");
+    let counted: Value = serde_json::from_str(&result).unwrap();
+    assert_eq!(counted["words"], 4, "{counted}");
+    assert_eq!(counted["files"], 1, "{counted}");
+    assert!(
+        !result.contains("hunter2") && !result.contains(".env"),
+        "{result}"
+    );
+
+    // The trace and the audit log record the component, its sha256 and its grants.
+    let traces = env.chat_dir(&id).join("traces");
+    let trace = std::fs::read_dir(&traces)
+        .unwrap()
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect::<String>();
+    let line: Value = trace
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["kind"] == "tool.call.completed")
+        .unwrap();
+    assert_eq!(line["component"], "wordcount", "{line}");
+    assert_eq!(line["component_sha256"], sha(word_count()), "{line}");
+    assert_eq!(line["grants"][0]["access"], "read-only", "{line}");
+    assert_eq!(line["network"], "none", "{line}");
+    let audit = std::fs::read_to_string(env.home().join(".bb7/tool-calls.jsonl")).unwrap();
+    let rec: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    assert_eq!(rec["component"], "wordcount", "{rec}");
+    assert_eq!(rec["component_sha256"], sha(word_count()), "{rec}");
+    // The view is gone once the reply ended.
+    let tmp = env.proj().join(".bb7/tmp");
+    assert!(
+        std::fs::read_dir(&tmp).map(|d| d.count()).unwrap_or(0) == 0,
+        "a project view was left behind in {}",
+        tmp.display()
+    );
+
+    // Revoked: no longer offered, and a call to it is refused.
+    let list = s.ok(json!({"action": "tool_revoke", "name": "wordcount"}));
+    let wc = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["component"] == "wordcount")
+        .cloned()
+        .unwrap();
+    assert_eq!(wc["granted"], Value::Null);
+    let lock = std::fs::read_to_string(env.proj().join(".bb7/tools.lock")).unwrap();
+    assert!(!lock.contains("wordcount"), "{lock}");
+    let (evs, _end) = send_agent(&mut s, "count again");
+    let done = completed(&evs);
+    assert_eq!(done[0]["data"]["ok"], false, "{:?}", done[0]);
+    assert!(
+        done[0]["data"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown tool"),
+        "{:?}",
+        done[0]
+    );
+    let reqs = server.requests();
+    let offered = reqs[2].body["tools"].to_string();
+    assert!(!offered.contains("wordcount__"), "{offered}");
+    assert_eq!(s.stderr_text(), "", "stderr must stay silent");
+}
+
+fn send_agent(s: &mut Bb7, content: &str) -> (Vec<Value>, Value) {
+    let rid = s.next_id();
+    s.send(&json!({"action": "send", "content": content, "model": "mock/agent", "mode": "agent", "request_id": rid}));
+    let want = json!(rid);
+    let mut evs = Vec::new();
+    loop {
+        let v = s.recv_where_for("send event", Duration::from_secs(120), |v| {
+            v.get("request_id") == Some(&want)
+        });
+        match v["type"].as_str() {
+            Some("done" | "diff_error" | "error") => return (evs, v),
+            _ => evs.push(v),
+        }
+    }
+}
+
+fn completed(evs: &[Value]) -> Vec<Value> {
+    evs.iter()
+        .filter(|e| e["type"] == "agent_event" && e["kind"] == "tool.call.completed")
+        .cloned()
+        .collect()
+}
+
+/// The content of the tool message answering `call_id` in a request body.
+fn tool_result(body: &Value, call_id: &str) -> String {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_else(|| panic!("no tool result for {call_id} in {body}"))
+        .to_string()
+}
+
+#[test]
+fn a_changed_binary_loses_its_grant_until_approved_again() {
+    let w = World::new();
+    ok(&w.run(&["add", p(word_count()), "--project"]));
+    ok(&w.run(&["grant", "wordcount", "--all"]));
+    assert!(ok(&w.run(&["list"])).contains("wordcount 0.1.0: offered"));
+    let v = word_count_variant("v2");
+    let out = ok(&w.run(&["add", p(&v.path().join("word_count.wasm"))]));
+    assert!(out.contains("replaced"), "{out}");
+    let list = ok(&w.run(&["list"]));
+    assert!(list.contains("wordcount 0.1.0: changed"), "{list}");
+    let e = refused(
+        &w.run(&["call", "wordcount", "--dir", p(&w.proj()), "--args", "{}"]),
+        2,
+    );
+    assert!(e.contains("has no grant"), "{e}");
+    // The lockfile (not rewritten by add) no longer matches what would be offered.
+    let o = w.run(&["audit", "--check"]);
+    let out = common::stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("wordcount: missing"), "{out}");
+    ok(&w.run(&["grant", "wordcount", "--all"]));
+    assert!(w.lock().contains(&sha(&v.path().join("word_count.wasm"))));
+    ok(&w.run(&["audit", "--check"]));
+}
+
+#[test]
+fn undeclared_sockets_are_refused_at_install_naming_the_import() {
+    let w = World::new();
+    let d = packaged(
+        net_probe(),
+        &std::fs::read_to_string(
+            common::wasm::repo_root().join("examples/tool-components/net-probe/bb7-tool.toml"),
+        )
+        .unwrap(),
+    );
+    let e = refused(&w.run(&["add", p(d.path())]), 2);
+    assert!(e.contains("imports wasi:sockets/"), "{e}");
+    assert!(e.contains("no network grant"), "{e}");
+    // The hostile fixture too, when its manifest asks for no network.
+    let d = packaged(
+        hostile(),
+        "name = \"h\"\nversion = \"1\"\nwit = \"0.1.0\"\n",
+    );
+    let e = refused(&w.run(&["add", p(d.path())]), 2);
+    assert!(e.contains("imports wasi:sockets/"), "{e}");
+    // Nothing was installed.
+    assert!(!w.home().join(".bb7/tools.json").exists() || w.state()["components"] == json!({}));
+    // Manifests with errors are refused clearly.
+    for (manifest, want) in [
+        (
+            "name = \"h\"\nversion = \"1\"\nwit = \"0.1.0\"\ncolour = 1\n",
+            "unknown field",
+        ),
+        (
+            "name = \"h\"\nversion = \"1\"\nwit = \"0.9.0\"\n",
+            "not a contract version",
+        ),
+        (
+            "name = \"h\"\nversion = \"1\"\nwit = \"0.1.0\"\nnetwork = [\"*.x.org:443\"]\n",
+            "no wildcards",
+        ),
+    ] {
+        let d = packaged(hostile(), manifest);
+        let e = refused(&w.run(&["add", p(d.path())]), 2);
+        assert!(e.contains(want), "{want:?} not in {e}");
+    }
+}
+
+#[test]
+fn a_network_grant_reaches_its_host_port_and_no_other() {
+    let w = World::new();
+    let granted = TcpListener::bind("127.0.0.1:0").unwrap();
+    let other = TcpListener::bind("127.0.0.1:0").unwrap();
+    let gp = granted.local_addr().unwrap().port();
+    let op = other.local_addr().unwrap().port();
+    let d = hostile_as("probe", &format!("network = [\"127.0.0.1:{gp}\"]"));
+    ok(&w.run(&["add", p(d.path())]));
+    ok(&w.run(&["grant", "probe", "--network", &format!("127.0.0.1:{gp}")]));
+    other.set_nonblocking(true).unwrap();
+    granted.set_nonblocking(true).unwrap();
+    // To the other port: every network operation fails, nothing arrives.
+    let out = ok(&w.run(&[
+        "call",
+        "probe",
+        "--dir",
+        p(&w.proj()),
+        "--args",
+        &json!({"attack": "net", "tcp_port": op, "udp_port": op}).to_string(),
+    ]));
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let allowed: Vec<&Value> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["ok"] == true)
+        .collect();
+    assert!(allowed.is_empty(), "SANDBOX ESCAPE: {allowed:?}");
+    assert!(
+        other.accept().is_err(),
+        "SANDBOX ESCAPE: reached a port not granted"
+    );
+    // To the granted one: the plain connect works (and nothing else: no listen, no UDP).
+    let out = ok(&w.run(&[
+        "call",
+        "probe",
+        "--dir",
+        p(&w.proj()),
+        "--args",
+        &json!({"attack": "net", "tcp_port": gp, "udp_port": gp}).to_string(),
+    ]));
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let by = |what: &str| {
+        v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["what"] == what)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {what} in {v}"))
+    };
+    assert_eq!(by("tcp_connect_127.0.0.1")["ok"], true, "{v}");
+    assert_eq!(by("tcp_listen")["ok"], false, "{v}");
+    assert_eq!(by("udp_send")["ok"], false, "{v}");
+    assert_eq!(by("lookup_localhost")["ok"], false, "{v}");
+    granted.set_nonblocking(false).unwrap();
+    let (mut conn, _) = granted.accept().unwrap();
+    let mut got = [0u8; 11];
+    conn.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"HOSTILE-TCP");
+    // The audit record names the network grant.
+    let audit = std::fs::read_to_string(w.home().join(".bb7/tool-calls.jsonl")).unwrap();
+    let rec: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    assert_eq!(rec["network"], json!([format!("127.0.0.1:{gp}")]), "{rec}");
+}
+
+#[test]
+fn an_env_grant_exposes_only_the_named_variable() {
+    let w = World::new();
+    let d = hostile_as("envy", "env = [\"BB7_VISIBLE\", \"BB7_ALSO\"]");
+    ok(&w.run(&["add", p(d.path())]));
+    // Only what is granted: BB7_VISIBLE, not BB7_ALSO (requested but not granted).
+    ok(&w.run(&[
+        "grant",
+        "envy",
+        "--env",
+        "BB7_VISIBLE",
+        "--network",
+        "127.0.0.1:9",
+    ]));
+    let o = tools_env(
+        &w.home(),
+        &w.proj(),
+        &[
+            "call",
+            "envy",
+            "--dir",
+            p(&w.proj()),
+            "--args",
+            r#"{"attack":"env"}"#,
+        ],
+        &[
+            ("BB7_VISIBLE", "yes"),
+            ("BB7_ALSO", "also"),
+            ("BB7_SECRET", "no"),
+        ],
+    );
+    let v: Value = serde_json::from_str(&ok(&o)).unwrap();
+    assert_eq!(v["vars"], json!(["BB7_VISIBLE=yes"]), "{v}");
+    assert_eq!(v["home"], Value::Null, "{v}");
+    // A grant beyond the request is refused.
+    let e = refused(&w.run(&["grant", "envy", "--env", "HOME"]), 2);
+    assert!(e.contains("did not request env HOME"), "{e}");
+}
+
+#[test]
+fn audit_check_detects_lockfile_drift() {
+    let w = World::new();
+    ok(&w.run(&["add", p(word_count()), "--project"]));
+    ok(&w.run(&["grant", "wordcount", "--all"]));
+    ok(&w.run(&["audit", "--check"]));
+    let locked = w.lock();
+    assert!(locked.contains("wordcount"), "{locked}");
+
+    // A new component: enabled and granted, but the committed lockfile does not list it.
+    let d = hostile_as("probe", "network = [\"127.0.0.1:9\", \"127.0.0.1:10\"]");
+    ok(&w.run(&["add", p(d.path())]));
+    ok(&w.run(&["grant", "probe", "--network", "127.0.0.1:9"]));
+    ok(&w.run(&["enable", "probe"]));
+    let with_probe = w.lock();
+    std::fs::write(w.proj().join(".bb7/tools.lock"), &locked).unwrap();
+    let o = w.run(&["audit", "--check"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        common::stdout(&o).contains("probe: new component"),
+        "{}",
+        common::stdout(&o)
+    );
+
+    // A widened grant, made from another directory (this project's lockfile is not rewritten).
+    std::fs::write(w.proj().join(".bb7/tools.lock"), &with_probe).unwrap();
+    ok(&w.run(&["audit", "--check"]));
+    ok(&tools(
+        &w.home(),
+        &w.elsewhere(),
+        &["grant", "probe", "--all"],
+    ));
+    let o = w.run(&["audit", "--check", "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: Value = serde_json::from_str(&common::stdout(&o)).unwrap();
+    let diffs = v["differences"].to_string();
+    assert!(
+        diffs.contains("probe: grant widened: network 127.0.0.1:10"),
+        "{diffs}"
+    );
+
+    // A changed sha256: another wordcount binary, approved elsewhere.
+    ok(&w.run(&["grant", "probe", "--all"]));
+    ok(&w.run(&["audit", "--check"]));
+    let v2 = word_count_variant("v2");
+    ok(&tools(
+        &w.home(),
+        &w.elsewhere(),
+        &["add", p(&v2.path().join("word_count.wasm"))],
+    ));
+    ok(&tools(
+        &w.home(),
+        &w.elsewhere(),
+        &["grant", "wordcount", "--all"],
+    ));
+    let o = w.run(&["audit", "--check"]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = common::stdout(&o);
+    assert!(out.contains("wordcount: sha256 changed"), "{out}");
+
+    // Removing rewrites the lockfile; a missing component is reported.
+    ok(&w.run(&["grant", "wordcount", "--all"]));
+    let before = w.lock();
+    ok(&w.run(&["remove", "probe"]));
+    assert!(!w.lock().contains("probe"));
+    std::fs::write(w.proj().join(".bb7/tools.lock"), before).unwrap();
+    let o = w.run(&["audit", "--check"]);
+    assert!(
+        common::stdout(&o).contains("probe: missing"),
+        "{}",
+        common::stdout(&o)
+    );
+}
+
+#[test]
+fn a_tampered_stored_binary_or_cache_entry_is_never_run() {
+    let w = World::new();
+    let cache = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let mut c = Command::new(common::bin());
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", w.home())
+            .env("BB7_CACHE_DIR", cache.path())
+            .current_dir(w.proj())
+            .stdin(Stdio::null())
+            .arg("tools")
+            .args(args);
+        c.output().unwrap()
+    };
+    std::fs::write(w.proj().join("a.txt"), "a b c\n").unwrap();
+    ok(&run(&["add", p(word_count())]));
+    ok(&run(&["grant", "wordcount", "--all"]));
+    let proj = w.proj();
+    let args = ["call", "wordcount", "--dir", p(&proj), "--args", "{}"];
+    ok(&run(&args));
+    // The compiled artifact is tampered with: it is recompiled, never loaded.
+    let id = sha(word_count());
+    let artifact = std::fs::read_dir(cache.path().join("components"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join(format!("{id}.cwasm")))
+        .find(|p| p.exists())
+        .expect("a cached artifact");
+    let len = std::fs::metadata(&artifact).unwrap().len() as usize;
+    std::fs::write(&artifact, vec![0xCC; len]).unwrap();
+    let out = ok(&run(&args));
+    assert!(out.contains("\"words\":3"), "{out}");
+    assert_ne!(std::fs::read(&artifact).unwrap(), vec![0xCC; len]);
+    // The stored binary is replaced behind bb7's back: refused, not run.
+    let stored = w.home().join(format!(".bb7/components/{id}.wasm"));
+    let mut perms = std::fs::metadata(&stored).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(&stored, perms).unwrap();
+    std::fs::copy(
+        word_count_variant("evil").path().join("word_count.wasm"),
+        &stored,
+    )
+    .unwrap();
+    let e = refused(&run(&args), 2);
+    assert!(e.contains("was changed on disk"), "{e}");
+}
+
+#[test]
+fn namespaced_names_cannot_shadow_built_ins() {
+    let env = Env::new();
+    let mut s = env.spawn();
+    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
+    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    let d = hostile_as("read_file", "");
+    ok(&tools(
+        &env.home(),
+        &env.proj(),
+        &["add", p(d.path()), "--project"],
+    ));
+    ok(&tools(
+        &env.home(),
+        &env.proj(),
+        &["grant", "read_file", "--all"],
+    ));
+    let list = s.ok(json!({"action": "tools_list"}));
+    let tools = list["tools"].as_array().unwrap();
+    let named: Vec<&Value> = tools.iter().filter(|t| t["name"] == "read_file").collect();
+    assert_eq!(named.len(), 1, "{list}");
+    assert_eq!(named[0]["source"], "builtin");
+    assert!(
+        tools
+            .iter()
+            .any(|t| t["name"] == "read_file__hostile" && t["source"] == "third-party"),
+        "{list}"
+    );
+    // Built-ins cannot be granted, revoked or disabled.
+    s.err_has(
+        json!({"action": "tool_revoke", "name": "read_file"}),
+        "built-in",
+    );
+    // A component name cannot carry the separator.
+    let d = hostile_as("a__b", "");
+    let e = refused(
+        &tools_env(&env.home(), &env.proj(), &["add", p(d.path())], &[]),
+        2,
+    );
+    assert!(e.contains("no \"__\""), "{e}");
+}
+
+#[test]
+fn project_read_holds_neither_git_bb7_secrets_nor_links() {
+    let w = World::new();
+    let proj = w.proj();
+    std::fs::create_dir_all(proj.join(".git")).unwrap();
+    std::fs::create_dir_all(proj.join("src")).unwrap();
+    std::fs::write(proj.join(".git/config"), "GIT-SECRET").unwrap();
+    std::fs::write(proj.join(".bb7/note"), "BB7-SECRET").unwrap();
+    std::fs::write(proj.join(".env"), "ENV-SECRET").unwrap();
+    std::fs::write(proj.join("id_rsa"), "KEY-SECRET").unwrap();
+    std::fs::write(proj.join("src/a.txt"), "visible").unwrap();
+    std::fs::write(w.elsewhere().join("outside.txt"), "OUTSIDE-SECRET").unwrap();
+    std::os::unix::fs::symlink(w.elsewhere().join("outside.txt"), proj.join("src/link.txt"))
+        .unwrap();
+    std::fs::hard_link(w.elsewhere().join("outside.txt"), proj.join("src/hard.txt")).unwrap();
+    std::fs::write(proj.join(".gitignore"), "ignored.txt\n").unwrap();
+    std::fs::write(proj.join("ignored.txt"), "IGNORED-SECRET").unwrap();
+    let d = hostile_as("reader", "files = \"project-read\"");
+    ok(&w.run(&["add", p(d.path())]));
+    ok(&w.run(&["grant", "reader", "--all"]));
+    let op = |op: &str, path: &str| json!({"op": op, "path": path});
+    let args = json!({"attack": "fs", "ops": [
+        op("read", "/src/a.txt"),
+        op("read", "/.git/config"), op("read", "/.bb7/note"), op("read", "/.env"),
+        op("read", "/id_rsa"), op("read", "/src/link.txt"), op("read", "/src/hard.txt"),
+        op("read", "/ignored.txt"), op("read", "/../elsewhere/outside.txt"),
+        op("walk", "/"), op("write", "/src/new.txt"),
+    ]});
+    let out = ok(&w.run(&[
+        "call",
+        "reader",
+        "--dir",
+        p(&proj),
+        "--args",
+        &args.to_string(),
+    ]));
+    for secret in [
+        "GIT-SECRET",
+        "BB7-SECRET",
+        "ENV-SECRET",
+        "KEY-SECRET",
+        "OUTSIDE-SECRET",
+        "IGNORED-SECRET",
+    ] {
+        assert!(
+            !out.contains(secret),
+            "SANDBOX ESCAPE: {secret} read: {out}"
+        );
+    }
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["results"][0]["ok"], true, "{v}");
+    assert_eq!(v["results"][0]["data"], "visible", "{v}");
+    assert_eq!(
+        v["results"][10]["ok"], false,
+        "a project-read grant wrote: {v}"
+    );
+    assert!(!proj.join("src/new.txt").exists());
+    // The view is removed after the call.
+    let left = std::fs::read_dir(proj.join(".bb7/tmp"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(left, 0);
+}
+
+#[test]
+fn manifest_limits_hold_for_a_hostile_component() {
+    let w = World::new();
+    let d = hostile_as("bomb", "[limits]\nmemory_mib = 32\nwall_time_ms = 400\n");
+    ok(&w.run(&["add", p(d.path())]));
+    ok(&w.run(&["grant", "bomb", "--all"]));
+    let call = |attack: &str| {
+        w.run(&[
+            "call",
+            "bomb",
+            "--dir",
+            p(&w.proj()),
+            "--args",
+            &json!({"attack": attack}).to_string(),
+        ])
+    };
+    let e = refused(&call("memory_bomb"), 1);
+    assert!(e.contains("memory limit (32 MiB)"), "{e}");
+    let e = refused(&call("loop"), 1);
+    assert!(e.contains("time limit (400 ms)"), "{e}");
+    // Limits may only be tighter than the host's.
+    let d = hostile_as("big", "[limits]\nmemory_mib = 4096\n");
+    let e = refused(&w.run(&["add", p(d.path())]), 2);
+    assert!(e.contains("memory_mib"), "{e}");
+    // The audit shows requested and granted side by side.
+    let v: Value = serde_json::from_str(&ok(&w.run(&["audit", "--json"]))).unwrap();
+    let bomb = v["third_party"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "bomb")
+        .cloned()
+        .unwrap();
+    assert_eq!(bomb["limits"]["memory_bytes"], 32 << 20);
+    assert_eq!(bomb["requested"]["network"], json!(["127.0.0.1:9"]));
+    assert_eq!(bomb["granted"]["network"], json!(["127.0.0.1:9"]));
+}
