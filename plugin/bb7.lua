@@ -50,6 +50,10 @@ end, { nargs = "?", complete = "file", desc = "BB-7: review a file's change hunk
 vim.api.nvim_create_user_command("BB7Checkpoints", function()
   require("bb7.ui.checkpoints").open()
 end, { desc = "BB-7: checkpoints: 3-way view and rollback" })
+-- Tool components: enabling, approving, revoking (lua/bb7/ui/tools.lua).
+vim.api.nvim_create_user_command("BB7Tools", function()
+  require("bb7.ui.tools").open()
+end, { desc = "BB-7: tools: enable, approve or revoke tool components" })
 vim.api.nvim_create_user_command("BB7Agent", function(o)
   require("bb7.agent").command(o)
 end, {

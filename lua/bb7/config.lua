@@ -131,6 +131,16 @@ M.defaults = {
       help = "g?",
       close = "q",
     },
+    -- The tool list (:BB7Tools): on the tool under the cursor.
+    tools = {
+      toggle = "e", -- enable / disable in this project
+      approve = "a", -- shows what it requests and asks first
+      revoke = "r", -- asks first
+      refresh = "R",
+      help = "g?",
+      close = "q",
+      close_alt = "<Esc>",
+    },
   },
 }
 

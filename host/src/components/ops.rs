@@ -248,6 +248,17 @@ pub fn statuses(project: Option<&Path>) -> Result<Vec<Status>, String> {
     Ok(store.load()?.statuses(project))
 }
 
+/// The sha256 each component's grant was given for (whether or not it still holds), by name.
+pub fn grant_shas() -> Result<std::collections::BTreeMap<String, String>, String> {
+    let store = ComponentStore::open_default()?;
+    Ok(store
+        .load()?
+        .grants
+        .into_iter()
+        .map(|(n, g)| (n, g.sha256))
+        .collect())
+}
+
 fn status_of(name: &str, project: Option<&Path>) -> Result<Status, String> {
     statuses(project)?
         .into_iter()

@@ -12,6 +12,7 @@
 ---   context   targets, the user's text, adding / removing / updating context files
 ---   output    reading, applying and rejecting the model's output
 ---   review    the host's side of per-hunk review and checkpoints
+---   tools     the tools the model may be offered: listing, enabling, approving, revoking
 ---   send      sending, the streamed reply, clarifying questions, cancelling
 local M = require("bb7.session.state")
 
@@ -25,6 +26,7 @@ local parts = {
   context = require("bb7.session.context"),
   output = require("bb7.session.output"),
   review = require("bb7.session.review"),
+  tools = require("bb7.session.tools"),
   send = require("bb7.session.send"),
 }
 

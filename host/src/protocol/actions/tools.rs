@@ -116,8 +116,10 @@ fn tools_reply(s: &Workspace) -> Handled {
             })
         })
         .collect();
+    let approved = ops::grant_shas()?;
     for st in ops::statuses(project(s))? {
         let i = &st.installed;
+        let l = i.effective_limits();
         tools.push(json!({
             "name": function(&st).unwrap_or_else(|| format!("{}__?", st.name)),
             "component": st.name,
@@ -131,6 +133,12 @@ fn tools_reply(s: &Workspace) -> Handled {
             "version": i.version,
             "description": i.description,
             "wit": i.wit,
+            "approved_sha256": approved.get(&st.name),
+            "limits": {
+                "memory_bytes": l.memory_bytes,
+                "wall_time_ms": l.wall_time.as_millis() as u64,
+                "result_bytes": l.result_bytes,
+            },
         }));
     }
     Ok(reply("tools", json!({"tools": tools})))

@@ -1,0 +1,35 @@
+--- The host's side of `:BB7Tools`: the tools the model may be offered (built-in and third-party
+--- components), enabling one per project, and the user's approvals (grants). Each function returns
+--- the host's reply: `{type = "tools", tools = {…}}` (the updated list) or `type = "error"`; the
+--- wording is left to the view.
+local host = require("bb7.host")
+local project = require("bb7.session.project")
+
+local M = {}
+
+--- Every tool, built-in and installed (`tools`). Starts the host, and initializes the project when
+--- there is one, first. Returns nil when the host could not be started (that was already reported).
+function M.tools_list()
+  project.ensure()
+  if not host.running() then
+    return nil
+  end
+  return host.call("tools_list", {})
+end
+
+--- Enables or disables component `name` (its name or its tool's name) in the project.
+function M.tool_set_enabled(name, enabled)
+  return host.call("tool_set_enabled", { name = name, enabled = enabled == true })
+end
+
+--- Grants component `name` everything its manifest requests, for its current binary.
+function M.tool_grant(name)
+  return host.call("tool_grant", { name = name })
+end
+
+--- Withdraws component `name`'s grant: it stays installed but is not offered to the model.
+function M.tool_revoke(name)
+  return host.call("tool_revoke", { name = name })
+end
+
+return M
