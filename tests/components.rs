@@ -766,6 +766,32 @@ fn project_read_holds_neither_git_bb7_secrets_nor_links() {
         "a project-read grant wrote: {v}"
     );
     assert!(!proj.join("src/new.txt").exists());
+    // bb7's compiled-code cache is never in the view, even when it lies inside the project.
+    let cache = proj.join("cachedir");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::write(cache.join("planted.txt"), "CACHE-SECRET").unwrap();
+    let args =
+        json!({"attack": "fs", "ops": [op("walk", "/"), op("read", "/cachedir/planted.txt")]});
+    let out = ok(&tools_env(
+        &w.home(),
+        &proj,
+        &[
+            "call",
+            "reader",
+            "--dir",
+            p(&proj),
+            "--args",
+            &args.to_string(),
+        ],
+        &[("BB7_CACHE_DIR", p(&cache))],
+    ));
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        !out.contains("CACHE-SECRET") && !v["results"][0].to_string().contains("cachedir"),
+        "SANDBOX ESCAPE: the cache was in the view: {out}"
+    );
+    assert_eq!(v["results"][1]["ok"], false, "{out}");
+    assert!(out.contains("a.txt"), "{out}");
     // The view is removed after the call.
     let left = std::fs::read_dir(proj.join(".bb7/tmp"))
         .map(|d| d.count())

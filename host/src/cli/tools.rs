@@ -184,10 +184,14 @@ fn list(mode: &str) -> anyhow::Result<()> {
             None => (format!("{}__?", st.name), String::new()),
         };
         out.push_str(&format!(
-            "{function:<16} {desc} [third-party {} {}: {}]\n",
+            "{function:<16} {desc} [third-party {} {}: {}]\n{:<16}   requested {}\n{:<16}   granted   {}\n",
             st.name,
             st.installed.version,
-            st.state()
+            st.state(),
+            "",
+            st.installed.requested.summary(),
+            "",
+            granted_summary(&st)
         ));
     }
     print!("{out}");

@@ -53,8 +53,25 @@ impl ProjectView {
             .map_err(|e| format!("{}: {e}", project.display()))?;
         let dst = Dir::open_ambient_dir(dir.path(), cap_std::ambient_authority())
             .map_err(|e| format!("{}: {e}", dir.path().display()))?;
+        // bb7's own state and compiled-code cache are never in a view, even in a project that
+        // contains them.
+        let protected: Vec<PathBuf> = [
+            crate::paths::state_dir(),
+            crate::sandbox::cache::ComponentCache::default_base(),
+        ]
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.canonicalize().ok())
+        .collect();
+        let canonical_root = project
+            .canonicalize()
+            .map_err(|e| format!("{}: {e}", project.display()))?;
         let mut files = 0;
         for rel in &listed.files {
+            let abs = canonical_root.join(rel);
+            if protected.iter().any(|p| abs.starts_with(p)) {
+                continue;
+            }
             // Each directory on the way is opened without following links, and the file must be
             // a regular file with a single link (a hard link may be the same file as one outside).
             let Ok(Some((parent_dir, name))) = open_parent(&src, rel) else {
