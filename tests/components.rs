@@ -228,8 +228,16 @@ fn install_grant_call_in_an_agent_reply_revoke_and_the_call_is_refused() {
     assert_eq!(wc["enabled"], true);
     assert_eq!(wc["sha256"], sha(word_count()));
 
+    // An approval for a binary other than the one installed is refused.
+    s.err_has(
+        json!({"action": "tool_grant", "name": "wordcount", "sha256": "00", "files": "project-read"}),
+        "changed since it was shown",
+    );
     // Approved through the protocol (what the plugin sends after the user confirms).
-    let list = s.ok(json!({"action": "tool_grant", "name": "wordcount__count_words"}));
+    let list = s.ok(
+        json!({"action": "tool_grant", "name": "wordcount__count_words",
+        "sha256": sha(word_count()), "files": "project-read", "network": [], "env": []}),
+    );
     let wc = list["tools"]
         .as_array()
         .unwrap()
@@ -296,12 +304,13 @@ fn install_grant_call_in_an_agent_reply_revoke_and_the_call_is_refused() {
     let rec: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
     assert_eq!(rec["component"], "wordcount", "{rec}");
     assert_eq!(rec["component_sha256"], sha(word_count()), "{rec}");
-    // The view is gone once the reply ended.
-    let tmp = env.proj().join(".bb7/tmp");
-    assert!(
-        std::fs::read_dir(&tmp).map(|d| d.count()).unwrap_or(0) == 0,
-        "a project view was left behind in {}",
-        tmp.display()
+    // The project view held copies: the built-in tools still read the project's files.
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        std::fs::metadata(env.proj().join("src/a.txt"))
+            .unwrap()
+            .nlink(),
+        1
     );
 
     // Revoked: no longer offered, and a call to it is refused.
@@ -726,6 +735,10 @@ fn project_read_holds_neither_git_bb7_secrets_nor_links() {
     std::fs::hard_link(w.elsewhere().join("outside.txt"), proj.join("src/hard.txt")).unwrap();
     std::fs::write(proj.join(".gitignore"), "ignored.txt\n").unwrap();
     std::fs::write(proj.join("ignored.txt"), "IGNORED-SECRET").unwrap();
+    // A repository may plant `.bb7/tmp` as a link: the view is never built through it.
+    let planted = w.elsewhere().join("planted");
+    std::fs::create_dir_all(&planted).unwrap();
+    std::os::unix::fs::symlink(&planted, proj.join(".bb7/tmp")).unwrap();
     let d = hostile_as("reader", "files = \"project-read\"");
     ok(&w.run(&["add", p(d.path())]));
     ok(&w.run(&["grant", "reader", "--all"]));
@@ -766,6 +779,18 @@ fn project_read_holds_neither_git_bb7_secrets_nor_links() {
         "a project-read grant wrote: {v}"
     );
     assert!(!proj.join("src/new.txt").exists());
+    assert_eq!(
+        std::fs::read_dir(&planted).unwrap().count(),
+        0,
+        "the view was built through a planted .bb7/tmp link"
+    );
+    // The view holds copies: the project's files keep their single link (which the built-in
+    // retrieval tools require).
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        std::fs::metadata(proj.join("src/a.txt")).unwrap().nlink(),
+        1
+    );
     // bb7's compiled-code cache is never in the view, even when it lies inside the project.
     let cache = proj.join("cachedir");
     std::fs::create_dir_all(&cache).unwrap();
@@ -792,11 +817,6 @@ fn project_read_holds_neither_git_bb7_secrets_nor_links() {
     );
     assert_eq!(v["results"][1]["ok"], false, "{out}");
     assert!(out.contains("a.txt"), "{out}");
-    // The view is removed after the call.
-    let left = std::fs::read_dir(proj.join(".bb7/tmp"))
-        .map(|d| d.count())
-        .unwrap_or(0);
-    assert_eq!(left, 0);
 }
 
 #[test]
@@ -835,4 +855,105 @@ fn manifest_limits_hold_for_a_hostile_component() {
     assert_eq!(bomb["limits"]["memory_bytes"], 32 << 20);
     assert_eq!(bomb["requested"]["network"], json!(["127.0.0.1:9"]));
     assert_eq!(bomb["granted"]["network"], json!(["127.0.0.1:9"]));
+}
+
+#[test]
+fn output_write_files_become_the_reply_s_proposed_files() {
+    let server = MockServer::start(Script::new(vec![
+        Reply::tool_calls([ToolCall::new(
+            0,
+            "c1",
+            "maker__hostile",
+            &json!({"attack": "fs", "ops": [
+                {"op": "read_dir", "path": "/"},
+                {"op": "mkdir_all", "path": "/gen"},
+                {"op": "write", "path": "/gen/new.txt", "data": "made by a component"},
+            ]})
+            .to_string(),
+        )]),
+        Reply::text(["made"]),
+        Reply::tool_calls([ToolCall::new(
+            0,
+            "c2",
+            "maker__hostile",
+            &json!({"attack": "fs", "ops": [
+                {"op": "mkdir_all", "path": "/.git/hooks"},
+                {"op": "write", "path": "/.git/hooks/post-checkout", "data": "evil"},
+            ]})
+            .to_string(),
+        )]),
+        Reply::text(["tried"]),
+    ]));
+    let env = Env::new();
+    write_file(
+        &env.home().join(".config/bb7/config.json"),
+        &json!({"api_key": "k", "base_url": server.base_url()}).to_string(),
+    );
+    env.write_local("src/a.txt", "PROJECT-CONTENT\n");
+    let mut s = env.spawn();
+    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
+    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    let d = hostile_as("maker", "files = \"output-write\"");
+    ok(&tools(
+        &env.home(),
+        &env.proj(),
+        &["add", p(d.path()), "--project"],
+    ));
+    ok(&tools(
+        &env.home(),
+        &env.proj(),
+        &["grant", "maker", "--all"],
+    ));
+    let id = s.ok(json!({"action": "chat_new", "name": "t"}))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (evs, end) = send_agent(&mut s, "make");
+    assert_eq!(end["type"], "done", "{end}");
+    let done = completed(&evs);
+    assert_eq!(done[0]["data"]["ok"], true, "{:?}", done[0]);
+    assert_eq!(
+        done[0]["data"]["summary"], "proposed gen/new.txt",
+        "{:?}",
+        done[0]
+    );
+    // It saw an empty directory, not the project.
+    let result = tool_result(&server.requests()[1].body, "c1");
+    assert!(
+        !result.contains("src") && !result.contains("PROJECT"),
+        "{result}"
+    );
+    // Its file is the reply's proposed file, for the user to review and apply.
+    assert_eq!(
+        std::fs::read_to_string(env.output_path(&id, "gen/new.txt")).unwrap(),
+        "made by a component"
+    );
+    assert!(
+        !env.proj().join("gen").exists(),
+        "nothing reaches the project before an apply"
+    );
+    // A file under .git/ is refused, and nothing of that call is proposed.
+    let (evs, _end) = send_agent(&mut s, "again");
+    let done = completed(&evs);
+    assert_eq!(done[0]["data"]["ok"], false, "{:?}", done[0]);
+    assert!(!env.proj().join(".git/hooks/post-checkout").exists());
+    assert!(!env.output_path(&id, ".git/hooks/post-checkout").exists());
+
+    // From the command line, an output-write component gets an empty directory only.
+    let e = refused(
+        &tools(
+            &env.home(),
+            &env.proj(),
+            &[
+                "call",
+                "maker",
+                "--dir",
+                &env.proj_str(),
+                "--args",
+                r#"{"attack":"ok"}"#,
+            ],
+        ),
+        2,
+    );
+    assert!(e.contains("must be empty"), "{e}");
 }

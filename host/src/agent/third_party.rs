@@ -14,7 +14,7 @@ use super::tools::ToolRunner;
 use crate::components::installed::Status;
 use crate::components::manifest::Files;
 use crate::components::ops;
-use crate::components::view::{self, ProjectView};
+use crate::components::view::ProjectView;
 use crate::llm::request::ToolSpec;
 use crate::llm::tool_calls::ToolCall;
 use crate::sandbox::{Access, Grant};
@@ -23,6 +23,8 @@ use crate::sandbox::{Access, Grant};
 const MAX_OUTPUT_FILES: usize = 100;
 /// The most bytes they may hold together.
 const MAX_OUTPUT_BYTES: u64 = 16 << 20;
+/// The deepest directory an output-write call may leave.
+const MAX_OUTPUT_DEPTH: usize = 32;
 /// The most of a result the model reads.
 const MAX_RESULT_SHOWN: usize = 64 << 10;
 
@@ -189,11 +191,7 @@ impl ThirdParty {
     fn view_grant(&self, project: &Project) -> Result<Grant, String> {
         let mut slot = self.view.lock().unwrap_or_else(|e| e.into_inner());
         if slot.is_none() {
-            let v = ProjectView::build(
-                &project.root,
-                project.settings(),
-                &view::views_parent(&project.root),
-            )?;
+            let v = ProjectView::build(&project.root, project.settings())?;
             *slot = Some(v);
         }
         let v = slot.as_ref().ok_or("no project view")?;
@@ -210,16 +208,22 @@ fn collect(dir: &std::path::Path) -> Result<Vec<(String, Vec<u8>)>, String> {
         Dir::open_ambient_dir(dir, cap_std::ambient_authority()).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     let mut total = 0u64;
-    walk(&root, "", &mut out, &mut total)?;
+    walk(&root, "", 0, &mut out, &mut total)?;
     Ok(out)
 }
 
 fn walk(
     dir: &Dir,
     prefix: &str,
+    depth: usize,
     out: &mut Vec<(String, Vec<u8>)>,
     total: &mut u64,
 ) -> Result<(), String> {
+    if depth > MAX_OUTPUT_DEPTH {
+        return Err(format!(
+            "the tool left directories nested deeper than {MAX_OUTPUT_DEPTH}; nothing is proposed"
+        ));
+    }
     let mut entries: Vec<_> = dir
         .entries()
         .map_err(|e| e.to_string())?
@@ -236,7 +240,7 @@ fn walk(
         let meta = dir.symlink_metadata(&name).map_err(|e| e.to_string())?;
         if meta.is_dir() {
             let sub = dir.open_dir(&name).map_err(|e| e.to_string())?;
-            walk(&sub, &rel, out, total)?;
+            walk(&sub, &rel, depth + 1, out, total)?;
         } else if meta.is_file() {
             *total += meta.len();
             if out.len() >= MAX_OUTPUT_FILES || *total > MAX_OUTPUT_BYTES {

@@ -477,8 +477,8 @@ fn component_json(c: &ToolComponent, limits: &Limits, exe: &str) -> Value {
 }
 
 /// The directory a call with `caps` gets from `--dir`: a read-only view of it for `project-read`
-/// (built in its `.bb7/tmp/` when it has one, else in the temporary directory), the directory
-/// itself read-write for `output-write`, none for `none`.
+/// (under the user's deny list), the directory itself for `output-write` — which must then be
+/// empty, so the component sees nothing of what is there — and none for `none`.
 fn files_dir(
     caps: &Capabilities,
     dir: &std::path::Path,
@@ -488,16 +488,22 @@ fn files_dir(
     };
     match caps.files {
         Files::None => Ok((None, None)),
-        Files::OutputWrite => Ok((Some(grant(dir, Access::ReadWrite)?), None)),
+        Files::OutputWrite => {
+            let empty = std::fs::read_dir(dir)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?
+                .next()
+                .is_none();
+            if !empty {
+                anyhow::bail!(
+                    "an output-write component gets an empty directory: --dir {} must be empty (the files it writes are left there)",
+                    dir.display()
+                );
+            }
+            Ok((Some(grant(dir, Access::ReadWrite)?), None))
+        }
         Files::ProjectRead => {
-            let parent = if dir.join(".bb7").is_dir() {
-                crate::components::view::views_parent(dir)
-            } else {
-                std::env::temp_dir()
-            };
-            let settings = crate::agent::config::AgentConfig::default().tool_settings();
-            let view =
-                ProjectView::build(dir, &settings, &parent).map_err(|e| anyhow::anyhow!(e))?;
+            let settings = crate::config::load().config().agent.tool_settings();
+            let view = ProjectView::build(dir, &settings).map_err(|e| anyhow::anyhow!(e))?;
             Ok((Some(grant(view.path(), Access::ReadOnly)?), Some(view)))
         }
     }

@@ -231,6 +231,16 @@ impl Manifest {
         if raw.description.len() > 1024 {
             return Err(bad("description must be at most 1024 bytes".into()));
         }
+        if let Some(c) = raw
+            .version
+            .chars()
+            .chain(raw.description.chars())
+            .find(|c| c.is_control())
+        {
+            return Err(bad(format!(
+                "version and description must not contain control characters (found {c:?})"
+            )));
+        }
         let files = match raw.files.as_deref() {
             None => Files::None,
             Some(f) => Files::parse(f).map_err(bad)?,
@@ -297,8 +307,22 @@ pub fn check_host_port(entry: &str) -> Result<(), String> {
             Err(_) => bad("not an IPv6 address in brackets"),
         };
     }
+    if host.contains(':') {
+        return bad("an IPv6 address must be in brackets, e.g. [::1]:8080");
+    }
     if host.parse::<IpAddr>().is_ok() {
         return Ok(());
+    }
+    // Numeric forms the resolver would still take as addresses (`127.1`, `2130706433`,
+    // `0x7f.1`) are neither a strict IP address nor a name.
+    if !host
+        .rsplit('.')
+        .next()
+        .is_some_and(|l| l.chars().any(|c| c.is_ascii_alphabetic()))
+    {
+        return bad(
+            "the host must be a dotted IPv4 address, a bracketed IPv6 address or a DNS name",
+        );
     }
     let label_ok = |l: &str| {
         !l.is_empty()
@@ -491,6 +515,23 @@ memory_mib = 64
                 "wildcards",
             ),
             (GOOD.replace("api.example.com:443", "a.b:0"), "port"),
+            (
+                GOOD.replace("api.example.com:443", "127.1:80"),
+                "dotted IPv4",
+            ),
+            (
+                GOOD.replace("api.example.com:443", "2130706433:80"),
+                "dotted IPv4",
+            ),
+            (
+                GOOD.replace("api.example.com:443", "0x7f.1:80"),
+                "dotted IPv4",
+            ),
+            (GOOD.replace("api.example.com:443", "::1:80"), "brackets"),
+            (
+                GOOD.replace("Counts words.", "Counts\\u001b[8m words."),
+                "control characters",
+            ),
             (GOOD.replace("api.example.com:443", "a.b:99999"), "port"),
             (
                 GOOD.replace("wit = \"0.1.0\"", "wit = \"9.0.0\""),

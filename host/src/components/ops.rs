@@ -32,6 +32,13 @@ pub fn function_name(component: &str, tool: &str) -> String {
     format!("{component}__{tool}")
 }
 
+/// The longest name the model may call a tool by (OpenAI-compatible function names).
+const MAX_FUNCTION_NAME: usize = 64;
+/// The longest tool description accepted (it goes into every agent request).
+const MAX_TOOL_DESCRIPTION: usize = 4096;
+/// The longest parameters schema accepted.
+const MAX_TOOL_SCHEMA: usize = 16 << 10;
+
 /// What `add` did.
 #[derive(Debug, Clone)]
 pub struct Added {
@@ -49,8 +56,15 @@ pub struct Added {
 
 /// The project the CLI acts on: the nearest ancestor of `cwd` holding `.bb7/`, else `cwd`.
 pub fn cli_project(cwd: &Path) -> PathBuf {
+    let global = crate::paths::state_dir().and_then(|d| d.canonicalize().ok());
     cwd.ancestors()
-        .find(|d| d.join(".bb7").is_dir())
+        .find(|d| {
+            let state = d.join(".bb7");
+            // A real directory (not a link), and not bb7's own global state directory (`~/.bb7`
+            // makes `~` no project).
+            std::fs::symlink_metadata(&state).is_ok_and(|m| m.is_dir())
+                && state.canonicalize().ok() != global
+        })
         .unwrap_or(cwd)
         .to_path_buf()
 }
@@ -99,6 +113,31 @@ pub fn add(sandbox: &Sandbox, path: &Path, enable_in: Option<&Path>) -> Result<A
             "{} is refused: its tool name {:?} must be lower snake case (a-z, 0-9, _; at most 64 characters; no \"__\")",
             found.wasm.display(),
             info.name
+        ));
+    }
+    let function = function_name(&m.name, &info.name);
+    if function.len() > MAX_FUNCTION_NAME {
+        return Err(format!(
+            "{} is refused: the model would call it {function:?}, longer than {MAX_FUNCTION_NAME} characters (shorten the component or tool name)",
+            found.wasm.display()
+        ));
+    }
+    if info.description.len() > MAX_TOOL_DESCRIPTION
+        || info.parameters_schema.len() > MAX_TOOL_SCHEMA
+    {
+        return Err(format!(
+            "{} is refused: its tool description (at most {MAX_TOOL_DESCRIPTION} bytes) or parameters schema (at most {MAX_TOOL_SCHEMA} bytes) is too long; both go into every request",
+            found.wasm.display()
+        ));
+    }
+    if let Some(c) = info
+        .description
+        .chars()
+        .find(|c| c.is_control() && *c != '\n' && *c != '\t')
+    {
+        return Err(format!(
+            "{} is refused: its tool description contains the control character {c:?}",
+            found.wasm.display()
         ));
     }
     if serde_json::from_str::<serde_json::Value>(&info.parameters_schema)

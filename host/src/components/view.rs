@@ -1,9 +1,11 @@
-//! The `project-read` view a third-party component receives: a directory holding exactly the files
-//! the built-in retrieval tools may read — no `.git/`, `.bb7/`, ignored or deny-listed files, no
-//! symbolic links, no file with more than one hard link — as hard links to the project's files
-//! (copies when the view cannot be on the project's filesystem). It is granted read-only, so the
-//! component can read those files and nothing else: what is left out is not hidden by a path check,
-//! it is simply not in the directory the component holds.
+//! The `project-read` view a third-party component receives: a private temporary directory holding
+//! copies of exactly the files the built-in retrieval tools may read — no `.git/`, `.bb7/`, ignored
+//! or deny-listed files, no symbolic links, no file with more than one hard link, nothing of bb7's
+//! own state or cache. It is granted read-only, so the component can read those files and nothing
+//! else: what is left out is not hidden by a path check, it is simply not in the directory the
+//! component holds. Copies, not hard links: a link would give the project's files a second link
+//! (which the built-in tools rightly refuse) and would put the view wherever a planted
+//! `.bb7/tmp` symlink pointed.
 
 use std::path::{Path, PathBuf};
 
@@ -14,6 +16,8 @@ use cap_std::fs::{Dir, MetadataExt as _};
 /// The most files a view holds; a larger project is refused (the component would get a partial
 /// project without knowing it).
 pub const MAX_VIEW_FILES: usize = 100_000;
+/// The most bytes a view holds.
+pub const MAX_VIEW_BYTES: u64 = 512 << 20;
 
 /// A built view; removed when dropped.
 pub struct ProjectView {
@@ -23,13 +27,9 @@ pub struct ProjectView {
 }
 
 impl ProjectView {
-    /// Builds the view of `project` under the retrieval `settings` (deny list) inside `parent`
-    /// (a directory the host owns on the project's filesystem, e.g. `.bb7/tmp`).
-    pub fn build(
-        project: &Path,
-        settings: &[(String, String)],
-        parent: &Path,
-    ) -> Result<ProjectView, String> {
+    /// Builds the view of `project` under the retrieval `settings` (deny list) in a new private
+    /// (0700) directory under the system temporary directory.
+    pub fn build(project: &Path, settings: &[(String, String)]) -> Result<ProjectView, String> {
         let pairs: Vec<(&str, &str)> = settings
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
@@ -44,10 +44,9 @@ impl ProjectView {
                 "the project has more than {MAX_VIEW_FILES} readable files; a project-read tool cannot be given all of it"
             ));
         }
-        std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
         let dir = tempfile::Builder::new()
-            .prefix("view-")
-            .tempdir_in(parent)
+            .prefix("bb7-view-")
+            .tempdir()
             .map_err(|e| format!("creating the project view: {e}"))?;
         let src = Dir::open_ambient_dir(project, cap_std::ambient_authority())
             .map_err(|e| format!("{}: {e}", project.display()))?;
@@ -67,6 +66,7 @@ impl ProjectView {
             .canonicalize()
             .map_err(|e| format!("{}: {e}", project.display()))?;
         let mut files = 0;
+        let mut total = 0u64;
         for rel in &listed.files {
             let abs = canonical_root.join(rel);
             if protected.iter().any(|p| abs.starts_with(p)) {
@@ -83,18 +83,23 @@ impl ProjectView {
             if !meta.is_file() || meta.nlink() != 1 {
                 continue;
             }
+            total += meta.len();
+            if total > MAX_VIEW_BYTES {
+                return Err(format!(
+                    "the project's readable files hold more than {} MiB; a project-read tool cannot be given all of it",
+                    MAX_VIEW_BYTES >> 20
+                ));
+            }
+            // Read without following a link swapped in since the check.
+            let Ok(bytes) = crate::store::read_regular_nofollow(&parent_dir, name) else {
+                continue;
+            };
             if let Some((d, _)) = rel.rsplit_once('/') {
                 dst.create_dir_all(d)
                     .map_err(|e| format!("creating the project view: {e}"))?;
             }
-            if parent_dir.hard_link(name, &dst, rel).is_err() {
-                let bytes = match crate::store::read_regular_nofollow(&parent_dir, name) {
-                    Ok(b) => b,
-                    Err(_) => continue,
-                };
-                dst.write(rel, &bytes)
-                    .map_err(|e| format!("creating the project view: {e}"))?;
-            }
+            dst.write(rel, &bytes)
+                .map_err(|e| format!("creating the project view: {e}"))?;
             files += 1;
         }
         Ok(ProjectView { dir, files })
@@ -110,9 +115,4 @@ impl ProjectView {
 fn open_parent<'a>(root: &Dir, rel: &'a str) -> std::io::Result<Option<(Dir, &'a str)>> {
     let parts = crate::store::project::check_rel(rel)?;
     crate::store::project::parent_nofollow(root, parts, false).map(Some)
-}
-
-/// Where views are built for `project`: `.bb7/tmp/` (same filesystem, so links work).
-pub fn views_parent(project: &Path) -> PathBuf {
-    project.join(".bb7").join("tmp")
 }

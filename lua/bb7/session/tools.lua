@@ -22,9 +22,19 @@ function M.tool_set_enabled(name, enabled)
   return host.call("tool_set_enabled", { name = name, enabled = enabled == true })
 end
 
---- Grants component `name` everything its manifest requests, for its current binary.
-function M.tool_grant(name)
-  return host.call("tool_grant", { name = name })
+--- Grants component `name` exactly what the user was shown: `shown` is the list entry the approval
+--- dialog displayed, so the grant is pinned to its `sha256` and its `requested` capabilities (the host
+--- refuses when the installed binary is no longer that one).
+function M.tool_grant(name, shown)
+  local req = { name = name }
+  if type(shown) == "table" then
+    req.sha256 = shown.sha256
+    local r = shown.requested or {}
+    req.files = r.files or "none"
+    req.network = r.network or {}
+    req.env = r.env or {}
+  end
+  return host.call("tool_grant", req)
 end
 
 --- Withdraws component `name`'s grant: it stays installed but is not offered to the model.

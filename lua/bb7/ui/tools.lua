@@ -386,7 +386,7 @@ function M.approve()
     notify("Not approved: " .. comp)
     return
   end
-  local u = apply_reply(session.tool_grant(comp), "approve " .. comp, t.name)
+  local u = apply_reply(session.tool_grant(comp, t), "approve " .. comp, t.name)
   if u then
     notify(("Approved %s: %s"):format(comp, M.caps(u.granted)))
   end

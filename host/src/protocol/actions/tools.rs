@@ -40,6 +40,18 @@ pub fn grant(s: &Workspace, req: &Request) -> Handled {
             env: env.unwrap_or_default(),
         })
     };
+    if let Some(shown) = req.opt_str("sha256")? {
+        let installed = ops::statuses(project(s))?
+            .into_iter()
+            .find(|st| st.name == name)
+            .map(|st| st.installed.sha256)
+            .unwrap_or_default();
+        if installed != shown {
+            return Err(format!(
+                "{name} changed since it was shown (sha256 {installed}, shown {shown}); nothing was granted — review it again"
+            ));
+        }
+    }
     ops::grant(&name, caps, project(s))?;
     tools_reply(s)
 }
