@@ -803,12 +803,11 @@ fn main() {
         let vp = fresh_dir(&ip.join("view-proj"));
         make_project(&vp, VIEW_FILES);
         let settings = bb7::agent::config::AgentConfig::default().tool_settings();
-        let parent = view::views_parent(&vp);
         let (mut build, mut drop_t) = (Vec::new(), Vec::new());
         let mut held = 0;
         for r in 0..=runs.max(10) {
             let t = Instant::now();
-            let v = view::ProjectView::build(&vp, &settings, &parent).expect("view");
+            let v = view::ProjectView::build(&vp, &settings).expect("view");
             let b = ms(t.elapsed());
             held = v.files;
             let t = Instant::now();
