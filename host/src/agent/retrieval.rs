@@ -257,38 +257,11 @@ fn prefixed(tool: &str, message: &str) -> String {
     }
 }
 
-/// The retrieval tools as offered to the model, described by their components under `settings`
-/// (the limits show in the descriptions). Cached per settings.
+/// The retrieval tools as offered to the model, described as their components describe themselves
+/// under `settings` (the limits show in the descriptions).
 pub fn specs(settings: &[(String, String)]) -> Result<Vec<crate::llm::request::ToolSpec>, String> {
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
-    static CACHE: OnceLock<Mutex<HashMap<String, Vec<crate::llm::request::ToolSpec>>>> =
-        OnceLock::new();
-    let key = format!("{settings:?}");
-    let cache = CACHE.get_or_init(Default::default);
-    if let Some(s) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
-        return Ok(s);
-    }
-    let sb = super::tools::sandbox()?;
-    let mut specs = Vec::new();
-    for name in RETRIEVAL_TOOLS {
-        let tool = sb
-            .registry()
-            .builtin(name)
-            .map_err(|e| format!("Cannot load the {name} tool: {e:#}"))?;
-        let info = sb
-            .describe(&tool, settings)
-            .map_err(|e| format!("The {name} tool cannot describe itself: {e}"))?;
-        let parameters = serde_json::from_str(&info.parameters_schema)
-            .map_err(|e| format!("The {name} tool's schema is not JSON: {e}"))?;
-        specs.push(crate::llm::request::ToolSpec {
-            name: info.name,
-            description: info.description,
-            parameters,
-        });
-    }
-    if let Ok(mut c) = cache.lock() {
-        c.insert(key, specs.clone());
-    }
-    Ok(specs)
+    RETRIEVAL_TOOLS
+        .iter()
+        .map(|name| super::tools::describe_builtin(name, settings))
+        .collect()
 }

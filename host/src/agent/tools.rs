@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use cap_std::fs::Dir;
 use serde_json::{Value, json};
@@ -36,39 +36,30 @@ fn settings(mode: DiffMode) -> Vec<(String, String)> {
 }
 
 /// The tools offered in project chats for `mode` (EDITS.md: `write_file`, plus `edit_file` unless
-/// `off`), described by the components themselves. Cached per mode.
+/// `off`), as the components describe themselves.
 pub fn offered(mode: DiffMode) -> Result<Vec<ToolSpec>, String> {
-    static CACHE: OnceLock<Mutex<HashMap<&'static str, Vec<ToolSpec>>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    if let Some(specs) = cache
-        .lock()
-        .ok()
-        .and_then(|c| c.get(mode.as_str()).cloned())
-    {
-        return Ok(specs);
-    }
-    let sb = sandbox()?;
-    let mut specs = Vec::new();
-    for name in tool_names(mode) {
-        let tool = sb
-            .registry()
-            .builtin(name)
-            .map_err(|e| format!("Cannot load the {name} tool: {e:#}"))?;
-        let info = sb
-            .describe(&tool, &settings(mode))
-            .map_err(|e| format!("The {name} tool cannot describe itself: {e}"))?;
-        let parameters = serde_json::from_str(&info.parameters_schema)
-            .map_err(|e| format!("The {name} tool's schema is not JSON: {e}"))?;
-        specs.push(ToolSpec {
-            name: info.name,
-            description: info.description,
-            parameters,
-        });
-    }
-    if let Ok(mut c) = cache.lock() {
-        c.insert(mode.as_str(), specs.clone());
-    }
-    Ok(specs)
+    tool_names(mode)
+        .iter()
+        .map(|name| describe_builtin(name, &settings(mode)))
+        .collect()
+}
+
+/// What built-in tool `name` tells the model under `settings`. Computed natively by the very code
+/// the component runs for `describe` (`bb7_tool_logic::tools::describe`, which its WIT export
+/// forwards to unchanged; a test holds the two equal), so offering the tools loads no component:
+/// one is loaded only when the model calls it.
+pub fn describe_builtin(name: &str, settings: &[(String, String)]) -> Result<ToolSpec, String> {
+    let parsed = bb7_tool_logic::Settings::from_pairs(
+        settings.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    )
+    .map_err(|e| format!("The {name} tool cannot describe itself: {}", e.message))?;
+    let info = bb7_tool_logic::tools::describe(name, &parsed)
+        .ok_or_else(|| format!("unknown built-in tool {name}"))?;
+    Ok(ToolSpec {
+        name: info.name,
+        description: info.description,
+        parameters: info.parameters,
+    })
 }
 
 fn tool_names(mode: DiffMode) -> &'static [&'static str] {
@@ -616,4 +607,37 @@ pub fn call_record(call: &ToolCall, error: Option<&str>) -> Value {
         v["error"] = json!(e);
     }
     v
+}
+
+#[cfg(test)]
+mod describe_tests {
+    use super::*;
+
+    /// The descriptions offered natively are exactly what each embedded component returns from
+    /// its WIT `describe`, for every diff mode and for retrieval limits.
+    #[test]
+    fn native_descriptions_equal_the_components_own() {
+        let sb = sandbox().unwrap();
+        let mut cases: Vec<Vec<(String, String)>> =
+            ["search_replace_multi", "search_replace", "anchored", "off"]
+                .iter()
+                .map(|m| vec![("diff-mode".to_string(), m.to_string())])
+                .collect();
+        cases.push(vec![
+            ("max-search-results-cap".to_string(), "7".to_string()),
+            ("max-read-lines-default".to_string(), "33".to_string()),
+            ("deny".to_string(), ".env\n*.pem".to_string()),
+        ]);
+        for settings in &cases {
+            for name in bb7_tool_logic::tools::BUILTIN {
+                let native = describe_builtin(name, settings).unwrap();
+                let tool = sb.registry().builtin(name).unwrap();
+                let info = sb.describe(&tool, settings).unwrap();
+                assert_eq!(native.name, info.name);
+                assert_eq!(native.description, info.description, "{name} {settings:?}");
+                let schema: Value = serde_json::from_str(&info.parameters_schema).unwrap();
+                assert_eq!(native.parameters, schema, "{name} {settings:?}");
+            }
+        }
+    }
 }

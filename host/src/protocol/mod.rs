@@ -90,20 +90,6 @@ fn guarded_dispatch(ctx: &Ctx, req: &Request) -> actions::Handled {
     }
 }
 
-/// Loads the tool components (and their descriptions for the configured `diff_mode`) once, on a
-/// background thread.
-fn warm_up_tools(ctx: &Ctx) {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let mode = ctx.lock().config.config().diff_mode;
-        std::thread::spawn(move || {
-            if let Err(e) = crate::agent::tools::offered(mode) {
-                tracing::warn!("tool warm-up: {e}");
-            }
-        });
-    });
-}
-
 /// Serves the protocol on stdin/stdout until `shutdown` or end of input.
 pub fn serve() -> ExitCode {
     std::panic::set_hook(Box::new(|info| tracing::error!("panic: {info}")));
@@ -163,10 +149,10 @@ pub fn serve() -> ExitCode {
                 break;
             }
         }
-        // Only now, with the first reply out, start building the tokenizer and loading the tool
-        // components in the background, so the first estimate and the first send do not wait.
+        // Only now, with the first reply out, start building the tokenizer in the background, so
+        // the first estimate does not wait. (Tool components are not loaded ahead: offering them
+        // needs only their descriptions, and one is loaded when the model first calls it.)
         crate::tokens::warm_up();
-        warm_up_tools(&ctx);
     }
     // A reply still streaming is cancelled, and given a moment to record what it has.
     if ctx.inflight.cancel(None) {
