@@ -1,4 +1,5 @@
-//! Token estimation with the `cl100k_base` tokenizer, and a cache of per-file counts keyed by file id.
+//! Token estimation with the `cl100k_base` tokenizer (a compact counting-only encoder, [`bpe`]), and a
+//! cache of per-file counts keyed by file id.
 //!
 //! Building the tokenizer takes tens of milliseconds, so [`TokenCounter::new`] starts it on a background thread
 //! and returns at once; the first count waits for it. Text is counted as ordinary text: special-token markers
@@ -6,17 +7,18 @@
 //!
 //! Counts are exact (they equal tiktoken's), but computed faster than tiktoken alone: ASCII text is split into
 //! pre-tokenizer pieces by [`split`] and each distinct piece is encoded once per batch; other text goes through
-//! tiktoken. Large batches are cut into chunks (only where the count stays additive, see
+//! tiktoken's split and merge ([`bpe`]). Large batches are cut into chunks (only where the count stays additive, see
 //! [`split::is_exact_split`]) and counted on several threads.
 
+mod bpe;
 mod split;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex, Once, OnceLock};
 
-use tiktoken_rs::CoreBPE;
+use bpe::Bpe;
 
 /// How many file counts the cache keeps.
 pub const CACHE_CAPACITY: usize = 10_000;
@@ -32,12 +34,12 @@ const MAX_REMEMBERED_PIECES: usize = 1 << 17;
 /// Marks a chunk that no worker has counted.
 const NOT_COUNTED: usize = usize::MAX;
 
-static BPE: LazyLock<Option<CoreBPE>> = LazyLock::new(build_bpe);
+static BPE: LazyLock<Option<Bpe>> = LazyLock::new(build_bpe);
 static READY: AtomicBool = AtomicBool::new(false);
 static WARM_UP: Once = Once::new();
 
-fn build_bpe() -> Option<CoreBPE> {
-    let bpe = match catch_unwind(tiktoken_rs::cl100k_base) {
+fn build_bpe() -> Option<Bpe> {
+    let bpe = match catch_unwind(Bpe::cl100k) {
         Ok(Ok(bpe)) => Some(bpe),
         Ok(Err(e)) => {
             tracing::warn!(
@@ -55,7 +57,7 @@ fn build_bpe() -> Option<CoreBPE> {
 }
 
 /// The tokenizer, waiting for the background build if it is still running.
-fn bpe() -> Option<&'static CoreBPE> {
+fn bpe() -> Option<&'static Bpe> {
     BPE.as_ref()
 }
 
@@ -315,7 +317,7 @@ fn count_batch(texts: &[&str]) -> Vec<usize> {
 
 /// Counts one text: ASCII runs piece by piece (each distinct piece encoded once, remembered in `pieces`),
 /// everything else with tiktoken.
-fn count_text<'t>(bpe: Option<&CoreBPE>, text: &'t str, pieces: &mut PieceCounts<'t>) -> usize {
+fn count_text<'t>(bpe: Option<&Bpe>, text: &'t str, pieces: &mut PieceCounts<'t>) -> usize {
     let Some(bpe) = bpe else {
         return approximate(text);
     };
@@ -347,13 +349,12 @@ fn count_text<'t>(bpe: Option<&CoreBPE>, text: &'t str, pieces: &mut PieceCounts
     total
 }
 
-/// tiktoken's count of `text` as ordinary text; four characters per token should tiktoken fail.
-fn tiktoken_count(bpe: &CoreBPE, text: &str) -> usize {
+/// tiktoken's count of `text` as ordinary text; four characters per token should the split fail.
+fn tiktoken_count(bpe: &Bpe, text: &str) -> usize {
     if text.is_empty() {
         return 0;
     }
-    let no_special: HashSet<&str> = HashSet::new();
-    match catch_unwind(AssertUnwindSafe(|| bpe.count(text, &no_special))) {
+    match catch_unwind(AssertUnwindSafe(|| bpe.count(text))) {
         Ok(Ok(n)) => n,
         Ok(Err(e)) => {
             tracing::debug!("tokenizer error, estimating instead: {e}");
@@ -371,9 +372,13 @@ fn approximate(text: &str) -> usize {
 mod tests {
     use super::*;
 
-    /// tiktoken's own count: the reference every fast path must equal.
+    /// tiktoken's own count: the reference every path must equal.
     fn reference(text: &str) -> usize {
-        bpe().unwrap().count(text, &HashSet::new()).unwrap()
+        static TIKTOKEN: LazyLock<tiktoken_rs::CoreBPE> =
+            LazyLock::new(|| tiktoken_rs::cl100k_base().unwrap());
+        TIKTOKEN
+            .count(text, &std::collections::HashSet::new())
+            .unwrap()
     }
 
     fn fast(text: &str) -> usize {
@@ -529,7 +534,36 @@ mod tests {
         let c = TokenCounter::new();
         assert!(c.count("<|endoftext|>") > 1);
         let text = "a <|endoftext|> b<|fim_suffix|><|endofprompt|>";
-        assert_eq!(c.count(text), bpe().unwrap().encode_ordinary(text).len());
+        assert_eq!(
+            c.count(text),
+            tiktoken_rs::cl100k_base()
+                .unwrap()
+                .encode_ordinary(text)
+                .len()
+        );
+    }
+
+    /// The compact encoder alone (split and merge, no fast ASCII path) equals tiktoken, including
+    /// long pieces (the heap merge) and non-ASCII text.
+    #[test]
+    fn the_compact_encoder_equals_tiktoken() {
+        let b = bpe().unwrap();
+        let long_word = "supercalifragilistic".repeat(40);
+        let long_digits = "1234567890".repeat(30);
+        let long_punct = "=-+*&^%$#@!".repeat(20);
+        let mut texts = vec![
+            long_word.as_str(),
+            long_digits.as_str(),
+            long_punct.as_str(),
+            "日本語のテキストと English mixed, ünïcödé — 😀👍🏽",
+            "  \n\n\t\r\n  x  ",
+            "",
+        ];
+        let messy: Vec<String> = (0..40).map(|seed| messy_text(seed, 30)).collect();
+        texts.extend(messy.iter().map(String::as_str));
+        for t in texts {
+            assert_eq!(b.count(t).unwrap(), reference(t), "{t:?}");
+        }
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //!
 //! Running that regex (a backtracking `fancy_regex`) is most of tiktoken's cost. For ASCII, where letters,
 //! digits and whitespace are simple byte classes, [`ascii_piece_len`] finds the same pieces directly, and the
-//! counter encodes each distinct piece once. Text with other characters goes through tiktoken itself.
+//! counter encodes each distinct piece once. Text with other characters goes through the regex split
+//! (`super::bpe`).
 
 /// Unicode `White_Space` within ASCII (the regex's `\s`).
 fn is_space(b: u8) -> bool {

@@ -1,0 +1,216 @@
+//! A counting-only `cl100k_base` byte-pair encoder with a compact table.
+//!
+//! tiktoken's `CoreBPE` keeps the ranks three times (encoder map of owned `Vec<u8>`s, decoder map,
+//! sorted token list) plus 128 regex clones: about 14 MiB resident for the whole session, only to
+//! count. Counting needs the ranks once: every token's bytes in one leaked arena and one map from
+//! slices of it to ranks (about 4 MiB). The split (tiktoken's cl100k pattern, run by `fancy_regex`
+//! exactly as tiktoken runs it) and the merge (a port of tiktoken's `_byte_pair_merge` and its heap
+//! variant for long pieces) are tiktoken's, so counts equal tiktoken's (the tests compare them).
+
+use std::collections::BinaryHeap;
+
+use base64::Engine as _;
+use fancy_regex::Regex;
+use rustc_hash::FxHashMap;
+
+type Rank = u32;
+
+/// The cl100k pre-tokenizer pattern, as tiktoken uses it.
+const CL100K_PATTERN: &str = "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s";
+
+/// Pieces at least this long are merged with the heap variant (as tiktoken does).
+const LARGE_PIECE: usize = 100;
+
+/// The ranks and the split.
+pub struct Bpe {
+    ranks: FxHashMap<&'static [u8], Rank>,
+    split: Regex,
+}
+
+impl Bpe {
+    /// Builds the table from the embedded ranks file.
+    pub fn cl100k() -> Result<Bpe, String> {
+        let text = include_str!("../../assets/cl100k_base.tiktoken");
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let mut arena: Vec<u8> = Vec::with_capacity(800 << 10);
+        let mut spans: Vec<(u32, u32, Rank)> = Vec::with_capacity(100_300);
+        for line in text.lines() {
+            let (token, rank) = line
+                .split_once(' ')
+                .ok_or_else(|| format!("bad ranks line {line:?}"))?;
+            let rank: Rank = rank.parse().map_err(|_| format!("bad rank in {line:?}"))?;
+            let start = arena.len();
+            b64.decode_vec(token, &mut arena)
+                .map_err(|e| format!("bad token in {line:?}: {e}"))?;
+            spans.push((start as u32, (arena.len() - start) as u32, rank));
+        }
+        let arena: &'static [u8] = Box::leak(arena.into_boxed_slice());
+        let mut ranks = FxHashMap::with_capacity_and_hasher(spans.len(), Default::default());
+        for (start, len, rank) in spans {
+            let (s, l) = (start as usize, len as usize);
+            ranks.insert(&arena[s..s + l], rank);
+        }
+        let split = Regex::new(CL100K_PATTERN).map_err(|e| e.to_string())?;
+        Ok(Bpe { ranks, split })
+    }
+
+    /// The number of tokens tiktoken's `encode_ordinary` gives `text`. `Err` when the regex engine
+    /// gives up (its backtracking limit), as tiktoken would panic.
+    pub fn count(&self, text: &str) -> Result<usize, String> {
+        let mut n = 0;
+        for m in self.split.find_iter(text) {
+            let piece = m.map_err(|e| e.to_string())?.as_str().as_bytes();
+            n += self.count_piece(piece);
+        }
+        Ok(n)
+    }
+
+    /// The tokens of one pre-tokenizer piece.
+    pub fn count_piece(&self, piece: &[u8]) -> usize {
+        if piece.is_empty() {
+            return 0;
+        }
+        if self.ranks.contains_key(piece) {
+            return 1;
+        }
+        if piece.len() < LARGE_PIECE {
+            self.merge_small(piece)
+        } else {
+            self.merge_large(piece)
+        }
+    }
+
+    fn rank(&self, bytes: &[u8]) -> Rank {
+        self.ranks.get(bytes).copied().unwrap_or(Rank::MAX)
+    }
+
+    /// tiktoken's `_byte_pair_merge`: the number of parts left.
+    fn merge_small(&self, piece: &[u8]) -> usize {
+        // (start, rank of the pair starting here)
+        let mut parts: Vec<(usize, Rank)> = Vec::with_capacity(piece.len() + 1);
+        let mut min_rank: (Rank, usize) = (Rank::MAX, usize::MAX);
+        for i in 0..piece.len() - 1 {
+            let rank = self.rank(&piece[i..i + 2]);
+            if rank < min_rank.0 {
+                min_rank = (rank, i);
+            }
+            parts.push((i, rank));
+        }
+        parts.push((piece.len() - 1, Rank::MAX));
+        parts.push((piece.len(), Rank::MAX));
+        let get_rank = |parts: &Vec<(usize, Rank)>, i: usize| {
+            if i + 3 < parts.len() {
+                self.rank(&piece[parts[i].0..parts[i + 3].0])
+            } else {
+                Rank::MAX
+            }
+        };
+        while min_rank.0 != Rank::MAX {
+            let i = min_rank.1;
+            if i > 0 {
+                parts[i - 1].1 = get_rank(&parts, i - 1);
+            }
+            parts[i].1 = get_rank(&parts, i);
+            parts.remove(i + 1);
+            min_rank = (Rank::MAX, usize::MAX);
+            for (i, &(_, rank)) in parts[..parts.len() - 1].iter().enumerate() {
+                if rank < min_rank.0 {
+                    min_rank = (rank, i);
+                }
+            }
+        }
+        parts.len() - 1
+    }
+
+    /// tiktoken's `_byte_pair_merge_large` (a heap of candidate merges): the number of parts left.
+    fn merge_large(&self, piece: &[u8]) -> usize {
+        struct State {
+            prev: usize,
+            end: usize,
+            next_end: usize,
+            next_rank: Rank,
+        }
+        #[derive(PartialEq, Eq)]
+        struct Merge {
+            start: usize,
+            rank: Rank,
+        }
+        impl Ord for Merge {
+            fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+                other
+                    .rank
+                    .cmp(&self.rank)
+                    .then_with(|| other.start.cmp(&self.start))
+            }
+        }
+        impl PartialOrd for Merge {
+            fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+        let mut state = Vec::with_capacity(piece.len());
+        state.push(State {
+            prev: usize::MAX,
+            end: 1,
+            next_end: 2,
+            next_rank: Rank::MAX,
+        });
+        let mut heap = BinaryHeap::with_capacity(piece.len());
+        for i in 0..piece.len() - 1 {
+            let rank = self.rank(&piece[i..i + 2]);
+            if rank != Rank::MAX {
+                heap.push(Merge { start: i, rank });
+                state[i].next_rank = rank;
+            }
+            state.push(State {
+                prev: i,
+                end: i + 2,
+                next_end: i + 3,
+                next_rank: Rank::MAX,
+            });
+        }
+        let potential_merge = |state: &mut Vec<State>,
+                               heap: &mut BinaryHeap<Merge>,
+                               start: usize,
+                               next_end: usize| {
+            state[start].next_end = next_end;
+            state[start].next_rank = Rank::MAX;
+            if next_end <= piece.len() {
+                let rank = self.rank(&piece[start..next_end]);
+                if rank != Rank::MAX {
+                    heap.push(Merge { start, rank });
+                    state[start].next_rank = rank;
+                }
+            }
+        };
+        while let Some(left) = heap.pop() {
+            if left.rank == Rank::MAX {
+                break;
+            }
+            if left.rank != state[left.start].next_rank {
+                continue;
+            }
+            let left_start = left.start;
+            let right_start = state[left_start].end;
+            let right_end = state[left_start].next_end;
+            let right_next_end = state[right_start].next_end;
+            state[left_start].end = right_end;
+            potential_merge(&mut state, &mut heap, left_start, right_next_end);
+            if right_end < state.len() {
+                state[right_end].prev = left_start;
+            }
+            if left_start > 0 {
+                let prev_start = state[left_start].prev;
+                potential_merge(&mut state, &mut heap, prev_start, right_end);
+            }
+            state[right_start].next_rank = Rank::MAX;
+        }
+        let mut n = 0;
+        let mut i = 0;
+        while i < state.len() {
+            n += 1;
+            i = state[i].end;
+        }
+        n
+    }
+}
