@@ -187,16 +187,10 @@ fn install_grant_call_in_an_agent_reply_revoke_and_the_call_is_refused() {
         )]),
         Reply::text(["could not"]),
     ]));
-    let env = Env::new();
-    write_file(
-        &env.home().join(".config/bb7/config.json"),
-        &json!({"api_key": "k", "base_url": server.base_url()}).to_string(),
-    );
+    let env = model_env(&server);
     env.write_local("src/a.txt", "one two three\nfour\n");
     env.write_local(".env", "SECRET=hunter2 hunter2 hunter2\n");
-    let mut s = env.spawn();
-    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
-    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    let mut s = started(&env);
 
     // Installed from the bare .wasm: its manifest is the embedded bb7-manifest section.
     let out = ok(&tools(
@@ -340,6 +334,24 @@ fn install_grant_call_in_an_agent_reply_revoke_and_the_call_is_refused() {
     let offered = reqs[2].body["tools"].to_string();
     assert!(!offered.contains("wordcount__"), "{offered}");
     assert_eq!(s.stderr_text(), "", "stderr must stay silent");
+}
+
+/// A user and project whose model is `server`.
+fn model_env(server: &MockServer) -> Env {
+    let env = Env::new();
+    write_file(
+        &env.home().join(".config/bb7/config.json"),
+        &json!({"api_key": "k", "base_url": server.base_url()}).to_string(),
+    );
+    env
+}
+
+/// The host, serving `env`'s project (`bb7_init` and `init` done).
+fn started(env: &Env) -> Bb7 {
+    let mut s = env.spawn();
+    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
+    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    s
 }
 
 fn send_agent(s: &mut Bb7, content: &str) -> (Vec<Value>, Value) {
@@ -679,9 +691,7 @@ fn a_tampered_stored_binary_or_cache_entry_is_never_run() {
 #[test]
 fn namespaced_names_cannot_shadow_built_ins() {
     let env = Env::new();
-    let mut s = env.spawn();
-    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
-    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    let mut s = started(&env);
     let d = hostile_as("read_file", "");
     ok(&tools(
         &env.home(),
@@ -884,15 +894,9 @@ fn output_write_files_become_the_reply_s_proposed_files() {
         )]),
         Reply::text(["tried"]),
     ]));
-    let env = Env::new();
-    write_file(
-        &env.home().join(".config/bb7/config.json"),
-        &json!({"api_key": "k", "base_url": server.base_url()}).to_string(),
-    );
+    let env = model_env(&server);
     env.write_local("src/a.txt", "PROJECT-CONTENT\n");
-    let mut s = env.spawn();
-    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
-    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    let mut s = started(&env);
     let d = hostile_as("maker", "files = \"output-write\"");
     ok(&tools(
         &env.home(),

@@ -29,6 +29,8 @@
 //!
 //! A failing test here is a release-blocking sandbox bug: fix the host, never the test.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
@@ -77,85 +79,10 @@ const LIMITED_CALL_KILL: Duration = Duration::from_secs(40);
 // Building the hostile component, shared state
 // ---------------------------------------------------------------------------------------------
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("host/ has a parent")
-        .to_path_buf()
-}
-
 /// The hostile component, built once per test run into `<repo>/target/hostile-wasm`.
 fn hostile_wasm() -> &'static Path {
     static WASM: OnceLock<PathBuf> = OnceLock::new();
-    WASM.get_or_init(|| {
-        let repo = repo_root();
-        let crate_dir = repo.join("tests").join("hostile");
-        let target = repo.join("target").join("hostile-wasm");
-        let cargo = std::env::var_os("CARGO")
-            .filter(|c| !c.is_empty())
-            .unwrap_or_else(|| option_env!("CARGO").unwrap_or("cargo").into());
-        let mut cmd = Command::new(cargo);
-        cmd.current_dir(&crate_dir)
-            .args([
-                "build",
-                "--release",
-                "--locked",
-                "--target",
-                "wasm32-wasip2",
-                "--target-dir",
-            ])
-            .arg(&target)
-            .stdin(Stdio::null());
-        // The outer cargo's settings must not leak into the nested wasm build.
-        for (key, _) in std::env::vars_os() {
-            let k = key.to_string_lossy();
-            let scrub = [
-                "RUSTFLAGS",
-                "CARGO_ENCODED_RUSTFLAGS",
-                "CARGO_BUILD_RUSTFLAGS",
-                "RUSTC_WRAPPER",
-                "RUSTC_WORKSPACE_WRAPPER",
-                "CARGO_TARGET_DIR",
-                "CARGO_BUILD_TARGET",
-                "CARGO_BUILD_TARGET_DIR",
-                "CARGO_PRIMARY_PACKAGE",
-                "RUSTC_LINKER",
-                "CARGO_MANIFEST_DIR",
-                "CARGO_MANIFEST_PATH",
-                "CARGO_CRATE_NAME",
-            ]
-            .contains(&k.as_ref())
-                || [
-                    "CARGO_PROFILE_",
-                    "CARGO_FEATURE_",
-                    "CARGO_CFG_",
-                    "CARGO_TARGET_",
-                    "CARGO_PKG_",
-                    "CARGO_BIN_",
-                ]
-                .iter()
-                .any(|p| k.starts_with(p));
-            if scrub {
-                cmd.env_remove(&key);
-            }
-        }
-        let out = cmd.output().expect("running cargo to build tests/hostile");
-        assert!(
-            out.status.success(),
-            "building the hostile component (tests/hostile, wasm32-wasip2) failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let wasm = target
-            .join("wasm32-wasip2")
-            .join("release")
-            .join("hostile.wasm");
-        assert!(
-            wasm.is_file(),
-            "the hostile build produced no {}",
-            wasm.display()
-        );
-        wasm
-    })
+    WASM.get_or_init(|| common::wasm::build("tests/hostile", "hostile-wasm", "hostile.wasm"))
 }
 
 fn hostile_sha256() -> &'static str {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::manifest::{Capabilities, Files, Manifest, ManifestLimits};
+use super::manifest::{Capabilities, Manifest, ManifestLimits};
 use crate::store::{self, StateDir};
 
 /// The state file, in the global state directory.
@@ -330,21 +330,6 @@ impl ToolsState {
             })
             .collect()
     }
-}
-
-/// The grant `--all` gives: everything requested.
-pub fn grant_all(installed: &Installed) -> Capabilities {
-    installed.requested.clone()
-}
-
-/// Whether a granted capability set needs the network interfaces linked.
-pub fn wants_network(caps: &Capabilities) -> bool {
-    !caps.network.is_empty()
-}
-
-/// Whether `caps` gives a directory.
-pub fn has_files(caps: &Capabilities) -> bool {
-    caps.files != Files::None
 }
 
 fn now() -> String {

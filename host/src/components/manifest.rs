@@ -425,7 +425,11 @@ pub fn locate_optional(
     let beside = wasm.parent().map(|d| d.join(MANIFEST_FILE));
     let file_manifest = match &beside {
         Some(p) if p.is_file() => {
-            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            // A regular file of bounded size, read without blocking (never a FIFO or a device).
+            let bytes =
+                crate::store::read_regular_path(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let text =
+                String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8", p.display()))?;
             Some((
                 Manifest::parse(&text, &p.display().to_string())?,
                 p.display().to_string(),

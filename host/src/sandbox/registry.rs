@@ -85,8 +85,6 @@ pub struct ToolComponent {
     pub cache: CacheOutcome,
     /// Tighter limits its calls run under (a third-party manifest's); `None`: the sandbox's.
     pub limits: Option<super::Limits>,
-    /// Whether it was linked with the network interfaces (a network grant).
-    pub network: bool,
     /// For a third-party component, its installed name (the audit records it).
     pub third_party: Option<String>,
     /// How long compiling (or loading from the cache) took, in milliseconds.
@@ -331,7 +329,6 @@ impl Registry {
             imports,
             cache,
             limits: linking.limits,
-            network: linking.network,
             third_party: linking.third_party.then(|| name.to_string()),
             load_ms,
             load_reported: Default::default(),
