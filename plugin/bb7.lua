@@ -41,6 +41,13 @@ cmd("BB7EditInstructions", "edit_instructions", {
 })
 cmd("BB7Version", "version", { desc = "BB-7: plugin and host versions" })
 cmd("BB7Restart", "restart", { desc = "BB-7: restart the host process" })
+cmd("BB7Build", "build", {
+  nargs = "?",
+  complete = function()
+    return { "cancel" }
+  end,
+  desc = "BB-7: build the host (cargo build --release) with progress; `cancel` stops it",
+})
 cmd("BB7Pick", "pick", { desc = "BB-7: pick files to add (vim.ui.select)" })
 cmd("BB7AddQuickfix", "add_quickfix", { desc = "BB-7: add the quickfix list's files" })
 -- Per-hunk review and checkpoints (lua/bb7/ui/review.lua, lua/bb7/ui/checkpoints.lua).

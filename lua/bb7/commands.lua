@@ -178,6 +178,21 @@ function M.add_quickfix()
   session.notify(("Added %d of %d files"):format(session.add_many(files), #files))
 end
 
+--- `:BB7Build`: builds the host in the background, progress on screen (lua/bb7/build.lua);
+--- `:BB7Build cancel` stops it.
+function M.build(opts)
+  local build = require("bb7.build")
+  if opts.args == "cancel" then
+    if not build.cancel() then
+      session.notify("No build is running", L.WARN)
+    end
+  elseif opts.args == "" then
+    build.start_with_progress()
+  else
+    session.notify("Unknown argument " .. opts.args .. " (:BB7Build, or :BB7Build cancel)", L.ERROR)
+  end
+end
+
 function M.restart()
   session.hook()
   local was_open = ui().is_open()

@@ -1,5 +1,6 @@
---- `:checkhealth bb7`: Neovim version, the host binary and its version, the protocol handshake, the
---- config file and API key (never printed), the compiled wasm components.
+--- `:checkhealth bb7`: Neovim version, the host binary, its version and whether it is older than the
+--- sources it is built from, the protocol handshake, the config file and API key (never printed), the
+--- compiled wasm components.
 local M = {}
 
 local function cache_dir(config)
@@ -34,10 +35,11 @@ function M.check()
   else
     bin, err = host.find_bin()
   end
+  local build = require("bb7.build")
   if not bin then
     h.error(err or "bb7 not found", {
-      "Build it: cd " .. host.plugin_root() .. " && cargo build --release",
-      "or set require('bb7').setup({ bin = '/path/to/bb7' })",
+      "Build it: " .. build.HINT .. " (cargo build --release -p bb7 in " .. host.plugin_root() .. "; see :help bb7-installation for the time it takes)",
+      "or set require('bb7').setup({ bin = '/path/to/bb7' }) to a bb7 built elsewhere",
     })
     return
   end
@@ -49,10 +51,17 @@ function M.check()
     return
   end
   local want = host.required_version
-  if version:sub(1, #want + 1) == want .. "." then
-    h.ok("version " .. version .. " (plugin needs " .. want .. ".x)")
+  local problem = host.version_problem(version, bin)
+  if problem then
+    h.warn(problem, { "Build the host: " .. build.HINT .. "; see :help bb7-installation" })
   else
-    h.warn("version " .. version .. " does not match the plugin (needs " .. want .. ".x)", { "Rebuild the host: cargo build --release" })
+    h.ok("version " .. version .. " (plugin needs " .. want .. ".x)")
+  end
+  local root = host.plugin_root()
+  if config.options.cmd or vim.fn.resolve(bin) ~= vim.fn.resolve(root .. "/target/release/bb7") then
+    h.info("built elsewhere (setup({ bin }), cmd or PATH): only its version is compared with the plugin")
+  elseif not problem then
+    h.ok("built after its sources last changed (" .. table.concat(build.SOURCES, ", ") .. ")")
   end
 
   h.start("Protocol")
@@ -105,7 +114,7 @@ function M.check()
   local audit = vim.system({ bin, "tools", "audit", "--json" }, { text = true, env = config.options.env }):wait(20000)
   local ok_a, report = pcall(vim.json.decode, audit.stdout or "")
   if audit.code ~= 0 or not ok_a or type(report) ~= "table" or type(report.components) ~= "table" then
-    h.error("`bb7 tools audit` failed: " .. vim.trim(audit.stderr or ""), { "Rebuild the host; the wasm32-wasip2 target must be installed (rustup target add wasm32-wasip2)" })
+    h.error("`bb7 tools audit` failed: " .. vim.trim(audit.stderr or ""), { "Rebuild the host: " .. build.HINT .. "; the wasm32-wasip2 target must be installed (rustup target add wasm32-wasip2)" })
     return
   end
   -- The built-ins' native code is precompiled into the binary when it is built; `native_code` says
@@ -125,7 +134,7 @@ function M.check()
   else
     h.warn(
       ("%d of %d components precompiled; not: %s"):format(ready, #report.components, table.concat(other, ", ")),
-      { "This binary's engine differs from the one its tools were built for; they are compiled once and cached in " .. dir .. ". Rebuild the host to fix it." }
+      { "This binary's engine differs from the one its tools were built for; they are compiled once and cached in " .. dir .. ". Rebuild the host to fix it: " .. build.HINT .. "." }
     )
   end
 end

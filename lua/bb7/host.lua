@@ -41,7 +41,8 @@ function M.find_bin()
   if on_path ~= "" then
     return on_path
   end
-  return nil, "bb7 binary not found (looked at setup({ bin }), " .. built .. " and PATH); build it with `cargo build --release`"
+  return nil,
+    "bb7 binary not found (looked at setup({ bin }), " .. built .. " and PATH): run " .. require("bb7.build").HINT .. " to build it"
 end
 
 --- Whether the host process is running.
@@ -298,7 +299,7 @@ function M.start()
   -- Version check at start-up.
   local reply = M.call("version", {}, { timeout = 5000 })
   if reply.type ~= "version" then
-    notify("host did not answer the version check: " .. tostring(reply.message))
+    M.check_version(nil, tostring(reply.message))
     return true
   end
   M.version = reply.version
@@ -308,17 +309,62 @@ function M.start()
       notify("internal error after start: " .. tostring(err))
     end
   end
-  local want = M.required_version
-  if type(M.version) ~= "string" or M.version:sub(1, #want + 1) ~= want .. "." then
-    notify(
-      ("host version %s does not match the plugin (needs %s.x); rebuild the host (cargo build --release)"):format(
-        tostring(M.version),
-        want
-      ),
-      vim.log.levels.WARN
-    )
-  end
+  M.check_version(M.version)
   return true
+end
+
+--- What to do about a host that does not go with this plugin, or nil when it does. A binary of
+--- the plugin's own build is rebuilt with :BB7Build (or :Lazy build bb7); one from setup({ bin })
+--- or PATH was built elsewhere. The plugin's own build is also compared with the sources it is
+--- built from: older than them is a `git pull` without a rebuild.
+---@param version string|nil the host's answer to `version` (nil: it did not answer)
+---@param bin string|nil the binary (default: the one running)
+---@return string|nil
+function M.version_problem(version, bin, no_answer)
+  local build = require("bb7.build")
+  bin = bin or M.bin_path
+  local root = M.plugin_root()
+  local own = not config.options.cmd
+    and bin ~= nil
+    and vim.fn.resolve(vim.fn.fnamemodify(bin, ":p")) == vim.fn.resolve(root .. "/target/release/bb7")
+  local fix
+  if own then
+    fix = "run " .. build.HINT .. ", then :BB7Restart"
+  elseif config.options.cmd then
+    fix = "rebuild the host that setup({ cmd }) runs from this plugin's checkout"
+  elseif config.options.bin and config.options.bin ~= "" then
+    fix = "rebuild "
+      .. tostring(bin)
+      .. " (setup({ bin })) from this plugin's checkout, or drop `bin` and run "
+      .. build.HINT
+  else
+    fix = "it is " .. tostring(bin) .. " on PATH; run " .. build.HINT .. " (the plugin's own build is used before PATH)"
+  end
+  local want = M.required_version
+  if version == nil then
+    return ("host did not answer the version check (%s): it may be older than the plugin; %s"):format(tostring(no_answer), fix)
+  end
+  if type(version) ~= "string" or version:sub(1, #want + 1) ~= want .. "." then
+    return ("host version %s does not match the plugin (needs %s.x): %s"):format(tostring(version), want, fix)
+  end
+  if own then
+    local stale = build.stale(root, bin)
+    if stale then
+      return ("the host binary is older than the plugin's sources (%s changed after it was built: a git pull without a rebuild?): %s"):format(
+        stale.path,
+        fix
+      )
+    end
+  end
+end
+
+--- The version check at start-up: a host that does not go with the plugin is reported (a warning
+--- that says what to do); the host is used anyway.
+function M.check_version(version, no_answer)
+  local problem = M.version_problem(version, nil, no_answer)
+  if problem then
+    notify(problem, vim.log.levels.WARN)
+  end
 end
 
 --- Sends a request. `cb(msg)` gets the reply (or `{type="error", message}`); `on_event(msg)` gets
