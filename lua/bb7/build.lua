@@ -743,11 +743,27 @@ function M.run(opts)
   if not job then
     error("BB-7 build: " .. err, 0)
   end
+  -- lazy.nvim >= 11.6 (the one with lazy.async) takes a yielded `{ msg, level }`: progress goes at
+  -- TRACE, which its window shows as the task's status but leaves out of the log it lists when the
+  -- build fails (a line per second of a 10-minute build would bury the error). Older drivers get
+  -- the line as a string.
+  local lazy_msg = package.loaded["lazy.async"] ~= nil
+  local function say(msg, level)
+    if lazy_msg then
+      return coroutine.yield({ msg = msg, level = level })
+    end
+    return coroutine.yield(msg)
+  end
   local said
   while not job.done do
-    local msg = job.status ~= said and job.status or nil
-    said = job.status
-    if coroutine.yield(msg) == "abort" then
+    local resumed
+    if job.status ~= said then
+      said = job.status
+      resumed = say(said, vim.log.levels.TRACE)
+    else
+      resumed = coroutine.yield()
+    end
+    if resumed == "abort" then
       job:cancel()
       error("BB-7 build: cancelled", 0)
     end
@@ -755,7 +771,7 @@ function M.run(opts)
   if not job.ok then
     error(job.err, 0)
   end
-  coroutine.yield(job.status)
+  say(job.status, vim.log.levels.INFO)
   return job.bin
 end
 
