@@ -645,7 +645,7 @@ local function reporter()
   local ok_f, fidget = pcall(require, "fidget.progress")
   local handle
   if ok_f and type(fidget) == "table" and fidget.handle and fidget.handle.create then
-    local ok_h, h = pcall(fidget.handle.create, { title = "BB-7 build", message = "starting", lsp_client = { name = "bb7" }, cancellable = true })
+    local ok_h, h = pcall(fidget.handle.create, { title = "BB-7 build", message = "starting", lsp_client = { name = "bb7" } })
     handle = ok_h and h or nil
   end
   local record -- nvim-notify's record, for `replace`
@@ -668,8 +668,8 @@ local function reporter()
       pcall(handle.report, handle, { message = msg, percentage = pct })
     elseif builtin then
       if echo_progress then
-        -- Neovim 0.12+: a progress message (replaced in place); older: a plain echo.
-        local ok = pcall(vim.api.nvim_echo, { { "BB-7 build: " .. msg } }, false, { kind = "progress", id = "bb7_build", title = "BB-7 build", status = "running", percent = pct })
+        -- Neovim 0.12+: a progress message (|progress-message|, replaced in place); older: an echo.
+        local ok = pcall(vim.api.nvim_echo, { { msg } }, false, { kind = "progress", id = "bb7_build", title = "BB-7 build", status = "running", percent = pct })
         if not ok then
           echo_progress = false
         end
@@ -691,6 +691,11 @@ local function reporter()
       else
         pcall(handle.cancel, handle)
       end
+    end
+    if builtin and echo_progress and shown then
+      -- close the progress message; the notification below says how it ended
+      local status = job.ok and "success" or "failed"
+      pcall(vim.api.nvim_echo, { { job.ok and "done" or status } }, false, { kind = "progress", id = "bb7_build", title = "BB-7 build", status = status, percent = job.ok and 100 or nil })
     end
     local level = job.ok and vim.log.levels.INFO or (job.cancelled and vim.log.levels.WARN or vim.log.levels.ERROR)
     local msg = job.ok and ("BB-7: " .. job.status) or job.err

@@ -319,6 +319,7 @@ end
 --- built from: older than them is a `git pull` without a rebuild.
 ---@param version string|nil the host's answer to `version` (nil: it did not answer)
 ---@param bin string|nil the binary (default: the one running)
+---@param no_answer string|nil why it did not answer the version check
 ---@return string|nil
 function M.version_problem(version, bin, no_answer)
   local build = require("bb7.build")
