@@ -189,7 +189,7 @@ function Job:describe()
       parts[#parts + 1] = "Compiling " .. self.compiling
     end
     if tools then
-      parts[#parts + 1] = "building the tool components (guest-tools/ for wasm32-wasip2) and precompiling them"
+      parts[#parts + 1] = "building the wasm tool components"
     end
     if lib then
       parts[#parts + 1] = "compiling bb7 (the host)"

@@ -53,7 +53,9 @@ function M.check()
   local want = host.required_version
   local problem = host.version_problem(version, bin)
   if problem then
-    h.warn(problem, { "Build the host: " .. build.HINT .. "; see :help bb7-installation" })
+    h.warn(problem, {
+      "The build runs in the background with its progress; :help bb7-installation says how long it takes, or how to use a bb7 built elsewhere (setup({ bin = … }))",
+    })
   else
     h.ok("version " .. version .. " (plugin needs " .. want .. ".x)")
   end

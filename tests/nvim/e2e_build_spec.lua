@@ -213,7 +213,7 @@ return {
       t.ok(ticks >= 3, "the timer fired while cargo ran")
       local y = any_yield(st, "Compiling wasmtime v48%.0%.8.*%(1/3%)") -- cargo's unit count
       t.ok(y and not y.released, "a progress line before cargo finished: " .. vim.inspect(st.yields))
-      t.ok(y.msg:find("building the tool components", 1, true), "the build script's phase: " .. y.msg)
+      t.ok(y.msg:find("Compiling wasmtime v48.0.8; building the wasm tool components (1/3), ", 1, true), "the build script's phase: " .. y.msg)
       t.ok(y.msg:match(", %d+s$"), "elapsed time: " .. y.msg)
       t.ok(any_yield(st, "^Linking bb7 %(2/3%)"), "linking: " .. vim.inspect(st.yields))
       local last = st.yields[#st.yields].msg
@@ -476,7 +476,7 @@ return {
       vim.cmd("silent checkhealth bb7")
       local text = t.buf_text(0)
       t.ok(text:find("WARNING the host binary is older than the plugin's sources (host/src/chat/mod.rs changed", 1, true), text)
-      t.ok(text:find("Build the host: :BB7Build (or :Lazy build bb7)", 1, true), text)
+      t.ok(text:find("run :BB7Build (or :Lazy build bb7), then :BB7Restart", 1, true), text)
       vim.cmd("bwipeout!")
       -- fresh again
       uv.fs_utime(plug .. "/host/src/chat/mod.rs", bin_time - 100, bin_time - 100)
