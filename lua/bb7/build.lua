@@ -294,7 +294,7 @@ local function explain(text, root)
   end
   -- (a full disk while linking shows as the linker dying of SIGBUS: it writes through mmap)
   if has("No space left on device", "os error 28", "Disk quota exceeded", "signal 7 %[Bus error%]", "SIGBUS") then
-    return "the disk is full (No space left on device). The build needs about 3 GiB free in "
+    return "the disk is full (No space left on device). The build needs 2 to 3 GiB free in "
       .. root
       .. "/target (and ~/.cargo for the crates): free some space, then run "
       .. M.HINT
@@ -483,7 +483,7 @@ function Job:_cargo()
         uv.fs_utime(stamp, started, started)
       end
     end)
-    local vok = pcall(vim.system, { bin, "--version" }, { text = true }, function(v)
+    local vok = pcall(vim.system, { bin, "--version" }, { text = true, timeout = 10000 }, function(v)
       vim.schedule(function()
         if v.code == 0 then
           self.version = vim.trim(v.stdout or "")
