@@ -18,6 +18,7 @@ use super::reply::{Ending, ReplyJob, ReplyOutcome, ReplySink};
 use super::retrieval::{self, CallOutcome, Project};
 use super::tools::call_record;
 use super::trace::Trace;
+use crate::llm::prompt::printable;
 use crate::llm::request::{ToolResult, Turn};
 use crate::llm::tool_calls::{MAX_TOOL_CALLS_PER_STEP, ToolCall};
 use crate::llm::{StreamEvent, Usage};
@@ -283,10 +284,10 @@ pub async fn run(mut job: ReplyJob, agent: AgentJob, sink: &mut dyn ReplySink) -
             }
             let duration_ms = t0.elapsed().as_secs_f64() * 1000.0;
             let mut data = json!({"id": call.id, "tool": call.name, "ok": outcome.ok,
-                "summary": outcome.summary, "bytes": outcome.content.len(),
+                "summary": printable(&outcome.summary), "bytes": outcome.content.len(),
                 "duration_ms": round3(duration_ms), "step": step});
             if let Some(e) = &outcome.error {
-                data["error"] = json!(e);
+                data["error"] = json!(printable(e));
             }
             let extra = json!({
                 "component_sha256": outcome.record.as_ref().map(|r| r.component_sha256.clone()),
@@ -503,7 +504,7 @@ async fn clarify_call(
         .and_then(|a| a.get("question"))
         .and_then(Value::as_str)
         // Shown to the user: no escape sequence of the model's reaches the client.
-        .map(|q| crate::llm::prompt::printable(q).trim().to_string())
+        .map(|q| printable(q).trim().to_string())
         .filter(|q| !q.is_empty());
     let Some(question) = question else {
         return Some(CallOutcome::failed(
@@ -581,11 +582,15 @@ fn call_part(
     p.insert("tool".into(), json!(call.name));
     p.insert("args".into(), stored_args(call));
     p.insert("ok".into(), json!(o.ok));
-    p.insert("summary".into(), json!(o.summary));
+    p.insert("summary".into(), json!(printable(&o.summary)));
     p.insert("bytes".into(), json!(o.content.len()));
     p.insert("step".into(), json!(step));
     p.insert("duration_ms".into(), json!(round3(duration_ms)));
-    p.insert("excerpt".into(), json!(excerpt(&o.content, EXCERPT_CHARS)));
+    // Shown by the client (the tool log) and in `@history`: no terminal control.
+    p.insert(
+        "excerpt".into(),
+        json!(excerpt(&printable(&o.content), EXCERPT_CHARS)),
+    );
     p
 }
 
@@ -596,7 +601,7 @@ fn stored_args(call: &ToolCall) -> Value {
     // Shown to the client (the tool log) and repeated in `@history`: no terminal control.
     fn clean(v: &Value) -> Value {
         match v {
-            Value::String(s) => Value::String(crate::llm::prompt::printable(s).into_owned()),
+            Value::String(s) => Value::String(printable(s).into_owned()),
             Value::Array(a) => Value::Array(a.iter().map(clean).collect()),
             Value::Object(m) => {
                 Value::Object(m.iter().map(|(k, v)| (k.clone(), clean(v))).collect())
