@@ -181,3 +181,134 @@ fn send_mode_override_and_prefix_stable_across_sends() {
     assert_eq!(traces.len(), 2);
     s.shutdown();
 }
+
+/// Issue 23 item 9: one model step with thousands of tool calls (the first with 1 MiB of
+/// arguments). The calls taken per step are capped (the excess is refused as the budget refuses:
+/// counted, not run), chat.json stays small, and the next request in the chat does not repeat
+/// megabytes of arguments.
+#[test]
+fn a_step_with_thousands_of_calls_is_capped_and_stored_small() {
+    let huge = "x".repeat(1 << 20);
+    let mut calls = vec![ToolCall::new(
+        0,
+        "c0",
+        "search_project",
+        json!({"query": huge}).to_string(),
+    )];
+    for i in 1..5000u32 {
+        calls.push(ToolCall::new(
+            i,
+            format!("c{i}"),
+            "list_files",
+            format!(r#"{{"prefix":"d{i}"}}"#),
+        ));
+    }
+    let (env, server, mut s, id) = start(
+        vec![
+            Reply::tool_calls(calls),
+            Reply::text(["done"]),
+            Reply::text(["again"]),
+        ],
+        json!({}),
+    );
+    let (evs, done) = send(&mut s, "go", Some("agent"));
+    assert_eq!(done["type"], "done", "{done}");
+    let requested = evs
+        .iter()
+        .filter(|e| e["type"] == "agent_event" && e["kind"] == "tool.call.requested")
+        .count();
+    assert!(requested <= 64, "{requested} calls taken in one step");
+    let chat = env.chat_json(&id);
+    let parts: Vec<Value> = chat["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
+        .filter(|p| p["type"] == "tool_call")
+        .collect();
+    assert!(parts.len() <= 64, "{} calls stored", parts.len());
+    let size = std::fs::metadata(env.chat_dir(&id).join("chat.json"))
+        .unwrap()
+        .len();
+    assert!(size < 256 << 10, "chat.json is {size} bytes");
+    // The model was told why the rest did not run.
+    let reqs: Vec<Value> = server.chat_requests().into_iter().map(|r| r.body).collect();
+    let step2 = reqs[1]["messages"].to_string();
+    assert!(
+        step2.contains("per step"),
+        "the model is not told of the cap"
+    );
+    // The next send's history is small.
+    let (_, done) = send(&mut s, "and now?", None);
+    assert_eq!(done["type"], "done", "{done}");
+    let reqs: Vec<Value> = server.chat_requests().into_iter().map(|r| r.body).collect();
+    let last = reqs.last().unwrap().to_string();
+    assert!(
+        last.len() < 256 << 10,
+        "the next request is {} bytes",
+        last.len()
+    );
+    s.shutdown();
+}
+
+/// Issue 23 (smaller): escape sequences in a `clarify_user` question never reach the client, and
+/// those in a tool result's excerpt never reach a later request's `@history`.
+#[test]
+fn control_characters_are_stripped_from_questions_and_history() {
+    let (env, server, mut s, _id) = start(
+        vec![
+            Reply::tool_calls([ToolCall::new(
+                0,
+                "q1",
+                "clarify_user",
+                json!({"question": "Which \u{1b}[31mcolour\u{1b}[0m?\u{7}\u{1b}]0;pwned\u{7}\u{9b}2J"})
+                    .to_string(),
+            )]),
+            Reply::tool_calls([ToolCall::new(
+                0,
+                "r1",
+                "read_file",
+                r#"{"file_path":"esc.txt"}"#,
+            )]),
+            Reply::text(["ok"]),
+            Reply::text(["again"]),
+        ],
+        json!({}),
+    );
+    env.write_local("esc.txt", "plain \u{1b}[2J\u{1b}]52;c;Zm9v\u{7} text\n");
+    let rid = s.next_id();
+    s.send(&json!({"action": "send", "content": "go", "model": MODEL, "request_id": rid, "mode": "agent"}));
+    let want = json!(rid);
+    let mut question = None;
+    let done = loop {
+        let v = s.recv_where_for("send event", std::time::Duration::from_secs(120), |v| {
+            v.get("request_id") == Some(&want)
+        });
+        if v["type"] == "agent_event" && v["kind"] == "clarification.requested" {
+            let q = v["data"]["question"].as_str().unwrap().to_string();
+            let qid = v["data"]["question_id"].clone();
+            question = Some(q);
+            s.send(&json!({"action": "clarify", "question_id": qid, "answer": "red"}));
+        }
+        if matches!(v["type"].as_str(), Some("done" | "diff_error" | "error")) {
+            break v;
+        }
+    };
+    assert_eq!(done["type"], "done", "{done}");
+    let q = question.expect("the question reached the client");
+    assert!(!q.chars().any(|c| c.is_control()), "{q:?}");
+    assert!(q.contains("Which") && q.contains("colour"), "{q:?}");
+    let (_, done) = send(&mut s, "and now?", None);
+    assert_eq!(done["type"], "done", "{done}");
+    let reqs: Vec<Value> = server.chat_requests().into_iter().map(|r| r.body).collect();
+    let user = reqs.last().unwrap()["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(user.contains("@tool_call tool=read_file"), "{user}");
+    assert!(
+        !user.contains('\u{1b}') && !user.contains('\u{7}') && !user.contains('\u{9b}'),
+        "an escape sequence reached the prompt"
+    );
+    s.shutdown();
+}

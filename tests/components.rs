@@ -961,3 +961,74 @@ fn output_write_files_become_the_reply_s_proposed_files() {
     );
     assert!(e.contains("must be empty"), "{e}");
 }
+
+/// Issue 23 item 17: `tools grant` in a directory without `.bb7/` (where `add --project` enabled
+/// the component) writes the lockfile, so the very next `audit --check` passes.
+#[test]
+fn grant_in_a_directory_without_bb7_writes_the_lockfile() {
+    let w = World::new();
+    let bare = w.elsewhere();
+    assert!(!bare.join(".bb7").exists());
+    ok(&tools(
+        &w.home(),
+        &bare,
+        &["add", p(word_count()), "--project"],
+    ));
+    let out = ok(&tools(&w.home(), &bare, &["grant", "wordcount", "--all"]));
+    let lock = std::fs::read_to_string(bare.join(".bb7/tools.lock"))
+        .unwrap_or_else(|_| panic!("no lockfile was written: {out}"));
+    assert!(lock.contains("wordcount"), "{lock}");
+    ok(&tools(&w.home(), &bare, &["audit", "--check"]));
+    // A grant made where nothing is enabled creates no .bb7/ there.
+    let empty = w.root.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    ok(&tools(&w.home(), &empty, &["grant", "wordcount", "--all"]));
+    assert!(!empty.join(".bb7").exists());
+}
+
+/// Issue 23 (smaller): hosts that look numeric in any base (`0x7f.0x1`, which the resolver takes
+/// as 127.0.0.1) are refused in a manifest and in `grant --network`; bidi and zero-width
+/// characters are refused in a manifest's description and version.
+#[test]
+fn numeric_looking_hosts_and_invisible_characters_are_refused() {
+    let w = World::new();
+    for host in [
+        "0x7f.0x1",
+        "0X7F.0X1",
+        "127.0.0.0x1",
+        "0x7f.0.0.01",
+        "a.0x10",
+    ] {
+        let d = hostile_as("numhost", &format!("network = [\"{host}:80\"]"));
+        let e = refused(&w.run(&["add", p(d.path())]), 2);
+        assert!(e.contains("network entry"), "{host}: {e}");
+    }
+    let d = hostile_as("probe", "network = [\"127.0.0.1:9\"]");
+    ok(&w.run(&["add", p(d.path())]));
+    let e = refused(&w.run(&["grant", "probe", "--network", "0x7f.0x1:9"]), 2);
+    assert!(e.contains("network entry"), "{e}");
+    for (field, value) in [
+        ("description", "reads \u{202e}txt.exe"),
+        ("description", "zero\u{200b}width"),
+        ("description", "\u{2066}isolate\u{2069}"),
+        ("description", "bom\u{feff}"),
+        ("version", "1.0\u{200d}"),
+        ("version", "1.0\u{202d}"),
+    ] {
+        let d = if field == "version" {
+            let dir = hostile_as("inv", "");
+            let m = std::fs::read_to_string(dir.path().join("bb7-tool.toml")).unwrap();
+            std::fs::write(
+                dir.path().join("bb7-tool.toml"),
+                m.replace("version = \"1.0\"", &format!("version = \"{value}\"")),
+            )
+            .unwrap();
+            dir
+        } else {
+            hostile_as("inv", &format!("description = \"{value}\""))
+        };
+        let e = refused(&w.run(&["add", p(d.path())]), 2);
+        assert!(e.contains(field), "{value:?}: {e}");
+        assert!(!e.contains(value), "the invisible text is echoed: {e:?}");
+    }
+}

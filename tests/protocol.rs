@@ -2947,3 +2947,51 @@ fn the_chat_reply_carries_the_chosen_model() {
     assert_eq!(r["settings_model"], "mock/chosen", "{r}");
     s.shutdown();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue 23: the .bb7/.gitignore of bb7_init, a FIFO at a chat's lock
+// ---------------------------------------------------------------------------------------------
+
+/// Issue 23 item 17: `bb7_init` writes `.bb7/.gitignore` (chats private by default) in a way that
+/// leaves `.bb7/tools.lock` committable, as the lockfile's own header asks.
+#[test]
+fn bb7_init_ignores_chats_but_not_the_tools_lockfile() {
+    let (env, s) = start();
+    let gi = fs::read(env.bb7().join(".gitignore")).expect("bb7_init writes .bb7/.gitignore");
+    let mut rules = bb7_tool_logic::retrieval::rules::Rules::default();
+    assert!(rules.push(".bb7", &gi));
+    assert!(
+        rules.check(".bb7/chats", true).is_some(),
+        "chats stay private"
+    );
+    assert!(rules.check(".bb7/checkpoints", true).is_some());
+    assert!(
+        rules.check(".bb7/tools.lock", false).is_none(),
+        "tools.lock is ignored: {}",
+        String::from_utf8_lossy(&gi)
+    );
+    s.shutdown();
+}
+
+/// Issue 23 (smaller): a FIFO planted at a chat's `lock` neither hangs the host nor is reported
+/// as another process's lock: the error says what is wrong and offers `chat_force_unlock`, which
+/// frees the chat.
+#[test]
+fn a_fifo_at_a_chat_lock_is_named_and_force_unlock_frees_it() {
+    let (env, mut s, id) = start_chat();
+    let other = new_chat(&mut s, "other");
+    assert_ne!(other, id);
+    let lock = env.chat_dir(&id).join("lock");
+    let _ = fs::remove_file(&lock);
+    let st = Command::new("mkfifo").arg(&lock).status().unwrap();
+    assert!(st.success());
+    let e = s.err(json!({"action": "chat_select", "id": id}));
+    assert!(!e.contains("another process"), "{e}");
+    assert!(e.contains("not a regular file"), "{e}");
+    assert!(e.contains("chat_force_unlock"), "{e}");
+    assert!(s.alive());
+    s.ok(json!({"action": "chat_force_unlock", "id": id}));
+    select(&mut s, &id);
+    assert_eq!(lock_of(&env.chat_dir(&id)), Some(s.pid.to_string()));
+    s.shutdown();
+}

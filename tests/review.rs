@@ -717,3 +717,142 @@ fn kill9_during_apply_hunks_and_rollback_never_tears_files_or_records() {
         .collect();
     assert!(names.contains(&"big.txt".to_string()));
 }
+
+/// Issue 23 item 7: a repository that ships 50 checkpoint directories whose names sort last must
+/// not make an apply prune its own checkpoint; what it shipped is never deleted, never listed
+/// (even when its record claims the user's chat) and never rolled back (a shipped `hard_all`
+/// record would delete a tracked file).
+#[test]
+fn shipped_checkpoints_neither_evict_ours_nor_are_offered() {
+    let (env, mut s, id) = start_chat();
+    env.write_local("tracked.txt", "tracked\n");
+    let tracked_hash = hash(b"tracked\n");
+    let shipped: Vec<String> = (0..50)
+        .map(|i| format!("99991231-235959-999999-{i:04x}"))
+        .collect();
+    for sid in &shipped {
+        let dir = env.bb7().join("checkpoints").join(sid);
+        fs::create_dir_all(&dir).unwrap();
+        write_bytes(&dir.join("0.after"), b"tracked\n");
+        let rec = json!({
+            "id": sid, "created": "9999-12-31T23:59:59Z", "chat_id": id, "kind": "apply_file",
+            "state": "done", "pid": 1,
+            "files": [{"path": "tracked.txt", "before_hash": null, "after_hash": tracked_hash, "blob": 0}],
+        });
+        write_bytes(&dir.join("checkpoint.json"), rec.to_string().as_bytes());
+    }
+    // Nothing shipped is offered, even under the user's chat.
+    assert_eq!(checkpoints(&mut s), Vec::<Value>::new());
+    let r = s.ok(json!({"action": "checkpoint_list", "chat_id": id}));
+    assert_eq!(list(&r["checkpoints"]).len(), 0, "{r}");
+    let e = s.err(
+        json!({"action": "checkpoint_rollback", "checkpoint_id": shipped[0], "mode": "hard_all"}),
+    );
+    assert!(e.contains("Unknown checkpoint"), "{e}");
+    assert_eq!(local(&env, "tracked.txt"), b"tracked\n");
+
+    // Each apply keeps its own checkpoint, and a rollback restores the content before it.
+    env.write_local("a.txt", "v0\n");
+    s.ok(json!({"action": "context_add", "path": "a.txt", "content": "v0\n"}));
+    let mut ours = Vec::new();
+    for v in 1..=3 {
+        env.write_output(&id, "a.txt", &format!("v{v}\n"));
+        let r = s.ok(json!({"action": "apply_file", "path": "a.txt"}));
+        let cp = r["checkpoint_id"]
+            .as_str()
+            .expect("a checkpoint")
+            .to_string();
+        assert!(
+            env.bb7()
+                .join("checkpoints")
+                .join(&cp)
+                .join("checkpoint.json")
+                .exists(),
+            "apply {v} pruned its own checkpoint {cp}"
+        );
+        ours.push(cp);
+    }
+    let listed: Vec<String> = checkpoints(&mut s)
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(listed, ours.iter().rev().cloned().collect::<Vec<_>>());
+    let r = s
+        .ok(json!({"action": "checkpoint_rollback", "checkpoint_id": ours[2], "mode": "hard_all"}));
+    assert_eq!(r["files"], json!(["a.txt"]));
+    assert_eq!(local(&env, "a.txt"), b"v2\n");
+    // What the repository shipped is all still there.
+    for sid in &shipped {
+        assert!(
+            env.bb7()
+                .join("checkpoints")
+                .join(sid)
+                .join("checkpoint.json")
+                .exists(),
+            "{sid} was deleted"
+        );
+    }
+    // A record of ours altered on disk (another chat claimed, a file added) is no longer offered.
+    let path = env
+        .bb7()
+        .join("checkpoints")
+        .join(&ours[0])
+        .join("checkpoint.json");
+    let mut rec = read_json(&path);
+    rec["chat_id"] = json!("someone-else");
+    write_bytes(&path, rec.to_string().as_bytes());
+    assert!(
+        !checkpoints(&mut s)
+            .iter()
+            .any(|c| c["id"] == ours[0].as_str()),
+        "an altered record is offered"
+    );
+    s.shutdown();
+}
+
+/// Issue 23 item 10: `get_hunks` on a 2M-line model output must not hold the protocol loop: the
+/// diff work is bounded (the file is answered `oversized`, one hunk for the whole file whose patch
+/// carries its header only) and a ping sent right after it is answered without waiting for it.
+#[test]
+fn get_hunks_on_a_huge_output_answers_oversized_and_pings_are_served() {
+    let (env, mut s, id) = start_chat();
+    let local: String = (0..30_000).map(|i| format!("{i}\n")).collect();
+    let out: String = (0..2_000_000u64)
+        .map(|i| format!("{}\n", (i * 7919) % 30_000))
+        .collect();
+    env.write_local("big.txt", &local);
+    env.write_output(&id, "big.txt", &out);
+    let g = s.next_id();
+    s.send(&json!({"action": "get_hunks", "path": "big.txt", "request_id": g}));
+    let p = s.next_id();
+    s.send(&json!({"action": "ping", "request_id": p}));
+    let (g, p) = (json!(g), json!(p));
+    let pong = s.recv_where("the ping's reply", |v| v["request_id"] == p);
+    assert_eq!(pong["type"], "ok", "{pong}");
+    let r = s.recv_where("the get_hunks reply", |v| v["request_id"] == g);
+    assert_eq!(r["type"], "hunks", "{r}");
+    assert_eq!(r["oversized"], true, "{}", brief(&r));
+    let hs = list(&r["hunks"]);
+    assert_eq!(hs.len(), 1);
+    assert_eq!(hs[0]["oversized"], true);
+    assert_eq!(
+        (hs[0]["old_lines"].as_u64(), hs[0]["new_lines"].as_u64()),
+        (Some(30_000), Some(2_000_000))
+    );
+    assert!(
+        hs[0]["patch"].as_str().unwrap().len() < 100,
+        "{}",
+        brief(&hs[0])
+    );
+    // The one hunk is the whole file: applying it writes the output as it is.
+    let base = r["base_hash"].clone();
+    let a = s.ok(json!({"action": "apply_hunks", "path": "big.txt",
+        "hunk_ids": [hs[0]["id"].clone()], "base_hash": base}));
+    assert_eq!(a["remaining"], 0, "{}", brief(&a));
+    assert_eq!(local_len(&env, "big.txt"), out.len());
+    s.shutdown();
+}
+
+fn local_len(env: &Env, rel: &str) -> usize {
+    fs::metadata(env.proj().join(rel)).unwrap().len() as usize
+}

@@ -552,3 +552,65 @@ fn builtins_never_compile_at_run_time() {
         "a built-in was compiled at run time: {compiled:?}"
     );
 }
+
+/// Issue 23 item 6: a repository can ship `.bb7/tools.lock` as a link to a secret of the user's
+/// (`~/.git-credentials`) or as a file whose lines are secrets; `audit --check` must neither follow
+/// the link nor quote any of the file's content in its error (CI logs are public).
+#[test]
+fn audit_check_never_follows_a_lockfile_link_nor_quotes_its_content() {
+    let home = Home::new();
+    let secret = "https://alice:ghp_SECRETTOKEN1234@github.com";
+    let creds = home.path().join(".git-credentials");
+    fs::write(&creds, format!("{secret}\n")).unwrap();
+    let proj = tempfile::tempdir().unwrap();
+    fs::create_dir_all(proj.path().join(".bb7")).unwrap();
+    let lock = proj.path().join(".bb7/tools.lock");
+    std::os::unix::fs::symlink(&creds, &lock).unwrap();
+    let check = || {
+        home.cmd()
+            .current_dir(proj.path())
+            .args(["tools", "audit", "--check"])
+            .output()
+            .unwrap()
+    };
+    let o = check();
+    assert_eq!(o.status.code(), Some(2), "{}{}", stdout(&o), stderr(&o));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(
+        !out.contains("SECRETTOKEN") && !err.contains("SECRETTOKEN") && !err.contains("alice"),
+        "the secret reached the output: {out}{err}"
+    );
+    assert!(err.contains("symbolic link"), "{err}");
+
+    // A regular file bb7 did not write: the error says where, never what.
+    fs::remove_file(&lock).unwrap();
+    fs::write(&lock, format!("format = 1\n{secret}\n")).unwrap();
+    let o = check();
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        !err.contains("SECRETTOKEN") && !err.contains("alice"),
+        "{err}"
+    );
+    assert!(err.contains("line 2"), "the error names the line: {err}");
+    // A value of the wrong type is not quoted either.
+    fs::write(&lock, "format = \"ghp_SECRETTOKEN1234\"\n").unwrap();
+    let err = stderr(&check());
+    assert!(!err.contains("SECRETTOKEN"), "{err}");
+    // A `.bb7` that is itself a link is not followed for the lockfile.
+    let elsewhere = tempfile::tempdir().unwrap();
+    fs::write(elsewhere.path().join("tools.lock"), format!("{secret}\n")).unwrap();
+    let proj2 = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), proj2.path().join(".bb7")).unwrap();
+    let o = home
+        .cmd()
+        .current_dir(proj2.path())
+        .args(["tools", "audit", "--check"])
+        .output()
+        .unwrap();
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(
+        !out.contains("SECRETTOKEN") && !err.contains("SECRETTOKEN"),
+        "{out}{err}"
+    );
+}

@@ -187,6 +187,7 @@ impl Provider for Instant12 {
                 usage: Usage::default(),
                 tool_calls: calls,
                 reasoning_details: Vec::new(),
+                dropped_tool_calls: 0,
             })
         })
     }

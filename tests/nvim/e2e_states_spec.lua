@@ -403,4 +403,31 @@ return {
       end, 3000, "process gone")
     end,
   },
+  {
+    "a FIFO at a chat's lock: selecting it names the problem and offers force-unlock",
+    function()
+      given(2)
+      local session = require("bb7.session")
+      local a = session.chat.id
+      t.cmd("BB7NewChat")
+      t.ok(session.chat.id ~= a, "another chat is active")
+      local lock = env.project .. "/.bb7/chats/" .. a .. "/lock"
+      os.remove(lock)
+      vim.fn.system({ "mkfifo", lock })
+      t.eq(0, vim.v.shell_error, "mkfifo")
+      local asked
+      local orig = vim.ui.select
+      vim.ui.select = function(_, opts, cb)
+        asked = opts.prompt
+        cb("Yes")
+      end
+      t.clear_notes()
+      local ok_, err = pcall(session.select_chat, a)
+      vim.ui.select = orig
+      t.ok(ok_, tostring(err))
+      t.expect_error("not a regular file")
+      t.ok(asked and asked:find("Force-unlock", 1, true), "force-unlock offered")
+      t.eq(a, session.chat.id, "the chat is open after force-unlock")
+    end,
+  },
 }

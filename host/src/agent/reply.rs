@@ -212,10 +212,19 @@ pub async fn run(mut job: ReplyJob, sink: &mut dyn ReplySink) -> ReplyOutcome {
             Streamed::Cancelled => break Ending::Cancelled,
         };
         usage = usage.add(&summary.usage);
-        let (errors, cancelled) =
+        let (mut errors, cancelled) =
             run_tools(&mut job, &summary.tool_calls, &mut acc, &mut all_calls).await;
         if cancelled {
             break Ending::Cancelled;
+        }
+        if summary.dropped_tool_calls > 0 {
+            // All or nothing: the calls past the cap were not run, so nothing of this reply is
+            // proposed.
+            errors.push(format!(
+                "{} more tool calls than the {} one reply may make were not run",
+                summary.dropped_tool_calls,
+                crate::llm::tool_calls::MAX_TOOL_CALLS_PER_STEP
+            ));
         }
         if errors.is_empty() {
             break Ending::Done;

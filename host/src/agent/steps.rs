@@ -18,8 +18,9 @@ use super::reply::{Ending, ReplyJob, ReplyOutcome, ReplySink};
 use super::retrieval::{self, CallOutcome, Project};
 use super::tools::call_record;
 use super::trace::Trace;
+use crate::llm::prompt::printable;
 use crate::llm::request::{ToolResult, Turn};
-use crate::llm::tool_calls::ToolCall;
+use crate::llm::tool_calls::{MAX_TOOL_CALLS_PER_STEP, ToolCall};
 use crate::llm::{StreamEvent, Usage};
 
 /// Added to the system message in agent mode.
@@ -42,6 +43,23 @@ pub fn budget_note(max: usize) -> String {
 
 /// How much of a result chat.json keeps (and `@history` shows).
 pub const EXCERPT_CHARS: usize = 600;
+/// The most bytes of a call's arguments (as JSON) chat.json keeps and the client is sent; longer
+/// ones are shortened (long strings cut, then the whole cut to an excerpt), so one step stores at
+/// most [`MAX_TOOL_CALLS_PER_STEP`] × (this + the result excerpt).
+pub const MAX_STORED_ARGS_BYTES: usize = 2048;
+/// The longest string value kept whole in stored arguments.
+const STORED_STRING_CHARS: usize = 200;
+
+/// What the model is told (after the step's last result) when its step made more calls than
+/// [`MAX_TOOL_CALLS_PER_STEP`].
+pub fn dropped_note(dropped: usize) -> String {
+    format!(
+        "[bb7] This step made {} tool calls; at most {MAX_TOOL_CALLS_PER_STEP} are taken per step, so the \
+         other {dropped} were not run (they count against this reply's tool-call budget). Make fewer \
+         calls per step.",
+        MAX_TOOL_CALLS_PER_STEP + dropped
+    )
+}
 
 /// What an agent reply needs beyond a [`ReplyJob`].
 pub struct AgentJob {
@@ -178,6 +196,18 @@ pub async fn run(mut job: ReplyJob, agent: AgentJob, sink: &mut dyn ReplySink) -
             }
             break Ending::Done;
         }
+        let dropped = s.dropped_tool_calls;
+        if dropped > 0 {
+            // Refused as the budget refuses: counted, not run. They are not in the step's
+            // assistant message either, so they need no results; the model is told below.
+            events.note(
+                "step.calls_dropped",
+                json!({"step": step, "taken": s.tool_calls.len(), "dropped": dropped}),
+            );
+            acc.status(&format!(
+                "\n[{dropped} more tool calls in this step were not run: at most {MAX_TOOL_CALLS_PER_STEP} per step]\n"
+            ));
+        }
         let mut turn = Turn {
             text: acc.step_text.clone(),
             tool_calls: s.tool_calls.clone(),
@@ -195,7 +225,7 @@ pub async fn run(mut job: ReplyJob, agent: AgentJob, sink: &mut dyn ReplySink) -
             events.emit(
                 acc.sink,
                 "tool.call.requested",
-                json!({"id": call.id, "tool": call.name, "args": args_value(call), "step": step}),
+                json!({"id": call.id, "tool": call.name, "args": stored_args(call), "step": step}),
                 None,
             );
             let t0 = Instant::now();
@@ -254,10 +284,10 @@ pub async fn run(mut job: ReplyJob, agent: AgentJob, sink: &mut dyn ReplySink) -
             }
             let duration_ms = t0.elapsed().as_secs_f64() * 1000.0;
             let mut data = json!({"id": call.id, "tool": call.name, "ok": outcome.ok,
-                "summary": outcome.summary, "bytes": outcome.content.len(),
+                "summary": printable(&outcome.summary), "bytes": outcome.content.len(),
                 "duration_ms": round3(duration_ms), "step": step});
             if let Some(e) = &outcome.error {
-                data["error"] = json!(e);
+                data["error"] = json!(printable(e));
             }
             let extra = json!({
                 "component_sha256": outcome.record.as_ref().map(|r| r.component_sha256.clone()),
@@ -280,6 +310,13 @@ pub async fn run(mut job: ReplyJob, agent: AgentJob, sink: &mut dyn ReplySink) -
                 ok: outcome.ok,
                 content: outcome.content,
             });
+        }
+        summary.tool_calls += dropped;
+        if dropped > 0
+            && let Some(last) = turn.results.last_mut()
+        {
+            last.content.push_str("\n\n");
+            last.content.push_str(&dropped_note(dropped));
         }
         turns.push(turn);
         if !edit_errors.is_empty() {
@@ -466,7 +503,8 @@ async fn clarify_call(
         .ok()
         .and_then(|a| a.get("question"))
         .and_then(Value::as_str)
-        .map(str::trim)
+        // Shown to the user: no escape sequence of the model's reaches the client.
+        .map(|q| printable(q).trim().to_string())
         .filter(|q| !q.is_empty());
     let Some(question) = question else {
         return Some(CallOutcome::failed(
@@ -542,14 +580,53 @@ fn call_part(
     p.insert("type".into(), json!("tool_call"));
     p.insert("id".into(), json!(call.id));
     p.insert("tool".into(), json!(call.name));
-    p.insert("args".into(), args_value(call));
+    p.insert("args".into(), stored_args(call));
     p.insert("ok".into(), json!(o.ok));
-    p.insert("summary".into(), json!(o.summary));
+    p.insert("summary".into(), json!(printable(&o.summary)));
     p.insert("bytes".into(), json!(o.content.len()));
     p.insert("step".into(), json!(step));
     p.insert("duration_ms".into(), json!(round3(duration_ms)));
-    p.insert("excerpt".into(), json!(excerpt(&o.content, EXCERPT_CHARS)));
+    // Shown by the client (the tool log) and in `@history`: no terminal control.
+    p.insert(
+        "excerpt".into(),
+        json!(excerpt(&printable(&o.content), EXCERPT_CHARS)),
+    );
     p
+}
+
+/// A call's arguments as chat.json keeps them: whole up to [`MAX_STORED_ARGS_BYTES`] of JSON;
+/// beyond, string values are cut to [`STORED_STRING_CHARS`], and if that is still too long the
+/// whole becomes an excerpt of the JSON text.
+fn stored_args(call: &ToolCall) -> Value {
+    // Shown to the client (the tool log) and repeated in `@history`: no terminal control.
+    fn clean(v: &Value) -> Value {
+        match v {
+            Value::String(s) => Value::String(printable(s).into_owned()),
+            Value::Array(a) => Value::Array(a.iter().map(clean).collect()),
+            Value::Object(m) => {
+                Value::Object(m.iter().map(|(k, v)| (k.clone(), clean(v))).collect())
+            }
+            other => other.clone(),
+        }
+    }
+    let v = clean(&args_value(call));
+    if v.to_string().len() <= MAX_STORED_ARGS_BYTES {
+        return v;
+    }
+    fn cut(v: &Value) -> Value {
+        match v {
+            Value::String(s) => Value::String(excerpt(s, STORED_STRING_CHARS)),
+            Value::Array(a) => Value::Array(a.iter().map(cut).collect()),
+            Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), cut(v))).collect()),
+            other => other.clone(),
+        }
+    }
+    let short = cut(&v);
+    let text = short.to_string();
+    if text.len() <= MAX_STORED_ARGS_BYTES {
+        return short;
+    }
+    Value::String(excerpt(&text, MAX_STORED_ARGS_BYTES / 2))
 }
 
 /// The first `max` characters of `s`, saying how much was cut.

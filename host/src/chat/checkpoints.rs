@@ -26,14 +26,23 @@
 //! was written the checkpoint is removed; otherwise it becomes `done`. So after recovery every
 //! record lists exactly the files its apply changed, and its content files match its hashes.
 //!
-//! Retention: the newest [`KEEP`] checkpoints of a project, none older than [`MAX_AGE_DAYS`] days;
-//! older ones are removed whenever a new checkpoint is made, with any directory a crash left without a
-//! record once it is ten minutes old.
+//! Ownership. A repository can ship `.bb7/checkpoints/` too, so only what this user's bb7 recorded is
+//! used: every id ends in a tag of its time stamp, and every record carries a tag of its content,
+//! both HMAC-SHA256 under a per-user key in the global state directory (`~/.bb7/checkpoint.key`,
+//! which no repository can read). A directory or record without valid tags is never listed, read,
+//! rolled back, counted or removed: a shipped record that claims the user's chat is not offered,
+//! and shipped directories cannot push the user's own checkpoints out of retention.
+//!
+//! Retention: the newest [`KEEP`] checkpoints this user recorded in the project, none older than
+//! [`MAX_AGE_DAYS`] days; older ones are removed whenever a new checkpoint is made (never the one
+//! just made), with any directory of ours a crash left without a record once it is ten minutes old.
 
 use std::io;
 
 use cap_std::fs::Dir;
+use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
+use sha2::Sha256;
 
 use super::hunks::hash;
 use super::projfs;
@@ -44,6 +53,10 @@ pub const KEEP: usize = 50;
 pub const MAX_AGE_DAYS: i64 = 30;
 
 const RECORD: &str = "checkpoint.json";
+/// The per-user key's file in the global state directory.
+const KEY_FILE: &str = "checkpoint.key";
+/// Hex digits of an id's tag.
+const ID_TAG_HEX: usize = 12;
 
 /// Why a checkpoint cannot be opened, made, read or applied.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +64,12 @@ pub enum CheckpointError {
     /// No checkpoint with a readable record has this id.
     #[error("Unknown checkpoint: {0}")]
     Unknown(String),
+    /// The checkpoint (by id) was not recorded by this user's bb7, or its record was altered
+    /// since: it is never used.
+    #[error(
+        "Unknown checkpoint: {0} (not recorded by BB-7 for this user, or altered since; it is not used)"
+    )]
+    NotOurs(String),
     /// The id is not a plain name (1 to 64 ASCII letters, digits, `-` or `_`).
     #[error("Invalid checkpoint id: {0:?}")]
     BadId(String),
@@ -108,6 +127,9 @@ pub struct Record {
     pub pid: u32,
     /// The files it changed.
     pub files: Vec<FileRecord>,
+    /// HMAC-SHA256 (hex) of the record without this field, under the user's key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
 }
 
 /// One file to change: its content now (`None`: absent) and the content to write (`None`: remove).
@@ -131,9 +153,19 @@ pub struct Meta<'a> {
     pub rollback_of: Option<&'a str>,
 }
 
-/// `.bb7/checkpoints/` of a project, as a handle.
+/// `.bb7/checkpoints/` of a project, as a handle, with the key that tells this user's checkpoints
+/// from any other.
 pub struct Checkpoints {
     dir: Dir,
+    key: Vec<u8>,
+}
+
+fn mac(key: &[u8], what: &[u8], bytes: &[u8]) -> Hmac<Sha256> {
+    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes a key of any size");
+    m.update(what);
+    m.update(&[0]);
+    m.update(bytes);
+    m
 }
 
 fn valid_id(id: &str) -> bool {
@@ -191,19 +223,15 @@ fn sync_later(dir: &Dir, id: &str) {
     });
 }
 
-fn new_id() -> String {
-    let now = chrono::Utc::now();
-    format!(
-        "{}-{:04x}",
-        now.format("%Y%m%d-%H%M%S-%6f"),
-        rand::random::<u16>()
-    )
-}
-
 impl Checkpoints {
     /// Opens (creating) `checkpoints/` in `state`, the project's `.bb7/` handle held since `init`;
     /// `checkpoints` must be a real directory (it is opened without following a link).
     pub fn open(state: &Dir) -> Result<Checkpoints, CheckpointError> {
+        Self::open_keyed(state, crate::store::user_key(KEY_FILE))
+    }
+
+    /// [`Checkpoints::open`] with an explicit key (tests).
+    pub fn open_keyed(state: &Dir, key: Vec<u8>) -> Result<Checkpoints, CheckpointError> {
         let open =
             || crate::store::project::open_dir_nofollow(state, "checkpoints", ".bb7/checkpoints");
         let dir = match open() {
@@ -218,12 +246,62 @@ impl Checkpoints {
             r => r,
         }
         .map_err(CheckpointError::Open)?;
-        Ok(Checkpoints { dir })
+        Ok(Checkpoints { dir, key })
+    }
+
+    /// The tag an id ends with: the first hex digits of an HMAC of the rest.
+    fn id_tag(&self, stem: &str) -> String {
+        let m = mac(&self.key, b"bb7 checkpoint id", stem.as_bytes());
+        hex::encode(m.finalize().into_bytes())[..ID_TAG_HEX].to_string()
+    }
+
+    /// A new id: the UTC time to the microsecond, four random hex digits, and the id's tag.
+    fn new_id(&self) -> String {
+        let stem = format!(
+            "{}-{:04x}",
+            chrono::Utc::now().format("%Y%m%d-%H%M%S-%6f"),
+            rand::random::<u16>()
+        );
+        let tag = self.id_tag(&stem);
+        format!("{stem}-{tag}")
+    }
+
+    /// Whether `id` was made by this user's bb7 (its tag matches).
+    fn ours(&self, id: &str) -> bool {
+        id.rsplit_once('-').is_some_and(|(stem, tag)| {
+            tag.len() == ID_TAG_HEX && {
+                let want = self.id_tag(stem);
+                // Compared in constant time.
+                want.bytes()
+                    .zip(tag.bytes())
+                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                    == 0
+            }
+        })
+    }
+
+    /// The record's tag: an HMAC of its JSON without the tag.
+    fn record_mac(&self, rec: &Record) -> Result<Hmac<Sha256>, serde_json::Error> {
+        let mut bare = rec.clone();
+        bare.tag = None;
+        Ok(mac(
+            &self.key,
+            b"bb7 checkpoint record",
+            &serde_json::to_vec(&bare)?,
+        ))
     }
 
     fn write_record(&self, rec: &Record) -> Result<(), CheckpointError> {
-        let json = serde_json::to_vec_pretty(rec)
-            .map_err(|e| CheckpointError::Store(rec.id.clone(), io::Error::other(e)))?;
+        let store_err =
+            |e: serde_json::Error| CheckpointError::Store(rec.id.clone(), io::Error::other(e));
+        let mut tagged = rec.clone();
+        tagged.tag = Some(hex::encode(
+            self.record_mac(rec)
+                .map_err(store_err)?
+                .finalize()
+                .into_bytes(),
+        ));
+        let json = serde_json::to_vec_pretty(&tagged).map_err(store_err)?;
         let sub = self
             .dir
             .open_dir(&rec.id)
@@ -232,10 +310,21 @@ impl Checkpoints {
     }
 
     fn read_record(&self, id: &str) -> Result<Record, CheckpointError> {
+        if !self.ours(id) {
+            return Err(CheckpointError::NotOurs(id.to_string()));
+        }
         let bytes = crate::store::read_regular(&self.dir, format!("{id}/{RECORD}"))
             .map_err(|_| CheckpointError::Unknown(id.to_string()))?;
-        let rec: Record = serde_json::from_slice(&bytes)
-            .map_err(|e| CheckpointError::Read(id.to_string(), e.to_string()))?;
+        let rec: Record =
+            serde_json::from_slice(&bytes).map_err(|_| CheckpointError::NotOurs(id.to_string()))?;
+        let tag = rec.tag.as_deref().and_then(|t| hex::decode(t).ok());
+        let verified = match (tag, self.record_mac(&rec)) {
+            (Some(t), Ok(m)) => m.verify_slice(&t).is_ok(),
+            _ => false,
+        };
+        if !verified {
+            return Err(CheckpointError::NotOurs(id.to_string()));
+        }
         if rec.id != id {
             return Err(CheckpointError::Read(
                 id.to_string(),
@@ -264,9 +353,9 @@ impl Checkpoints {
         meta: &Meta,
         changes: &[Change],
     ) -> Result<Record, CheckpointError> {
-        let mut id = new_id();
+        let mut id = self.new_id();
         while self.dir.exists(&id) {
-            id = new_id();
+            id = self.new_id();
         }
         self.dir
             .create_dir(&id)
@@ -312,6 +401,7 @@ impl Checkpoints {
             state: "pending".into(),
             pid: std::process::id(),
             files,
+            tag: None,
         };
         self.write_record(&rec)?;
         Ok(rec)
@@ -361,9 +451,11 @@ impl Checkpoints {
         Ok(rec)
     }
 
-    /// Every checkpoint (of `chat_id` when given), newest first; interrupted ones are recovered.
+    /// Every checkpoint this user recorded (of `chat_id` when given), newest first; interrupted
+    /// ones are recovered.
     pub fn list(&self, project: &Dir, chat_id: Option<&str>) -> Vec<Record> {
         let mut ids = self.ids();
+        ids.retain(|id| self.ours(id));
         ids.sort_unstable_by(|a, b| b.cmp(a));
         let mut out = Vec::new();
         for id in ids {
@@ -419,9 +511,12 @@ impl Checkpoints {
         Ok(Some(bytes))
     }
 
-    /// Applies the retention rule: the newest [`KEEP`], none older than [`MAX_AGE_DAYS`].
-    pub fn prune(&self) {
+    /// Applies the retention rule to the checkpoints this user recorded: the newest [`KEEP`], none
+    /// older than [`MAX_AGE_DAYS`]; `newest` (the one just made) is always kept, and what this
+    /// user's bb7 did not create is never counted nor removed.
+    pub fn prune(&self, newest: &str) {
         let mut ids = self.ids();
+        ids.retain(|id| self.ours(id));
         ids.sort_unstable_by(|a, b| b.cmp(a));
         let cutoff = (chrono::Utc::now() - chrono::Duration::days(MAX_AGE_DAYS))
             .format("%Y%m%d-%H%M%S")
@@ -431,11 +526,19 @@ impl Checkpoints {
         let abandoned = (chrono::Utc::now() - chrono::Duration::minutes(10))
             .format("%Y%m%d-%H%M%S")
             .to_string();
-        for (i, id) in ids.iter().enumerate() {
+        let mut kept = usize::from(!newest.is_empty());
+        for id in &ids {
+            if id == newest {
+                continue;
+            }
             let stamp = id.get(..15).unwrap_or("");
+            let has_record = self.dir.exists(format!("{id}/{RECORD}"));
             let old = stamp < cutoff.as_str();
-            let orphan = stamp < abandoned.as_str() && !self.dir.exists(format!("{id}/{RECORD}"));
-            if i >= KEEP || old || orphan {
+            let orphan = !has_record && stamp < abandoned.as_str();
+            if has_record {
+                kept += 1;
+            }
+            if (has_record && kept > KEEP) || old || orphan {
                 self.remove(id);
             }
         }
@@ -473,7 +576,7 @@ pub fn apply_changes(
     rec.state = "done".into();
     cps.write_record(&rec)?;
     sync_later(&cps.dir, &rec.id);
-    cps.prune();
+    cps.prune(&rec.id);
     Ok(Some(rec))
 }
 
@@ -487,7 +590,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         std::fs::create_dir(t.path().join(".bb7")).unwrap();
         let root = Dir::open_ambient_dir(t.path(), ambient_authority()).unwrap();
-        let cps = Checkpoints::open(&root.open_dir(".bb7").unwrap()).unwrap();
+        let cps = Checkpoints::open_keyed(&root.open_dir(".bb7").unwrap(), b"k".to_vec()).unwrap();
         let meta = || Meta {
             chat_id: Some("c1"),
             kind: "apply_file",
@@ -547,6 +650,15 @@ mod tests {
         }
         assert_eq!(cps.ids().len(), KEEP);
         assert!(cps.load(&root, "../x").is_err());
+        // Another key (another user, a repository) recognises none of them.
+        let theirs =
+            Checkpoints::open_keyed(&root.open_dir(".bb7").unwrap(), b"other".to_vec()).unwrap();
+        assert!(theirs.list(&root, None).is_empty());
+        let id = cps.list(&root, None)[0].id.clone();
+        assert!(matches!(
+            theirs.load(&root, &id),
+            Err(CheckpointError::NotOurs(_))
+        ));
     }
 
     #[test]
@@ -554,17 +666,23 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         std::fs::create_dir(t.path().join(".bb7")).unwrap();
         let root = Dir::open_ambient_dir(t.path(), ambient_authority()).unwrap();
-        let cps = Checkpoints::open(&root.open_dir(".bb7").unwrap()).unwrap();
+        let cps = Checkpoints::open_keyed(&root.open_dir(".bb7").unwrap(), b"k".to_vec()).unwrap();
         let stamp = |d: chrono::Duration| {
-            (chrono::Utc::now() - d)
+            let stem = (chrono::Utc::now() - d)
                 .format("%Y%m%d-%H%M%S-000000-0000")
-                .to_string()
+                .to_string();
+            let tag = cps.id_tag(&stem);
+            format!("{stem}-{tag}")
         };
         let (hour_ago, just_now) = (
             stamp(chrono::Duration::hours(1)),
             stamp(chrono::Duration::seconds(5)),
         );
-        for d in [&hour_ago, &just_now] {
+        // Another user's (or a repository's) directory: no valid tag, never removed.
+        let foreign = (chrono::Utc::now() - chrono::Duration::hours(1))
+            .format("%Y%m%d-%H%M%S-000000-0000-000000000000")
+            .to_string();
+        for d in [&hour_ago, &just_now, &foreign] {
             std::fs::create_dir(t.path().join(".bb7/checkpoints").join(d)).unwrap();
         }
         apply_changes(
@@ -585,6 +703,7 @@ mod tests {
         let dirs = |d: &str| t.path().join(".bb7/checkpoints").join(d).exists();
         assert!(!dirs(&hour_ago), "abandoned: removed");
         assert!(dirs(&just_now), "may still be being written: kept");
+        assert!(dirs(&foreign), "not ours: kept");
         assert_eq!(cps.list(&root, None).len(), 1);
     }
 }

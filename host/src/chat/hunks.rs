@@ -7,6 +7,11 @@
 //! than [`MAX_HUNK_LINES`] / [`MAX_HUNK_BYTES`] is cut into pieces at paragraph (blank-line)
 //! boundaries, pairing the old side's paragraphs with the new side's; a piece that still does not fit
 //! is marked `oversized`.
+//!
+//! The diff work is bounded: texts of more than [`MAX_DIFF_LINES`] lines together, or a diff that
+//! runs past [`DIFF_DEADLINE`], are not diffed line by line; the file is then one `whole` hunk,
+//! marked `oversized`, whose patch carries only its `@@` header (review it as a whole). So no
+//! model output, however large or pathological, holds the host for long.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -18,6 +23,10 @@ use similar::{Algorithm, DiffTag};
 pub const MAX_HUNK_LINES: usize = 80;
 /// Most bytes (old + new lines, one terminator each) in one hunk.
 pub const MAX_HUNK_BYTES: usize = 8192;
+/// Most lines (old + new) diffed line by line; larger files are one whole-file hunk.
+pub const MAX_DIFF_LINES: usize = 200_000;
+/// The longest a line diff may run before the file is answered as one whole-file hunk.
+pub const DIFF_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Why a file cannot be reviewed by hunks.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -103,6 +112,9 @@ pub struct Hunk {
     pub new: Range<usize>,
     /// Whether it is over [`MAX_HUNK_LINES`] or [`MAX_HUNK_BYTES`] even after splitting.
     pub oversized: bool,
+    /// Whether it is the whole file because the texts were too large to diff (see the module
+    /// notes); it is also `oversized`, and its patch is its header only.
+    pub whole: bool,
 }
 
 impl Hunk {
@@ -112,7 +124,8 @@ impl Hunk {
         if r.is_empty() { r.start } else { r.start + 1 }
     }
 
-    /// The hunk as a unified diff without context (`@@ -a,b +c,d @@`, `-` and `+` lines).
+    /// The hunk as a unified diff without context (`@@ -a,b +c,d @@`, `-` and `+` lines; the
+    /// header alone for a [`Hunk::whole`] hunk).
     pub fn patch(&self, old: &Lines, new: &Lines) -> String {
         let mut p = format!(
             "@@ -{},{} +{},{} @@\n",
@@ -121,6 +134,9 @@ impl Hunk {
             Self::start_1based(&self.new),
             self.new.len()
         );
+        if self.whole {
+            return p;
+        }
         for l in &old.lines[self.old.clone()] {
             p.push('-');
             p.push_str(l);
@@ -135,10 +151,15 @@ impl Hunk {
     }
 }
 
-/// The changed runs between `old` and `new` as (old range, new range), in order.
-fn changed_runs(old: &Lines, new: &Lines) -> Vec<(Range<usize>, Range<usize>)> {
-    // `similar`'s heuristic Myers bounds its work on pathological inputs by itself (the diff is then
-    // less minimal but still correct); a deadline would cost more than the diff here.
+/// The changed runs between `old` and `new` as (old range, new range), in order; `None` when the
+/// texts are too large to diff line by line (over [`MAX_DIFF_LINES`], or the diff ran past
+/// [`DIFF_DEADLINE`]).
+fn changed_runs(old: &Lines, new: &Lines) -> Option<Vec<(Range<usize>, Range<usize>)>> {
+    if old.len() + new.len() > MAX_DIFF_LINES {
+        return None;
+    }
+    let started = std::time::Instant::now();
+    let deadline = started + DIFF_DEADLINE;
     // Lines are interned to numbers first, so the diff compares integers, not strings.
     let mut table: HashMap<&str, u32> = HashMap::with_capacity(old.len() + new.len());
     let mut a = Vec::with_capacity(old.len());
@@ -151,7 +172,12 @@ fn changed_runs(old: &Lines, new: &Lines) -> Vec<(Range<usize>, Range<usize>)> {
         let n = table.len() as u32;
         b.push(*table.entry(*l).or_insert(n));
     }
-    let ops = similar::capture_diff_slices(Algorithm::Myers, &a, &b);
+    // Past the deadline `similar` finishes with a coarse diff; the file is then answered whole
+    // instead (a coarse diff would give other hunks on the next request).
+    let ops = similar::capture_diff_slices_deadline(Algorithm::Myers, &a, &b, Some(deadline));
+    if std::time::Instant::now() >= deadline {
+        return None;
+    }
     let mut runs: Vec<(Range<usize>, Range<usize>)> = Vec::new();
     for op in ops {
         let (tag, o, n) = op.as_tag_tuple();
@@ -166,7 +192,7 @@ fn changed_runs(old: &Lines, new: &Lines) -> Vec<(Range<usize>, Range<usize>)> {
             _ => runs.push((o, n)),
         }
     }
-    runs
+    Some(runs)
 }
 
 fn size(old: &Lines, new: &Lines, o: &Range<usize>, n: &Range<usize>) -> (usize, usize) {
@@ -279,8 +305,22 @@ fn hunk_id(path: &str, old: &Lines, new: &Lines, o: &Range<usize>, n: &Range<usi
 /// The hunks turning `old` into `new` (ids depend on `path` and the content only).
 pub fn hunks(path: &str, old: &Lines, new: &Lines) -> Vec<Hunk> {
     let mut out = Vec::new();
+    let Some(runs) = changed_runs(old, new) else {
+        if old.lines == new.lines {
+            return out;
+        }
+        let (o, n) = (0..old.len(), 0..new.len());
+        out.push(Hunk {
+            id: hunk_id(path, old, new, &o, &n),
+            old: o,
+            new: n,
+            oversized: true,
+            whole: true,
+        });
+        return out;
+    };
     let mut seen: HashMap<String, usize> = HashMap::new();
-    for (o, n) in changed_runs(old, new) {
+    for (o, n) in runs {
         for (o, n, oversized) in split_run(old, new, o, n) {
             let mut id = hunk_id(path, old, new, &o, &n);
             let k = seen.entry(id.clone()).or_insert(0);
@@ -293,6 +333,7 @@ pub fn hunks(path: &str, old: &Lines, new: &Lines) -> Vec<Hunk> {
                 old: o,
                 new: n,
                 oversized,
+                whole: false,
             });
         }
     }
@@ -363,8 +404,10 @@ pub fn revert_onto<'a>(
     current: &Lines,
     hunks: &[&'a Hunk],
 ) -> (Vec<u8>, Vec<&'a str>) {
-    // The user's changes since the apply, as ranges of `new` and where they land in `current`.
-    let changes = changed_runs(new, current);
+    // The user's changes since the apply, as ranges of `new` and where they land in `current`
+    // (too large to diff: everything counts as changed, so every hunk is a conflict).
+    let changes =
+        changed_runs(new, current).unwrap_or_else(|| vec![(0..new.len(), 0..current.len())]);
     let mut edits: Vec<(Range<usize>, Vec<&str>)> = Vec::new();
     let mut conflicts = Vec::new();
     for h in hunks {
@@ -453,6 +496,30 @@ mod tests {
         let h = hs("top\n", &format!("top\n{solid}"));
         assert_eq!(h.len(), 1);
         assert!(h[0].oversized);
+    }
+
+    #[test]
+    fn texts_too_large_to_diff_are_one_whole_hunk() {
+        let old: String = (0..10).map(|i| format!("{i}\n")).collect();
+        let new: String = (0..MAX_DIFF_LINES)
+            .map(|i| format!("{}\n", i % 7))
+            .collect();
+        let (lo, ln) = (Lines::parse(&old), Lines::parse(&new));
+        let h = hunks("f", &lo, &ln);
+        assert_eq!(h.len(), 1);
+        assert!(h[0].whole && h[0].oversized);
+        assert_eq!(
+            (h[0].old.clone(), h[0].new.clone()),
+            (0..10, 0..MAX_DIFF_LINES)
+        );
+        assert_eq!(
+            h[0].patch(&lo, &ln),
+            format!("@@ -1,10 +1,{MAX_DIFF_LINES} @@\n")
+        );
+        assert_eq!(apply(&lo, &ln, &[&h[0]]), new.as_bytes());
+        assert_eq!(hunks("f", &lo, &ln), h, "the same texts, the same hunk");
+        // Equal texts have no hunk, however large.
+        assert!(hunks("f", &ln, &ln).is_empty());
     }
 
     #[test]

@@ -92,6 +92,10 @@ pub struct FileHunks {
     pub base_hash: String,
     /// The hunks between the local file and the output, in file order.
     pub hunks: Vec<HunkView>,
+    /// The files were too large to diff: `hunks` is one whole-file hunk whose patch is its
+    /// header only (left out of the JSON when false).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub oversized: bool,
 }
 
 /// The local file (`None`: absent) and the chat's output for `path`.
@@ -117,6 +121,7 @@ pub fn get_hunks(project: &Dir, chat_dir: &Dir, path: &str) -> Result<FileHunks,
         path: path.to_string(),
         base_hash: hunks::hash(&local),
         hunks: hs.iter().map(|h| view(h, &ll, &ol)).collect(),
+        oversized: hs.iter().any(|h| h.whole),
     })
 }
 

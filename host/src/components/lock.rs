@@ -2,7 +2,7 @@
 //! would be offered there, with its exact binary, imports, grants and limits — and the comparison
 //! `bb7 tools audit --check` makes between it and what would be offered now.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -94,16 +94,9 @@ impl Lock {
         ))
     }
 
-    /// Parses lockfile text.
-    pub fn parse(text: &str) -> Result<Lock, String> {
-        let lock: Lock = toml::from_str(text).map_err(|e| e.to_string().trim().to_string())?;
-        if lock.format != FORMAT {
-            return Err(format!(
-                "format {} is not one this bb7 reads ({FORMAT})",
-                lock.format
-            ));
-        }
-        Ok(lock)
+    /// Parses lockfile text (errors name the line and column, never the content).
+    pub fn parse(text: &str) -> Result<Lock, LockError> {
+        parse_at(Path::new(LOCK_FILE), text)
     }
 
     /// Every difference between `self` (the lockfile) and `now` (what would be offered), worded
@@ -189,38 +182,118 @@ impl Lock {
     }
 }
 
-/// Reads `<project>/.bb7/tools.lock`; `Ok(None)` when there is none.
-pub fn read(project: &Path) -> Result<Option<Lock>, String> {
-    let path = project.join(".bb7").join(LOCK_FILE);
-    match store::read_regular_path(&path) {
-        Ok(bytes) => {
-            let text =
-                String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8", path.display()))?;
-            Lock::parse(&text)
-                .map(Some)
-                .map_err(|e| format!("{}: {e}", path.display()))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("{}: {e}", path.display())),
+/// Why `.bb7/tools.lock` cannot be read. The lockfile is input (a repository ships it), so no
+/// message quotes its content: a link to `~/.git-credentials` or a secret pasted into it must never
+/// reach a CI log. Errors name the file and, for a parse error, the line and column only.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// `.bb7` or `.bb7/tools.lock` is a symbolic link (never followed).
+    #[error(
+        "{0} is a symbolic link; bb7 does not follow it (replace it with the file `bb7 tools enable` writes)"
+    )]
+    Link(PathBuf),
+    /// It exists but cannot be read (not a regular file, too large, an I/O error).
+    #[error("{0}: {1}")]
+    Read(PathBuf, std::io::Error),
+    /// It is not UTF-8.
+    #[error("{0} is not UTF-8 text (its content is not shown)")]
+    NotUtf8(PathBuf),
+    /// It is not a lockfile: invalid TOML, an unknown key or a value of the wrong type.
+    #[error(
+        "{path}: not a valid bb7 lockfile (at line {line}, column {column}; its content is not shown)"
+    )]
+    Parse {
+        /// The lockfile.
+        path: PathBuf,
+        /// 1-based line of the problem.
+        line: usize,
+        /// 1-based column (in characters).
+        column: usize,
+    },
+    /// Its `format` is not one this bb7 reads.
+    #[error("{0}: its format is not one this bb7 reads (format {FORMAT})")]
+    Format(PathBuf),
+}
+
+/// The 1-based line and column of byte `offset` in `text`.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let mut at = offset.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
     }
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// Parses lockfile `text` read from `path`; errors never quote the text.
+fn parse_at(path: &Path, text: &str) -> Result<Lock, LockError> {
+    let lock: Lock = toml::from_str(text).map_err(|e| {
+        let (line, column) = line_col(text, e.span().map_or(0, |s| s.start));
+        LockError::Parse {
+            path: path.to_path_buf(),
+            line,
+            column,
+        }
+    })?;
+    if lock.format != FORMAT {
+        return Err(LockError::Format(path.to_path_buf()));
+    }
+    Ok(lock)
+}
+
+/// Reads `<project>/.bb7/tools.lock`; `Ok(None)` when there is none. Neither `.bb7` nor the
+/// lockfile is followed when it is a symbolic link, and a FIFO or device is refused without
+/// blocking.
+pub fn read(project: &Path) -> Result<Option<Lock>, LockError> {
+    let state = project.join(".bb7");
+    let path = state.join(LOCK_FILE);
+    let root = match StateDir::open(project, false) {
+        Ok(r) => r,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(LockError::Read(project.to_path_buf(), e)),
+    };
+    let dir = match store::project::open_dir_nofollow(root.dir(), ".bb7", ".bb7") {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // `open_dir_nofollow` words a link as PermissionDenied.
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(LockError::Link(state));
+        }
+        Err(e) => return Err(LockError::Read(state, e)),
+    };
+    let bytes = match store::read_regular_nofollow(&dir, LOCK_FILE) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(LockError::Link(path)),
+        Err(e) => return Err(LockError::Read(path, e)),
+    };
+    let text = String::from_utf8(bytes).map_err(|_| LockError::NotUtf8(path.clone()))?;
+    parse_at(&path, &text).map(Some)
 }
 
 /// Writes `<project>/.bb7/tools.lock` (atomically) for `statuses`, when the project has a `.bb7/`
 /// (or `create`). Returns whether it wrote.
 pub fn write(project: &Path, statuses: &[Status], create: bool) -> Result<bool, String> {
     let state = project.join(".bb7");
-    match std::fs::symlink_metadata(&state) {
+    let existed = match std::fs::symlink_metadata(&state) {
         Ok(m) if m.file_type().is_symlink() => {
             return Err(format!(
                 "{} is a symbolic link; the lockfile is not written through it",
                 state.display()
             ));
         }
-        Ok(m) if m.is_dir() => {}
+        Ok(m) if m.is_dir() => true,
         _ if !create => return Ok(false),
-        _ => {}
-    }
+        _ => false,
+    };
     let dir = StateDir::open(&state, create).map_err(|e| format!("{}: {e}", state.display()))?;
+    // A `.bb7/` made here gets the default `.gitignore` (chats private, the lockfile committable);
+    // an older default that ignored the lockfile is brought up to date.
+    if let Err(e) = store::project::ensure_state_gitignore(dir.dir(), !existed) {
+        tracing::warn!("cannot write {}/.gitignore: {e}", state.display());
+    }
     let text = Lock::current(statuses).to_text()?;
     store::write_atomic(dir.dir(), LOCK_FILE, text.as_bytes())
         .map_err(|e| format!("{}: {e}", state.join(LOCK_FILE).display()))?;

@@ -231,15 +231,13 @@ impl Manifest {
         if raw.description.len() > 1024 {
             return Err(bad("description must be at most 1024 bytes".into()));
         }
-        if let Some(c) = raw
-            .version
-            .chars()
-            .chain(raw.description.chars())
-            .find(|c| c.is_control())
-        {
-            return Err(bad(format!(
-                "version and description must not contain control characters (found {c:?})"
-            )));
+        for (field, text) in [("version", &raw.version), ("description", &raw.description)] {
+            if let Some(c) = text.chars().find(|c| c.is_control() || invisible(*c)) {
+                return Err(bad(format!(
+                    "{field} must not contain control, bidirectional or invisible characters (found U+{:04X})",
+                    c as u32
+                )));
+            }
         }
         let files = match raw.files.as_deref() {
             None => Files::None,
@@ -269,6 +267,41 @@ impl Manifest {
             .apply(Limits::default())
             .unwrap_or_else(|_| Limits::default())
     }
+}
+
+/// Whether `c` is a character that changes how text around it is shown without being seen itself:
+/// bidirectional controls (which can make `exe.txt` read as `txt.exe`), zero-width characters and
+/// other invisible format characters. Refused in everything a component says of itself.
+pub fn invisible(c: char) -> bool {
+    matches!(
+        c as u32,
+        0x00AD
+            | 0x034F
+            | 0x061C
+            | 0x115F..=0x1160
+            | 0x17B4..=0x17B5
+            | 0x180B..=0x180F
+            | 0x200B..=0x200F
+            | 0x202A..=0x202E
+            | 0x2060..=0x206F
+            | 0x3164
+            | 0xFE00..=0xFE0F
+            | 0xFEFF
+            | 0xFFA0
+            | 0xFFF9..=0xFFFB
+            | 0x1D173..=0x1D17A
+            | 0xE0000..=0xE0FFF
+    )
+}
+
+/// Whether a host label reads as a number to the resolver (`inet_aton` takes each part in decimal,
+/// octal with a leading 0, or hex with 0x): all digits, or `0x` and hex digits.
+fn numeric_label(l: &str) -> bool {
+    let hex = l
+        .strip_prefix("0x")
+        .or_else(|| l.strip_prefix("0X"))
+        .map(|h| h.chars().all(|c| c.is_ascii_hexdigit()));
+    hex.unwrap_or_else(|| !l.is_empty() && l.chars().all(|c| c.is_ascii_digit()))
 }
 
 /// Checks a component name.
@@ -313,13 +346,10 @@ pub fn check_host_port(entry: &str) -> Result<(), String> {
     if host.parse::<IpAddr>().is_ok() {
         return Ok(());
     }
-    // Numeric forms the resolver would still take as addresses (`127.1`, `2130706433`,
-    // `0x7f.1`) are neither a strict IP address nor a name.
-    if !host
-        .rsplit('.')
-        .next()
-        .is_some_and(|l| l.chars().any(|c| c.is_ascii_alphabetic()))
-    {
+    // Numeric forms the resolver would still take as addresses (`127.1`, `2130706433`, `0x7f.1`,
+    // `0x7f.0x1`, `017700000001`: any label in decimal, octal or hex) are neither a strict IP
+    // address nor a name. A name's last label (its top-level domain) is never numeric.
+    if host.rsplit('.').next().is_none_or(numeric_label) || host.split('.').all(numeric_label) {
         return bad(
             "the host must be a dotted IPv4 address, a bracketed IPv6 address or a DNS name",
         );
@@ -534,7 +564,19 @@ memory_mib = 64
             (GOOD.replace("api.example.com:443", "::1:80"), "brackets"),
             (
                 GOOD.replace("Counts words.", "Counts\\u001b[8m words."),
-                "control characters",
+                "description must not contain control",
+            ),
+            (
+                GOOD.replace("api.example.com:443", "0x7f.0x1:80"),
+                "dotted IPv4",
+            ),
+            (
+                GOOD.replace("Counts words.", "Counts \\u202Etxt.exe words."),
+                "description must not contain control, bidirectional",
+            ),
+            (
+                GOOD.replace("Counts words.", "Counts\\u200B words."),
+                "U+200B",
             ),
             (GOOD.replace("api.example.com:443", "a.b:99999"), "port"),
             (

@@ -133,11 +133,12 @@ pub fn add(sandbox: &Sandbox, path: &Path, enable_in: Option<&Path>) -> Result<A
     if let Some(c) = info
         .description
         .chars()
-        .find(|c| c.is_control() && *c != '\n' && *c != '\t')
+        .find(|c| (c.is_control() && *c != '\n' && *c != '\t') || manifest::invisible(*c))
     {
         return Err(format!(
-            "{} is refused: its tool description contains the control character {c:?}",
-            found.wasm.display()
+            "{} is refused: its tool description contains the control, bidirectional or invisible character U+{:04X}",
+            found.wasm.display(),
+            c as u32
         ));
     }
     if serde_json::from_str::<serde_json::Value>(&info.parameters_schema)
@@ -305,7 +306,8 @@ fn status_of(name: &str, project: Option<&Path>) -> Result<Status, String> {
         .ok_or_else(|| format!("no tool component named {name:?} is installed"))
 }
 
-/// Loads, changes and saves the state, then rewrites `project`'s lockfile when it has `.bb7/`.
+/// Loads, changes and saves the state, then rewrites `project`'s lockfile when it has `.bb7/` or
+/// anything is enabled there.
 fn change(
     project: Option<&Path>,
     f: impl FnOnce(&mut ToolsState) -> Result<(), String>,
@@ -316,7 +318,11 @@ fn change(
     f(&mut state)?;
     store.save(&state)?;
     if let Some(p) = project {
-        lock::write(p, &state.statuses(Some(p)), false)?;
+        // A project where something is enabled gets its lockfile even without `.bb7/` yet (`add
+        // --project` enables in any directory), so the next `audit --check` agrees with it.
+        let statuses = state.statuses(Some(p));
+        let create = statuses.iter().any(|s| s.enabled);
+        lock::write(p, &statuses, create)?;
     }
     Ok(())
 }
@@ -331,7 +337,7 @@ fn state_lock() -> std::sync::MutexGuard<'static, ()> {
 /// A missing lockfile is a difference when anything would be offered.
 pub fn check(project: &Path) -> Result<Vec<String>, String> {
     let now = lock::Lock::current(&statuses(Some(project))?);
-    match lock::read(project)? {
+    match lock::read(project).map_err(|e| e.to_string())? {
         Some(locked) => Ok(locked.differences(&now)),
         None if now.components.is_empty() => Ok(Vec::new()),
         None => {

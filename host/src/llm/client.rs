@@ -94,6 +94,8 @@ pub struct StreamSummary {
     pub tool_calls: Vec<ToolCall>,
     /// The provider's `reasoning_details` (merged fragments), to send back with the next step.
     pub reasoning_details: Vec<Value>,
+    /// Tool calls past [`super::tool_calls::MAX_TOOL_CALLS_PER_STEP`]: not in `tool_calls`, not run.
+    pub dropped_tool_calls: usize,
 }
 
 /// A client for one OpenAI-compatible API.
@@ -212,11 +214,13 @@ impl LlmClient {
         let Some(finish_reason) = finish else {
             return Err(LlmError::Truncated);
         };
+        let dropped_tool_calls = tools.dropped();
         Ok(StreamSummary {
             finish_reason,
             usage,
             tool_calls: tools.finish(),
             reasoning_details,
+            dropped_tool_calls,
         })
     }
 

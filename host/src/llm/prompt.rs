@@ -295,6 +295,69 @@ fn render_message(out: &mut String, m: &Message) {
     }
 }
 
+/// `s` without terminal control: escape sequences (CSI `ESC [ … final`, OSC `ESC ] … BEL|ESC \\`,
+/// other `ESC x`, and the C1 forms) are removed whole and every other control character is dropped,
+/// except line feeds and tabs. Text that the model or a file produced goes through this before it is
+/// shown to the client or repeated in `@history`.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars().peekable();
+    while let Some(c) = it.next() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            // CSI: parameters and intermediates, then one final byte in @..~.
+            '\u{1b}' if it.peek() == Some(&'[') => {
+                it.next();
+                for d in it.by_ref() {
+                    if ('@'..='~').contains(&d) {
+                        break;
+                    }
+                }
+            }
+            '\u{9b}' => {
+                for d in it.by_ref() {
+                    if ('@'..='~').contains(&d) {
+                        break;
+                    }
+                }
+            }
+            // OSC, DCS, SOS, PM, APC: up to BEL or ST (ESC \ or U+009C).
+            '\u{1b}' if matches!(it.peek(), Some(']' | 'P' | 'X' | '^' | '_')) => {
+                it.next();
+                while let Some(d) = it.next() {
+                    if d == '\u{7}' || d == '\u{9c}' {
+                        break;
+                    }
+                    if d == '\u{1b}' {
+                        if it.peek() == Some(&'\\') {
+                            it.next();
+                        }
+                        break;
+                    }
+                }
+            }
+            '\u{9d}' | '\u{90}' | '\u{98}' | '\u{9e}' | '\u{9f}' => {
+                for d in it.by_ref() {
+                    if d == '\u{7}' || d == '\u{9c}' {
+                        break;
+                    }
+                }
+            }
+            // Any other escape: ESC, its intermediate bytes (space../), and its final byte.
+            '\u{1b}' => {
+                while it.next_if(|d| (' '..='/').contains(d)).is_some() {}
+                it.next();
+            }
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// How much of a tool result `@history` repeats.
 pub const HISTORY_RESULT_CHARS: usize = 300;
 
@@ -308,7 +371,7 @@ fn render_tool_call(out: &mut String, p: &serde_json::Map<String, Value>) {
         "@tool_call tool={} ok={ok} args={args}",
         attr(s("tool"))
     );
-    let excerpt = s("excerpt");
+    let excerpt = printable(s("excerpt"));
     let cut = match excerpt.char_indices().nth(HISTORY_RESULT_CHARS) {
         Some((i, _)) => format!("{}…", &excerpt[..i]),
         None => excerpt.to_string(),
@@ -451,6 +514,18 @@ mod tests {
         assert!(pos("@files_summary") < pos("@retry_context"));
         assert!(pos("@retry_context") < pos("@writable_files"));
         assert!(pos("status=original") < pos("status=pending_output"));
+    }
+
+    #[test]
+    fn printable_drops_escape_sequences_and_controls() {
+        assert_eq!(printable("plain\ttext\n"), "plain\ttext\n");
+        assert_eq!(
+            printable(
+                "a\u{1b}[31mred\u{1b}[0m b\u{7}\u{1b}]0;title\u{7}c\u{1b}]52;c;x\u{1b}\\d\u{9b}2Je\r\u{0}f\u{1b}(Bg"
+            ),
+            "ared bcdefg"
+        );
+        assert_eq!(printable("cut \u{1b}["), "cut ");
     }
 
     #[test]

@@ -27,16 +27,27 @@ struct Partial {
     arguments: String,
 }
 
-/// Collects fragments by index.
+/// The most tool calls one model response may make; the calls past it (by order of arrival) are
+/// not assembled, only counted (see [`ToolCallAssembler::dropped`]).
+pub const MAX_TOOL_CALLS_PER_STEP: usize = 64;
+
+/// Collects fragments by index, keeping at most [`MAX_TOOL_CALLS_PER_STEP`] calls.
 #[derive(Debug, Default)]
 pub struct ToolCallAssembler {
     calls: BTreeMap<u64, Partial>,
+    dropped: std::collections::HashSet<u64>,
 }
 
 impl ToolCallAssembler {
     /// Adds one fragment. A repeated id or name replaces nothing (the first one stands); argument
     /// fragments are appended in arrival order.
     pub fn push(&mut self, index: u64, id: Option<String>, name: Option<String>, arguments: &str) {
+        if !self.calls.contains_key(&index) && self.calls.len() >= MAX_TOOL_CALLS_PER_STEP {
+            // Past the cap: counted once, its fragments never kept (a response of 200,000 calls
+            // costs a set of indices, not 200,000 calls).
+            self.dropped.insert(index);
+            return;
+        }
         let p = self.calls.entry(index).or_default();
         if p.id.is_none() {
             p.id = id;
@@ -45,6 +56,11 @@ impl ToolCallAssembler {
             p.name = name;
         }
         p.arguments.push_str(arguments);
+    }
+
+    /// How many calls past [`MAX_TOOL_CALLS_PER_STEP`] were left out.
+    pub fn dropped(&self) -> usize {
+        self.dropped.len()
     }
 
     /// The complete calls, in index order.
@@ -119,5 +135,20 @@ mod tests {
                 .contains("not valid JSON")
         );
         assert_eq!(calls[3].arguments_raw, "{\"path\": oops");
+    }
+
+    #[test]
+    fn calls_past_the_cap_are_counted_not_kept() {
+        let mut a = ToolCallAssembler::default();
+        for i in 0..(MAX_TOOL_CALLS_PER_STEP as u64 + 10) {
+            a.push(i, Some(format!("c{i}")), Some("list_files".into()), "{");
+            a.push(i, None, None, "}");
+        }
+        // A late fragment of a kept call still lands.
+        a.push(0, None, None, " ");
+        assert_eq!(a.dropped(), 10);
+        let calls = a.finish();
+        assert_eq!(calls.len(), MAX_TOOL_CALLS_PER_STEP);
+        assert_eq!(calls[0].arguments_raw, "{} ");
     }
 }

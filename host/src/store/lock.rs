@@ -14,6 +14,20 @@ pub enum LockState {
     Ours,
     /// Another live process.
     Other(u32),
+    /// Something that is not a regular file is at `lock` (a FIFO, a device, a directory, a
+    /// symbolic link): bb7 never makes one, never opens it, and removes it only when told to
+    /// (`chat_force_unlock`).
+    NotAFile,
+}
+
+/// The error when a chat's lock is not a regular file.
+fn not_a_file(chat: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "the chat's lock file (.bb7/chats/{chat}/lock) is not a regular file (a FIFO, device, directory or symbolic link that bb7 did not write); remove it with force-unlock (the chat_force_unlock action) to use the chat"
+        ),
+    )
 }
 
 /// The lock state of the chat directory `chat` (relative to `chats`), removing a stale lock.
@@ -30,6 +44,12 @@ pub fn state_at(chats: &Dir, chats_path: &std::path::Path, chat: &str) -> LockSt
 /// The lock state of the chat directory `chat` (relative to `chats`), removing a stale lock.
 pub fn state(chats: &Dir, chat: &str) -> LockState {
     let path = format!("{chat}/lock");
+    // Looked at, never opened, when it is not a regular file: a FIFO's open could block.
+    match chats.symlink_metadata(&path) {
+        Ok(m) if !m.is_file() => return LockState::NotAFile,
+        Ok(_) => {}
+        Err(_) => return LockState::Free,
+    }
     let Ok(bytes) = super::read_regular(chats, &path) else {
         return LockState::Free;
     };
@@ -59,6 +79,7 @@ pub fn acquire(chats: &Dir, chat: &str) -> io::Result<()> {
     for _ in 0..2 {
         match state(chats, chat) {
             LockState::Other(_) => return Err(locked()),
+            LockState::NotAFile => return Err(not_a_file(chat)),
             LockState::Ours => return Ok(()),
             LockState::Free => {}
         }
@@ -125,5 +146,19 @@ mod tests {
         std::fs::write(t.path().join("c1/lock"), "1").unwrap(); // init: alive, not us
         assert_eq!(state(&d, "c1"), LockState::Other(1));
         assert!(acquire(&d, "c1").is_err());
+    }
+
+    #[test]
+    fn a_lock_that_is_not_a_file_is_named_never_opened() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("c1/lock")).unwrap();
+        let d = Dir::open_ambient_dir(t.path(), ambient_authority()).unwrap();
+        assert_eq!(state(&d, "c1"), LockState::NotAFile);
+        let e = acquire(&d, "c1").unwrap_err().to_string();
+        assert!(
+            e.contains("not a regular file") && e.contains("chat_force_unlock"),
+            "{e}"
+        );
+        assert!(t.path().join("c1/lock").is_dir(), "left alone");
     }
 }

@@ -178,6 +178,68 @@ pub fn prepare_atomic(dir: &Dir, rel: impl AsRef<Path>, bytes: &[u8]) -> io::Res
     Prepared::new(parent, &name, bytes, None)
 }
 
+/// A per-user secret of 32 random bytes (hex) in the global state directory (`~/.bb7/<name>`,
+/// mode 0600), made on first use; loaded once per process. It lets the host recognise what it
+/// wrote itself in places a repository can also write (`.bb7/checkpoints/`): a repository cannot
+/// read the user's home, so it cannot forge a tag made with it. Without a state directory the key
+/// lives only as long as the process.
+pub fn user_key(name: &str) -> Vec<u8> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static KEYS: OnceLock<Mutex<HashMap<String, Vec<u8>>>> = OnceLock::new();
+    let keys = KEYS.get_or_init(Default::default);
+    let mut keys = keys.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(k) = keys.get(name) {
+        return k.clone();
+    }
+    let key = crate::paths::state_dir()
+        .and_then(|d| load_or_make_key(&d, name).ok())
+        .unwrap_or_else(|| {
+            let mut k = [0u8; 32];
+            rand::fill(&mut k[..]);
+            hex::encode(k).into_bytes()
+        });
+    keys.insert(name.to_string(), key.clone());
+    key
+}
+
+fn load_or_make_key(dir: &Path, name: &str) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::PermissionsExt;
+    let state = StateDir::open(dir, true)?;
+    let valid = |k: &[u8]| k.len() == 64 && k.iter().all(u8::is_ascii_hexdigit);
+    match read_regular_nofollow(state.dir(), name) {
+        Ok(k) if valid(&k) => return Ok(k),
+        Ok(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is not a key bb7 made", dir.join(name).display()),
+            ));
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut key = [0u8; 32];
+    rand::fill(&mut key[..]);
+    let key = hex::encode(key).into_bytes();
+    // Written private under a temporary name, then linked into place: the link fails when another
+    // process made the key first, and then that one is used.
+    let perms = cap_std::fs::Permissions::from_std(std::fs::Permissions::from_mode(0o600));
+    let p = Prepared::new(state.dir().try_clone()?, name, &key, Some(perms))?;
+    match state.dir().hard_link(&p.tmp, state.dir(), name) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    drop(p);
+    sync_dir(state.dir());
+    let k = read_regular_nofollow(state.dir(), name)?;
+    if valid(&k) {
+        Ok(k)
+    } else {
+        Err(io::Error::new(io::ErrorKind::InvalidData, "bad key"))
+    }
+}
+
 /// fsyncs a directory (best effort: a rename is already atomic, this makes it durable).
 pub fn sync_dir(dir: &Dir) {
     if let Ok(d) = dir.open(".") {

@@ -93,6 +93,28 @@ fn open_file_nofollow(dir: &Dir, name: &str, shown: &str) -> io::Result<OwnedFd>
     })
 }
 
+/// The `.bb7/.gitignore` written when bb7 creates `.bb7/`: chats, checkpoints and every other
+/// file stay out of git (delete the file to commit chats), except `tools.lock`, which is meant to
+/// be committed (`bb7 tools audit --check` compares it in CI).
+pub const STATE_GITIGNORE: &str = "# BB-7 chats are private by default; delete this file to commit them.\n*\n# The tools lockfile is meant to be committed (`bb7 tools audit --check`).\n!/tools.lock\n";
+
+/// What `:BB7Init` wrote before the lockfile existed (`*` alone): it ignores `tools.lock` too.
+const OLD_STATE_GITIGNORE: &str =
+    "# BB-7 chats are private by default; delete this file to commit them.\n*\n";
+
+/// Writes [`STATE_GITIGNORE`] as `.gitignore` in `state` (a fresh `.bb7/` handle) unless one is
+/// there; an earlier default (which ignored `tools.lock`) is replaced. A file the user wrote or
+/// changed, a link or anything else at that name is left alone. Returns whether it wrote.
+pub fn ensure_state_gitignore(state: &Dir, create: bool) -> io::Result<bool> {
+    match super::read_regular_nofollow(state, ".gitignore") {
+        Ok(b) if b == OLD_STATE_GITIGNORE.as_bytes() => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound && create => {}
+        _ => return Ok(false),
+    }
+    super::write_atomic(state, ".gitignore", STATE_GITIGNORE.as_bytes())?;
+    Ok(true)
+}
+
 /// The identity of an open handle.
 fn identity(dir: &Dir) -> io::Result<(u64, u64)> {
     let st = rustix::fs::fstat(dir)?;

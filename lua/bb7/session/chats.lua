@@ -48,6 +48,17 @@ function M.select_chat(id)
   local r = host.call("chat_select", { id = id })
   if not ok(r) then
     S.fail("select chat", r)
+    -- A lock that is not a regular file (a planted FIFO): the host names it; offer to remove it.
+    if tostring(r.message):find("chat_force_unlock", 1, true) then
+      S.confirm("Force-unlock this chat (remove its lock) and open it?", function()
+        local u = host.call("chat_force_unlock", { id = id })
+        if not ok(u) then
+          S.fail("force-unlock chat", u)
+          return
+        end
+        M.select_chat(id)
+      end)
+    end
     return false
   end
   chat.load_chat()

@@ -3,7 +3,6 @@
 local chat = require("bb7.session.chat")
 local config = require("bb7.config")
 local host = require("bb7.host")
-local util = require("bb7.util")
 local S = require("bb7.session.state")
 
 local M = {}
@@ -102,12 +101,8 @@ function M.init_project()
     S.fail("initialize", r)
     return false
   end
+  -- The host wrote `.bb7/.gitignore`: chats private by default, `tools.lock` committable.
   S.root, S.initialized = nil, false
-  -- Chats are private by default: git ignores `.bb7/` (delete the file to share chats).
-  local gi = root .. "/.bb7/.gitignore"
-  if not vim.uv.fs_lstat(gi) then
-    util.write_file(gi, "# BB-7 chats are private by default; delete this file to commit them.\n*\n")
-  end
   M.ensure()
   S.notify("Initialized in " .. root)
   S.emit("chats")

@@ -47,6 +47,10 @@ pub fn bb7_init(req: &Request) -> Handled {
     }
     std::fs::create_dir_all(state.join("chats"))
         .map_err(|e| format!("Failed to initialize {}: {e}", state.display()))?;
+    // Chats are private by default; the tools lockfile stays committable.
+    crate::store::StateDir::open(&state, false)
+        .and_then(|d| crate::store::project::ensure_state_gitignore(d.dir(), true))
+        .map_err(|e| format!("Failed to initialize {}: {e}", state.display()))?;
     Ok(ok())
 }
 

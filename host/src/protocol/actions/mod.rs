@@ -17,8 +17,8 @@ use super::{Ctx, Outcome};
 /// The result of one action: a reply, or an error message for the client.
 pub type Handled = Result<Outcome, String>;
 
-/// Runs `req`: the model-backed actions start background work; every other action runs against
-/// the locked session.
+/// Runs `req`: the model-backed actions and `get_hunks` (a diff can take a while) start
+/// background work; every other action runs against the locked session.
 pub fn dispatch(ctx: &Ctx, req: &Request) -> Handled {
     match req.action.as_str() {
         "send" => return send::send(ctx, req),
@@ -27,6 +27,7 @@ pub fn dispatch(ctx: &Ctx, req: &Request) -> Handled {
         "get_models" => return remote::get_models(ctx, req),
         "get_balance" => return remote::get_balance(ctx, req),
         "generate_title" => return title::generate_title(ctx, req),
+        "get_hunks" => return review::get_hunks(ctx, req),
         _ => {}
     }
     let mut guard = ctx.lock();
@@ -77,7 +78,6 @@ pub fn dispatch(ctx: &Ctx, req: &Request) -> Handled {
         "output_delete" => files::output_delete(s, req),
         "diff_local_done" => files::diff_local_done(s, req),
 
-        "get_hunks" => review::get_hunks(s, req),
         "apply_hunks" => review::apply_hunks(s, req),
         "reject_hunks" => review::reject_hunks(s, req),
         "checkpoint_list" => review::checkpoint_list(s, req),

@@ -8,8 +8,8 @@ use super::Handled;
 use crate::chat::checkpoints::Record;
 use crate::chat::paths::ClientPath;
 use crate::chat::review;
-use crate::protocol::reply;
 use crate::protocol::request::Request;
+use crate::protocol::{Ctx, Outcome, events, reply};
 use crate::workspace::Workspace;
 
 fn text(bytes: &[u8]) -> String {
@@ -54,14 +54,39 @@ fn record_json(r: &Record) -> Value {
     v
 }
 
-pub fn get_hunks(s: &mut Workspace, req: &Request) -> Handled {
-    let path = s.active_internal_path(req.nonempty("path")?)?;
-    let a = s.active()?;
-    let h = review::get_hunks(project(s)?, a.dir.dir(), &path).map_err(|e| e.to_string())?;
-    Ok(reply(
-        "hunks",
-        serde_json::to_value(h).map_err(|e| e.to_string())?,
-    ))
+/// `get_hunks` runs off the protocol loop (a diff of a large file must not hold the next request):
+/// the handles are taken under the lock, the hunks computed on a blocking thread, and the reply
+/// written from there (it may come after the replies to later requests).
+pub fn get_hunks(ctx: &Ctx, req: &Request) -> Handled {
+    let (project, chat_dir, path) = {
+        let mut guard = ctx.lock();
+        let s = &mut *guard;
+        let path = s.active_internal_path(req.nonempty("path")?)?;
+        let chat_dir = s.active()?.dir.dir().try_clone();
+        let project = project(s)?.try_clone();
+        let clone_err = |e: std::io::Error| format!("Cannot read {path}: {e}");
+        (
+            project.map_err(clone_err)?,
+            chat_dir.map_err(clone_err)?,
+            path,
+        )
+    };
+    let (ctx2, id) = (ctx.clone(), req.id.clone());
+    ctx.rt.spawn_blocking(move || {
+        let shaped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            review::get_hunks(&project, &chat_dir, &path)
+                .map_err(|e| e.to_string())
+                .and_then(|h| serde_json::to_value(h).map_err(|e| e.to_string()))
+        }))
+        .unwrap_or_else(|_| {
+            Err("Internal error while handling get_hunks; the request was not completed".into())
+        });
+        match shaped {
+            Ok(h) => events::emit(&ctx2, &events::event("hunks", id.as_deref(), h)),
+            Err(e) => events::error_later(&ctx2, id.as_deref(), e),
+        }
+    });
+    Ok(Outcome::Later)
 }
 
 pub fn apply_hunks(s: &mut Workspace, req: &Request) -> Handled {
