@@ -1032,3 +1032,273 @@ fn numeric_looking_hosts_and_invisible_characters_are_refused() {
         assert!(!e.contains(value), "the invisible text is echoed: {e:?}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue 23 items 11–13: blocked calls, output past the cap, deep directory chains
+// ---------------------------------------------------------------------------------------------
+
+/// Descriptors the process `pid` holds now.
+fn fd_count(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("reading /proc/<pid>/fd")
+        .count()
+}
+
+/// A field of `/proc/<pid>/status`, in kB (e.g. `VmRSS`).
+fn status_kb(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in {status}"))
+}
+
+/// Bytes the process `pid` has passed to write(2) and friends so far (`wchar` of /proc/<pid>/io).
+fn written_bytes(pid: u32) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
+    io.lines()
+        .find_map(|l| l.strip_prefix("wchar:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no wchar in {io}"))
+}
+
+/// The host serving `env`'s project, with `tmp` as its temporary directory (where the directories
+/// of output-write calls are made).
+fn started_in_tmp(env: &Env, tmp: &Path) -> Bb7 {
+    let mut s = Bb7::spawn_env(&env.home(), &env.root, &[("TMPDIR", tmp)]);
+    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
+    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    s
+}
+
+/// The hostile fixture installed and granted for `env`'s project as `name`, with `extra`
+/// manifest lines.
+fn install_hostile(env: &Env, name: &str, extra: &str) {
+    let d = hostile_as(name, extra);
+    ok(&tools(
+        &env.home(),
+        &env.proj(),
+        &["add", p(d.path()), "--project"],
+    ));
+    ok(&tools(&env.home(), &env.proj(), &["grant", name, "--all"]));
+}
+
+/// What [`blocked_calls`] measured of the host.
+struct Blocked {
+    fds_before: usize,
+    fds_after: usize,
+    rss_before_kb: u64,
+    rss_after_kb: u64,
+    /// The completed tool calls of the reply with the blocked calls.
+    done: Vec<Value>,
+}
+
+/// In one reply, nine calls (more than the eight abandoned calls the host used to tolerate) of a
+/// component that holds `files` descriptors and `mib` MiB and then blocks in a host call (a
+/// sleep) far past its 300 ms time limit, then a built-in `write_file`. Measures the host's
+/// descriptors and resident memory after a warm-up reply and after the reply has ended.
+fn blocked_calls(files: u64, mib: u64) -> Blocked {
+    // Each call's arguments differ (`n`): the agent refuses to repeat an identical call.
+    let hold = |n: u32| {
+        json!({"attack": "hold", "files": files, "mib": mib, "secs": 3600, "n": n}).to_string()
+    };
+    let mut calls: Vec<ToolCall> = (0..9)
+        .map(|i| ToolCall::new(i, format!("h{i}"), "holder__hostile", hold(i)))
+        .collect();
+    calls.push(ToolCall::new(
+        9,
+        "w",
+        "write_file",
+        json!({"path": "after.txt", "content": "still serving\n"}).to_string(),
+    ));
+    let server = MockServer::start(Script::new(vec![
+        Reply::tool_calls([
+            ToolCall::new(0, "warm1", "holder__hostile", r#"{"attack":"ok"}"#),
+            ToolCall::new(
+                1,
+                "warm2",
+                "write_file",
+                json!({"path": "warm.txt", "content": "warm\n"}).to_string(),
+            ),
+        ]),
+        Reply::text(["warm"]),
+        Reply::tool_calls(calls),
+        Reply::text(["done"]),
+    ]));
+    let env = model_env(&server);
+    let tmp = env.root.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    install_hostile(
+        &env,
+        "holder",
+        "files = \"output-write\"\n[limits]\nwall_time_ms = 300\n",
+    );
+    let mut s = started_in_tmp(&env, &tmp);
+    s.ok(json!({"action": "chat_new", "name": "t"}));
+    let (evs, end) = send_agent(&mut s, "warm up");
+    assert_eq!(end["type"], "done", "{end}");
+    assert!(
+        completed(&evs).iter().all(|d| d["data"]["ok"] == true),
+        "{evs:?}"
+    );
+    let fds_before = fd_count(s.pid);
+    let rss_before_kb = status_kb(s.pid, "VmRSS");
+    let (evs, end) = send_agent(&mut s, "hold");
+    assert_eq!(end["type"], "done", "{end}");
+    let fds_after = fd_count(s.pid);
+    let rss_after_kb = status_kb(s.pid, "VmRSS");
+    // Still serving after the reply.
+    s.ok(json!({"action": "ping"}));
+    Blocked {
+        fds_before,
+        fds_after,
+        rss_before_kb,
+        rss_after_kb,
+        done: completed(&evs),
+    }
+}
+
+/// Issue 23 item 11: a component blocked in a host call past its time limit used to be abandoned
+/// with its store — ~1,000 descriptors each — and after eight such calls every tool, the
+/// built-in `write_file` included, was refused until restart. A call whose time is up must
+/// release everything it held.
+#[test]
+fn blocked_calls_release_their_descriptors_and_tools_keep_working() {
+    let b = blocked_calls(500, 0);
+    assert_eq!(b.done.len(), 10, "{:?}", b.done);
+    for d in &b.done[..9] {
+        assert_eq!(d["data"]["ok"], false, "{d}");
+        let e = d["data"]["error"].as_str().unwrap_or_default();
+        assert!(e.contains("time limit"), "{d}");
+        // Stopped at its deadline, not abandoned still holding its store.
+        assert!(!e.contains("abandoned"), "{d}");
+    }
+    let w = &b.done[9];
+    assert_eq!(w["data"]["tool"], "write_file", "{w}");
+    assert_eq!(
+        w["data"]["ok"], true,
+        "the built-in write_file was refused after blocked calls: {w}"
+    );
+    assert!(
+        b.fds_after <= b.fds_before + 32,
+        "the host holds {} descriptors after the reply, {} before it: the blocked calls kept theirs",
+        b.fds_after,
+        b.fds_before
+    );
+}
+
+/// Issue 23 item 13: calls that fill memory and then block used to keep it after the reply ended
+/// (eight abandoned calls of 240 MiB: 1,954 MiB). Memory returns when a call ends.
+#[test]
+fn blocked_calls_release_their_memory() {
+    let b = blocked_calls(0, 96);
+    for d in &b.done[..9] {
+        assert_eq!(d["data"]["ok"], false, "{d}");
+    }
+    assert!(
+        b.rss_after_kb <= b.rss_before_kb + (48 << 10),
+        "the host's RSS is {} MiB after the reply, {} MiB before it: the blocked calls kept their memory",
+        b.rss_after_kb >> 10,
+        b.rss_before_kb >> 10
+    );
+}
+
+/// Issue 23 item 12: an output-write component wrote ~2 GiB in seconds (the 16 MiB cap was
+/// checked after the call) and a deep directory chain aborted bb7, leaving its directories. The
+/// cap holds while writing — by std's `File` and by raw appends alike —, a deep chain is refused
+/// without crashing, and no output directory is left behind.
+#[test]
+fn output_write_is_capped_while_writing_and_deep_chains_are_refused() {
+    let big = |via: &str| json!({"attack": "write_big", "mib": 256, "via": via}).to_string();
+    let server = MockServer::start(Script::new(vec![
+        Reply::tool_calls([ToolCall::new(0, "c1", "writer__hostile", &big("file"))]),
+        Reply::text(["one"]),
+        Reply::tool_calls([ToolCall::new(0, "c2", "writer__hostile", &big("stream"))]),
+        Reply::text(["two"]),
+        Reply::tool_calls([ToolCall::new(
+            0,
+            "c3",
+            "writer__hostile",
+            r#"{"attack":"deep_chain","depth":200000}"#,
+        )]),
+        Reply::text(["three"]),
+        Reply::tool_calls([ToolCall::new(
+            0,
+            "c4",
+            "writer__hostile",
+            &json!({"attack": "write_big", "mib": 4, "via": "file"}).to_string(),
+        )]),
+        Reply::text(["four"]),
+    ]));
+    let env = model_env(&server);
+    let tmp = env.root.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    install_hostile(&env, "writer", "files = \"output-write\"");
+    let mut s = started_in_tmp(&env, &tmp);
+    s.ok(json!({"action": "chat_new", "name": "t"}));
+    // What is left in TMPDIR once the reply's own staging directory (removed as the reply ends)
+    // is gone: waits for it to become empty, up to a bound, and returns what is left.
+    let left = || -> Vec<String> {
+        let list = || -> Vec<String> {
+            std::fs::read_dir(&tmp)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        };
+        for _ in 0..200 {
+            if list().is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        list()
+    };
+
+    for (i, what) in ["write_all", "raw appends"].iter().enumerate() {
+        let before = written_bytes(s.pid);
+        let (evs, end) = send_agent(&mut s, what);
+        assert_eq!(end["type"], "done", "{what}: {end}");
+        let written = written_bytes(s.pid) - before;
+        let done = completed(&evs);
+        assert_eq!(done.len(), 1, "{what}: {evs:?}");
+        assert_eq!(done[0]["data"]["ok"], false, "{what}: {:?}", done[0]);
+        let e = done[0]["data"]["error"].as_str().unwrap_or_default();
+        assert!(e.contains("output limit"), "{what}: {e}");
+        assert!(
+            written < 24 << 20,
+            "{what}: the host wrote {} MiB for a call capped at 16 MiB",
+            written >> 20
+        );
+        assert_eq!(
+            left(),
+            Vec::<String>::new(),
+            "{what} (call {i}) left files in TMPDIR"
+        );
+    }
+
+    let (evs, end) = send_agent(&mut s, "deep");
+    assert_eq!(end["type"], "done", "{end}");
+    let done = completed(&evs);
+    assert_eq!(done[0]["data"]["ok"], false, "{:?}", done[0]);
+    assert!(s.alive(), "bb7 died on a deep directory chain");
+    assert_eq!(
+        left(),
+        Vec::<String>::new(),
+        "the deep chain was left in TMPDIR"
+    );
+
+    // Under the cap, an output-write call still works.
+    let (evs, end) = send_agent(&mut s, "small");
+    assert_eq!(end["type"], "done", "{end}");
+    let done = completed(&evs);
+    assert_eq!(done[0]["data"]["ok"], true, "{:?}", done[0]);
+    assert_eq!(
+        done[0]["data"]["summary"], "proposed big.bin",
+        "{:?}",
+        done[0]
+    );
+    assert_eq!(left(), Vec::<String>::new());
+    s.ok(json!({"action": "ping"}));
+}

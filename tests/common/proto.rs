@@ -180,11 +180,20 @@ pub struct Bb7 {
 impl Bb7 {
     /// Spawns `bb7` with an isolated environment: only PATH, HOME and the shared component cache.
     pub fn spawn(home: &Path, cwd: &Path) -> Bb7 {
-        let mut child = Command::new(super::bin())
-            .env_clear()
+        Bb7::spawn_env(home, cwd, &[])
+    }
+
+    /// [`Bb7::spawn`] with `extra` variables set as well (e.g. `TMPDIR`).
+    pub fn spawn_env(home: &Path, cwd: &Path, extra: &[(&str, &Path)]) -> Bb7 {
+        let mut cmd = Command::new(super::bin());
+        cmd.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", home)
-            .env("BB7_CACHE_DIR", super::shared_cache())
+            .env("BB7_CACHE_DIR", super::shared_cache());
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
             .current_dir(cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -6,10 +6,7 @@
 
 use std::sync::Mutex;
 
-use cap_std::fs::Dir;
-
 use super::retrieval::{CallOutcome, Project};
-use super::staging::StagingDir;
 use super::tools::ToolRunner;
 use crate::components::installed::Status;
 use crate::components::manifest::Files;
@@ -17,14 +14,20 @@ use crate::components::ops;
 use crate::components::view::ProjectView;
 use crate::llm::request::ToolSpec;
 use crate::llm::tool_calls::ToolCall;
-use crate::sandbox::{Access, Grant};
+use crate::sandbox::outdir::OutputDir;
+use crate::sandbox::{Access, Grant, OutputLimit};
 
 /// The most files one `output-write` call may leave.
 const MAX_OUTPUT_FILES: usize = 100;
 /// The most bytes they may hold together.
 const MAX_OUTPUT_BYTES: u64 = 16 << 20;
-/// The deepest directory an output-write call may leave.
-const MAX_OUTPUT_DEPTH: usize = 32;
+/// What one `output-write` call may write while it runs: the file bytes it may keep, and entries
+/// (files, directories, links) enough for the files it may keep and their directories. Enforced per
+/// write, so the disk never holds more.
+const OUTPUT_LIMIT: OutputLimit = OutputLimit {
+    bytes: MAX_OUTPUT_BYTES,
+    entries: 1024,
+};
 /// The most of a result the model reads.
 const MAX_RESULT_SHOWN: usize = 64 << 10;
 
@@ -130,7 +133,7 @@ impl ThirdParty {
                 Err(e) => return CallOutcome::failed(format!("{name}: {e}"), None),
             },
             Files::OutputWrite => {
-                let made = StagingDir::new().map_err(|e| e.to_string()).and_then(|d| {
+                let made = OutputDir::new().map_err(|e| e.to_string()).and_then(|d| {
                     let g = Grant::new(d.path(), Access::ReadWrite).map_err(|e| e.to_string())?;
                     Ok((d, g))
                 });
@@ -149,14 +152,20 @@ impl ThirdParty {
             }
         };
         let caps = ops::call_caps(&granted, dir);
-        let (result, record) = sandbox.call_with(&component, &caps, &[], &call.arguments_raw);
+        // Only an output-write call writes; its output is metered as it is written.
+        let output = out_dir.as_ref().map(|_| OUTPUT_LIMIT);
+        let (result, record) =
+            sandbox.call_metered(&component, &caps, output, &[], &call.arguments_raw);
         let value = match result {
             Ok(v) => v,
             Err(e) => return CallOutcome::failed(format!("{name}: {e}"), Some(record)),
         };
         let mut summary = "ok".to_string();
         if let Some(out) = &out_dir {
-            let adopted = collect(out.path()).and_then(|files| runner.adopt_written(name, files));
+            let adopted = out
+                .collect(MAX_OUTPUT_FILES, MAX_OUTPUT_BYTES)
+                .map_err(|e| e.to_string())
+                .and_then(|files| runner.adopt_written(name, files));
             match adopted {
                 Ok(paths) if !paths.is_empty() => {
                     summary = format!("proposed {}", paths.join(", "));
@@ -198,65 +207,4 @@ impl ThirdParty {
         Grant::new(v.path(), Access::ReadOnly)
             .map_err(|e| format!("cannot grant the project view: {e}"))
     }
-}
-
-/// The regular files an output-write call left (paths relative to its directory); a symbolic link
-/// or special file is refused, as are more than [`MAX_OUTPUT_FILES`] files or
-/// [`MAX_OUTPUT_BYTES`] bytes.
-fn collect(dir: &std::path::Path) -> Result<Vec<(String, Vec<u8>)>, String> {
-    let root =
-        Dir::open_ambient_dir(dir, cap_std::ambient_authority()).map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    let mut total = 0u64;
-    walk(&root, "", 0, &mut out, &mut total)?;
-    Ok(out)
-}
-
-fn walk(
-    dir: &Dir,
-    prefix: &str,
-    depth: usize,
-    out: &mut Vec<(String, Vec<u8>)>,
-    total: &mut u64,
-) -> Result<(), String> {
-    if depth > MAX_OUTPUT_DEPTH {
-        return Err(format!(
-            "the tool left directories nested deeper than {MAX_OUTPUT_DEPTH}; nothing is proposed"
-        ));
-    }
-    let mut entries: Vec<_> = dir
-        .entries()
-        .map_err(|e| e.to_string())?
-        .flatten()
-        .collect();
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let rel = if prefix.is_empty() {
-            name.clone()
-        } else {
-            format!("{prefix}/{name}")
-        };
-        let meta = dir.symlink_metadata(&name).map_err(|e| e.to_string())?;
-        if meta.is_dir() {
-            let sub = dir.open_dir(&name).map_err(|e| e.to_string())?;
-            walk(&sub, &rel, depth + 1, out, total)?;
-        } else if meta.is_file() {
-            *total += meta.len();
-            if out.len() >= MAX_OUTPUT_FILES || *total > MAX_OUTPUT_BYTES {
-                return Err(format!(
-                    "the tool left more than {MAX_OUTPUT_FILES} files or {} MiB; nothing is proposed",
-                    MAX_OUTPUT_BYTES >> 20
-                ));
-            }
-            let bytes =
-                crate::store::read_regular_nofollow(dir, &name).map_err(|e| e.to_string())?;
-            out.push((rel, bytes));
-        } else {
-            return Err(format!(
-                "the tool left {rel}, which is not a regular file; nothing is proposed"
-            ));
-        }
-    }
-    Ok(())
 }

@@ -7,6 +7,8 @@
 //! - [`api`]: the WIT versions the host speaks, behind one version-neutral surface.
 //! - [`grant`] and [`limits`]: what one call may touch and use.
 //! - [`runner`]: one call: fresh store, exact preopens, limits, audit record.
+//! - [`outdir`]: an `output-write` call's directory: the bounded walk and the flat removal.
+//! - [`hostcalls`]: the host calls shadowed so that waits end at the deadline and output is metered.
 //! - [`audit`]: the record every call leaves, and the audit log.
 
 pub mod api;
@@ -14,8 +16,10 @@ pub mod audit;
 pub mod cache;
 pub mod engine;
 pub mod grant;
+pub mod hostcalls;
 pub mod limits;
 pub mod linking;
+pub mod outdir;
 pub mod registry;
 pub mod runner;
 pub mod state;
@@ -23,6 +27,7 @@ pub mod watchdog;
 
 pub use audit::{AuditLog, CallRecord};
 pub use grant::{Access, Grant};
+pub use hostcalls::OutputLimit;
 pub use limits::Limits;
 pub use registry::{Registry, ToolComponent};
 pub use runner::{CallError, Sandbox};

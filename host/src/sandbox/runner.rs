@@ -13,6 +13,7 @@ use super::api::{ToolFailure, ToolInfo};
 use super::audit::{AuditLog, CallRecord};
 use super::engine;
 use super::grant::{Access, CallCaps, Grant};
+use super::hostcalls::OutputLimit;
 use super::limits::Limits;
 use super::registry::{Registry, ToolComponent};
 use super::state::{CallState, new_store, wasi_ctx};
@@ -40,6 +41,14 @@ pub enum CallError {
     /// The call's memories together outgrew the memory limit (in bytes); the call was stopped.
     #[error("the tool exceeded its memory limit ({} MiB) and was stopped", .0 >> 20)]
     MemoryLimit(u64),
+    /// The call tried to write more than its output limit; the write was refused before it reached
+    /// the disk and the call was stopped.
+    #[error(
+        "the tool tried to write more than its output limit ({} MiB, {} files and directories) and was stopped",
+        .0.bytes >> 20,
+        .0.entries
+    )]
+    OutputLimit(OutputLimit),
     /// The JSON result is larger than the result-size limit.
     #[error("the tool's result is too large ({size} bytes; the limit is {limit} bytes)")]
     ResultTooLarge {
@@ -72,6 +81,7 @@ impl CallError {
             CallError::Tool(f) => &f.kind,
             CallError::TimeLimit(_) | CallError::Abandoned(_) => "time-limit",
             CallError::MemoryLimit(_) => "memory-limit",
+            CallError::OutputLimit(_) => "output-limit",
             CallError::ResultTooLarge { .. } => "result-too-large",
             CallError::BadResult(_) => "bad-result",
             CallError::Trap(_) => "trap",
@@ -137,9 +147,12 @@ impl Sandbox {
         settings: &[(String, String)],
     ) -> Result<ToolInfo, CallError> {
         let settings = settings.to_vec();
-        self.execute(tool, wasi_ctx(&CallCaps::none())?, move |pre, store| {
-            pre.describe(store, &settings)
-        })
+        self.execute(
+            tool,
+            wasi_ctx(&CallCaps::none())?,
+            None,
+            move |pre, store| pre.describe(store, &settings),
+        )
     }
 
     /// Runs one call of `tool` with `grant` as its only directory (mounted at `/`), returning the JSON
@@ -163,9 +176,22 @@ impl Sandbox {
         settings: &[(String, String)],
         arguments: &str,
     ) -> (Result<Value, CallError>, CallRecord) {
+        self.call_metered(tool, caps, None, settings, arguments)
+    }
+
+    /// [`Sandbox::call_with`], writing at most `output` (when given): the write that would pass it
+    /// is refused before it reaches the disk and fails the call ([`CallError::OutputLimit`]).
+    pub fn call_metered(
+        &self,
+        tool: &Arc<ToolComponent>,
+        caps: &CallCaps,
+        output: Option<OutputLimit>,
+        settings: &[(String, String)],
+        arguments: &str,
+    ) -> (Result<Value, CallError>, CallRecord) {
         let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         let t0 = Instant::now();
-        let result = self.run(tool, caps, settings, arguments);
+        let result = self.run(tool, caps, output, settings, arguments);
         let duration_ms = t0.elapsed().as_secs_f64() * 1000.0;
         let record = CallRecord {
             started,
@@ -208,6 +234,7 @@ impl Sandbox {
         &self,
         tool: &Arc<ToolComponent>,
         caps: &CallCaps,
+        output: Option<OutputLimit>,
         settings: &[(String, String)],
         arguments: &str,
     ) -> Result<Value, CallError> {
@@ -218,7 +245,7 @@ impl Sandbox {
         let wasi = wasi_ctx(caps)?;
         let settings = settings.to_vec();
         let arguments = arguments.to_string();
-        let json = self.execute(tool, wasi, move |pre, store| {
+        let json = self.execute(tool, wasi, output, move |pre, store| {
             pre.call(store, &settings, &arguments)
         })?;
         if json.len() > limits.result_bytes {
@@ -255,6 +282,7 @@ impl Sandbox {
         &self,
         tool: &Arc<ToolComponent>,
         wasi: WasiCtx,
+        output: Option<OutputLimit>,
         op: impl FnOnce(
             &super::api::ToolPre<CallState>,
             &mut Store<CallState>,
@@ -268,11 +296,19 @@ impl Sandbox {
         let ran = self
             .workers
             .run(limits.wall_time + DEADLINE_GRACE, move || {
-                let mut store = new_store(&engine, &limits, wasi);
-                let out = match op(&tool.pre, &mut store) {
-                    Ok(Ok(r)) => Ok(r),
-                    Ok(Err(f)) => Err(CallError::Tool(bounded(f))),
-                    Err(e) => Err(classify(&store, &limits, e)),
+                let mut store = new_store(&engine, &limits, wasi, output);
+                let ran = op(&tool.pre, &mut store);
+                let exceeded = store
+                    .data()
+                    .output_budget()
+                    .filter(|b| b.exceeded())
+                    .map(|b| b.limit());
+                let out = match (ran, exceeded) {
+                    // Every refused write traps; a guest cannot turn one into success.
+                    (Ok(_), Some(limit)) => Err(CallError::OutputLimit(limit)),
+                    (Ok(Ok(r)), None) => Ok(r),
+                    (Ok(Err(f)), None) => Err(CallError::Tool(bounded(f))),
+                    (Err(e), _) => Err(classify(&store, &limits, e)),
                 };
                 (out, store)
             });
@@ -290,7 +326,10 @@ fn classify(store: &Store<CallState>, limits: &Limits, e: wasmtime::Error) -> Ca
     if store.data().memory_limit_hit() {
         return CallError::MemoryLimit(limits.memory_bytes);
     }
-    if let Some(Trap::Interrupt) = e.downcast_ref::<Trap>() {
+    if let Some(b) = store.data().output_budget().filter(|b| b.exceeded()) {
+        return CallError::OutputLimit(b.limit());
+    }
+    if store.data().deadline_hit() || matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
         return CallError::TimeLimit(limits.wall_time.as_millis() as u64);
     }
     let msg = format!("{e:#}");

@@ -8,10 +8,13 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
 
 use wasmtime_wasi::sockets::SocketAddrUse;
 
 use super::grant::{Access, CallCaps};
+use super::hostcalls::{OutputBudget, OutputLimit};
 use super::limits::Limits;
 use super::runner::CallError;
 use crate::components::manifest::is_ip_entry;
@@ -21,12 +24,39 @@ pub struct CallState {
     wasi: WasiCtx,
     table: ResourceTable,
     limiter: CallLimiter,
+    /// When the call's wall time ends: no host call waits past it.
+    deadline: Instant,
+    /// Whether a host call's wait was cut at the deadline.
+    deadline_hit: bool,
+    /// What the call may still write, when its output is limited.
+    output: Option<Arc<OutputBudget>>,
 }
 
 impl CallState {
     /// Whether the call was stopped for outgrowing its memory budget.
     pub fn memory_limit_hit(&self) -> bool {
         self.limiter.memory_hit
+    }
+
+    /// Whether the call was stopped at its deadline while it waited in a host call.
+    pub fn deadline_hit(&self) -> bool {
+        self.deadline_hit
+    }
+
+    /// The call's output budget, if its output is limited.
+    pub fn output_budget(&self) -> Option<&Arc<OutputBudget>> {
+        self.output.as_ref()
+    }
+
+    /// The deadline, where to record that a wait hit it, and the resource table (for the bounded
+    /// waits of [`super::hostcalls`]).
+    pub(super) fn waiting(&mut self) -> (Instant, &mut bool, &mut ResourceTable) {
+        (self.deadline, &mut self.deadline_hit, &mut self.table)
+    }
+
+    /// The call's resource table.
+    pub(super) fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
     }
 }
 
@@ -165,8 +195,14 @@ fn resolve_network(entries: &[String]) -> HashSet<SocketAddr> {
 }
 
 /// A fresh store for one call: `wasi`, the memory budget of `limits` for all of the call's memories
-/// together, and the epoch deadline of its wall-time limit.
-pub fn new_store(engine: &Engine, limits: &Limits, wasi: WasiCtx) -> Store<CallState> {
+/// together, the epoch deadline of its wall-time limit (and the same deadline for its waits in host
+/// calls), and `output` as its output budget when given.
+pub fn new_store(
+    engine: &Engine,
+    limits: &Limits,
+    wasi: WasiCtx,
+    output: Option<OutputLimit>,
+) -> Store<CallState> {
     let state = CallState {
         wasi,
         table: ResourceTable::new(),
@@ -175,6 +211,9 @@ pub fn new_store(engine: &Engine, limits: &Limits, wasi: WasiCtx) -> Store<CallS
             memory_total: 0,
             memory_hit: false,
         },
+        deadline: Instant::now() + limits.wall_time,
+        deadline_hit: false,
+        output: output.map(OutputBudget::new),
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
@@ -217,7 +256,7 @@ mod tests {
         let limits = Limits::default();
         let engine = engine::shared(&limits).unwrap();
         let component = wasmtime::component::Component::new(&engine, bytes).unwrap();
-        let mut store = new_store(&engine, &limits, wasi_ctx(&CallCaps::none()).unwrap());
+        let mut store = new_store(&engine, &limits, wasi_ctx(&CallCaps::none()).unwrap(), None);
         let linker = wasmtime::component::Linker::<CallState>::new(&engine);
         let r = linker
             .instantiate(&mut store, &component)

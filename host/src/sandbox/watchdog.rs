@@ -1,11 +1,17 @@
 //! Worker threads with a host-side deadline.
 //!
-//! Epoch interruption stops a guest only while guest code runs. A guest blocked inside a host call
-//! (a sleep, opening a FIFO nobody writes to) never reaches an epoch check, so every call runs on a
-//! worker thread and the caller waits at most the wall-time limit plus a grace period. A call still
-//! blocked then is abandoned: the caller gets a time-limit error, the worker is replaced, and the
-//! abandoned worker exits when (if ever) its call returns. The number of abandoned calls still
-//! blocked is capped, so a hostile tool cannot exhaust threads or instance slots.
+//! Epoch interruption stops a guest only while guest code runs. The waits a guest can start in a
+//! host call (sleeps, polls, blocking stream calls) end at the call's deadline by construction
+//! (`hostcalls.rs`); what is left is a host call blocked in a system call (opening a FIFO nobody
+//! writes to). So every call runs on a worker thread and the caller waits at most the wall-time
+//! limit plus a grace period; a call still running then is **interrupted**: its thread gets a
+//! signal whose handler does nothing and does not restart system calls, so the blocked call fails
+//! with `EINTR`, the guest resumes, the epoch (long past) stops it, and its store — descriptors,
+//! memory, instance slot — is dropped on its worker as for any other call. Only a call that still
+//! has not returned after that is abandoned: the caller gets a time-limit error, the worker is
+//! replaced, and the abandoned worker exits when (if ever) its call returns. The number of
+//! abandoned calls still blocked is capped, so a hostile tool cannot exhaust threads or instance
+//! slots.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -18,6 +24,10 @@ type Job = Box<dyn FnOnce() -> bool + Send + 'static>;
 
 /// Abandoned calls still blocked, at most; past this, calls are refused until some return.
 pub const MAX_STUCK: usize = 8;
+/// How long an interrupted call has to return before it is abandoned.
+const INTERRUPT_GRACE: Duration = Duration::from_millis(500);
+/// How many times an overrunning call is interrupted (a guest may retry the blocked call once).
+const INTERRUPTS: u32 = 5;
 /// Worker threads kept ready. Calls are sequential (one reply's tool calls run one after another),
 /// so one worker serves; a worker abandoned on a blocked call is replaced at once.
 const BASE_WORKERS: usize = 1;
@@ -39,9 +49,70 @@ pub struct Workers {
 }
 
 enum Slot<T> {
-    Running,
+    /// Queued, or running on the thread given (from the moment the job starts until it publishes).
+    Running(Option<Worker>),
     Done(T),
     Abandoned,
+}
+
+/// The thread a job runs on, so that an overrunning call can be interrupted.
+#[derive(Clone, Copy)]
+struct Worker(#[cfg(unix)] libc::pthread_t);
+
+impl Worker {
+    fn current() -> Worker {
+        // SAFETY: pthread_self has no preconditions.
+        #[cfg(unix)]
+        return Worker(unsafe { libc::pthread_self() });
+        #[cfg(not(unix))]
+        return Worker();
+    }
+
+    /// Interrupts a system call the thread is blocked in. The caller holds the slot's lock and saw
+    /// the job running, so the thread is alive (it publishes its result under that lock).
+    fn interrupt(self) {
+        #[cfg(unix)]
+        {
+            install_interrupt_handler();
+            // SAFETY: the thread is alive (see above); the signal's handler does nothing.
+            unsafe {
+                libc::pthread_kill(self.0, INTERRUPT_SIGNAL);
+            }
+        }
+    }
+}
+
+/// The signal that interrupts a blocked call: ignored by default, so a stray one is harmless.
+#[cfg(unix)]
+const INTERRUPT_SIGNAL: libc::c_int = libc::SIGURG;
+
+#[cfg(unix)]
+extern "C" fn on_interrupt(_: libc::c_int) {}
+
+/// Installs (once) a handler for [`INTERRUPT_SIGNAL`] that does nothing and, without
+/// `SA_RESTART`, makes the system call it lands in fail with `EINTR`. Leaves a handler someone
+/// else installed alone.
+#[cfg(unix)]
+fn install_interrupt_handler() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: plain sigaction calls on zero-initialised structures; the handler is
+        // async-signal-safe (it does nothing).
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(INTERRUPT_SIGNAL, std::ptr::null(), &mut old) != 0 {
+                return;
+            }
+            if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
+                return;
+            }
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_interrupt as extern "C" fn(libc::c_int) as usize;
+            sa.sa_flags = 0;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(INTERRUPT_SIGNAL, &sa, std::ptr::null_mut());
+        }
+    });
 }
 
 impl Workers {
@@ -108,10 +179,18 @@ impl Workers {
         if self.stuck() >= MAX_STUCK {
             return Err(Overrun::TooManyStuck);
         }
-        let slot = Arc::new((Mutex::new(Slot::Running), Condvar::new()));
+        let slot = Arc::new((Mutex::new(Slot::Running(None)), Condvar::new()));
         let job_slot = Arc::clone(&slot);
         let stuck = Arc::clone(&self.stuck);
         let job: Job = Box::new(move || {
+            {
+                let (lock, _) = &*job_slot;
+                if let Ok(mut s) = lock.lock() {
+                    if let Slot::Running(w) = &mut *s {
+                        *w = Some(Worker::current());
+                    }
+                }
+            }
             let (out, deferred) = f();
             let _deferred = deferred;
             let (lock, cv) = &*job_slot;
@@ -138,11 +217,23 @@ impl Workers {
         let Ok(guard) = lock.lock() else {
             return Err(Overrun::Deadline);
         };
-        let (mut s, _) =
-            match cv.wait_timeout_while(guard, deadline, |s| matches!(s, Slot::Running)) {
-                Ok(r) => r,
+        let running = |s: &mut Slot<T>| matches!(s, Slot::Running(_));
+        let (mut s, _) = match cv.wait_timeout_while(guard, deadline, running) {
+            Ok(r) => r,
+            Err(_) => return Err(Overrun::Deadline),
+        };
+        // Past the deadline and still running: blocked in a system call. Interrupt it (a few times,
+        // in case the guest retries) and give it a moment to return.
+        for _ in 0..INTERRUPTS {
+            let Slot::Running(Some(worker)) = &*s else {
+                break;
+            };
+            worker.interrupt();
+            s = match cv.wait_timeout_while(s, INTERRUPT_GRACE / INTERRUPTS, running) {
+                Ok((s, _)) => s,
                 Err(_) => return Err(Overrun::Deadline),
             };
+        }
         match std::mem::replace(&mut *s, Slot::Abandoned) {
             Slot::Done(out) => Ok(out),
             _ => {
@@ -171,14 +262,15 @@ mod tests {
     fn returns_results_and_abandons_blocked_calls() {
         let w = Workers::new();
         assert_eq!(w.run(Duration::from_secs(5), || (7, ())), Ok(7));
+        // std's sleep resumes after the interrupt: the call stays blocked and is abandoned.
         let r = w.run(Duration::from_millis(20), || {
-            (thread::sleep(Duration::from_millis(300)), ())
+            (thread::sleep(Duration::from_millis(1500)), ())
         });
         assert_eq!(r, Err(Overrun::Deadline));
         assert_eq!(w.stuck(), 1);
         // The pool still serves while the abandoned call is blocked.
         assert_eq!(w.run(Duration::from_secs(5), || (8, ())), Ok(8));
-        thread::sleep(Duration::from_millis(500));
+        thread::sleep(Duration::from_millis(2000));
         assert_eq!(
             w.stuck(),
             0,
@@ -186,12 +278,32 @@ mod tests {
         );
     }
 
+    /// A call blocked in a system call (opening a FIFO nobody writes to) is interrupted at its
+    /// deadline, returns, and is not counted as stuck.
+    #[test]
+    fn a_call_blocked_in_a_system_call_is_interrupted_not_abandoned() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let w = Workers::new();
+        let r = w.run(Duration::from_millis(50), move || {
+            // rustix does not retry on EINTR (std's File::open would).
+            let r = rustix::fs::open(&fifo, rustix::fs::OFlags::RDONLY, rustix::fs::Mode::empty());
+            (r.map(drop), ())
+        });
+        assert_eq!(r, Ok(Err(rustix::io::Errno::INTR)));
+        assert_eq!(w.stuck(), 0);
+        assert_eq!(w.run(Duration::from_secs(5), || (9, ())), Ok(9));
+    }
+
     #[test]
     fn refuses_when_too_many_calls_are_stuck() {
         let w = Workers::new();
         for _ in 0..MAX_STUCK {
             let r = w.run(Duration::from_millis(1), || {
-                (thread::sleep(Duration::from_millis(400)), ())
+                (thread::sleep(Duration::from_secs(20)), ())
             });
             assert_eq!(r, Err(Overrun::Deadline));
         }

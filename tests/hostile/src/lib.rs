@@ -15,6 +15,13 @@
 //!   (`result`, returned verbatim), `ok`.
 //! - `fd_bomb` (`path`, `max`): holds descriptors until the host refuses; `race` (`path`,
 //!   `millis`, `write`): reads and writes one path in a loop while the test swaps its directory.
+//! - `hold` (`files`, `mib`, `secs`): creates `held.txt` and holds `files` descriptors of it, fills
+//!   `mib` MiB of memory, then blocks in a host call (a sleep) for `secs`.
+//! - `write_big` (`mib`, `via`): writes `mib` MiB to `big.bin` in 1 MiB writes (`via`: `file`,
+//!   std's `File::write_all`; `stream`, the raw `write` on a descriptor opened with `O_APPEND`),
+//!   going on past failed writes; reports the bytes written and the first error.
+//! - `deep_chain` (`depth`): creates a chain of nested directories `d/d/d/…`, each level made and
+//!   opened relative to the previous one's descriptor (no path grows), until `depth` or an error.
 
 wit_bindgen::generate!({
     path: "../../wit/v0.1.0",
@@ -68,6 +75,9 @@ impl Guest for Hostile {
             }
             "memory_bomb" => memory_bomb(),
             "fd_bomb" => fd_bomb(&args),
+            "hold" => hold(&args),
+            "write_big" => write_big(&args),
+            "deep_chain" => deep_chain(&args),
             "race" => race(&args),
             "huge_result" => return Ok("x".repeat(mib(&args) << 20)),
             "huge_error" => {
@@ -674,4 +684,115 @@ fn race(args: &Value) -> Value {
         }
     }
     json!({"reads_ok": reads_ok, "reads_err": reads_err, "writes_ok": writes_ok, "writes_err": writes_err, "distinct": distinct})
+}
+
+/// Holds descriptors and memory, then blocks in a host call: what an abandoned call must release.
+fn hold(args: &Value) -> Value {
+    let files = args["files"].as_u64().unwrap_or(1000) as usize;
+    let mib = args["mib"].as_u64().unwrap_or(0) as usize;
+    let secs = args["secs"].as_u64().unwrap_or(3600);
+    let mut held = Vec::new();
+    let mut error = Value::Null;
+    if files > 0 {
+        if let Err(e) = fs::write("held.txt", "held") {
+            error = json!(io_err(&e));
+        }
+    }
+    while error.is_null() && held.len() < files {
+        match File::open("held.txt") {
+            Ok(f) => held.push(f),
+            Err(e) => error = json!(io_err(&e)),
+        }
+    }
+    // Every page written, so the memory is really resident in the host.
+    let filled = vec![0x5au8; mib << 20];
+    std::thread::sleep(Duration::from_secs(secs));
+    json!({"held": black_box(&held).len(), "filled": black_box(&filled).len(), "error": error})
+}
+
+/// Writes `mib` MiB in 1 MiB writes, going on after failures; reports what was written.
+fn write_big(args: &Value) -> Value {
+    let mib = args["mib"].as_u64().unwrap_or(256) as usize;
+    let via = args["via"].as_str().unwrap_or("file");
+    let chunk = vec![0x42u8; 1 << 20];
+    let mut written = 0u64;
+    let mut first_error = Value::Null;
+    let mut note = |e: String| {
+        if first_error.is_null() {
+            first_error = json!(e);
+        }
+    };
+    match via {
+        "stream" => {
+            let fd = unsafe {
+                libc::open(
+                    cstr("big.bin").as_ptr(),
+                    libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND,
+                    0o644,
+                )
+            };
+            if fd < 0 {
+                note(last_os_error());
+            } else {
+                // Each chunk until it is all written (a stream takes a little at a time) or
+                // refused; then the next.
+                for _ in 0..mib {
+                    let mut rest = &chunk[..];
+                    while !rest.is_empty() {
+                        let n = unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
+                        if n <= 0 {
+                            note(last_os_error());
+                            break;
+                        }
+                        written += n as u64;
+                        rest = &rest[n as usize..];
+                    }
+                }
+                unsafe { libc::close(fd) };
+            }
+        }
+        _ => match File::create("big.bin") {
+            Ok(mut f) => {
+                for _ in 0..mib {
+                    match f.write_all(&chunk) {
+                        Ok(()) => written += chunk.len() as u64,
+                        Err(e) => note(io_err(&e)),
+                    }
+                }
+            }
+            Err(e) => note(io_err(&e)),
+        },
+    }
+    json!({"written": written, "error": first_error})
+}
+
+/// A chain of nested directories made through descriptors, so no path ever grows.
+fn deep_chain(args: &Value) -> Value {
+    let depth = args["depth"].as_u64().unwrap_or(200_000);
+    let name = cstr("d");
+    let mut fd = unsafe { libc::open(cstr(".").as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
+    if fd < 0 {
+        return json!({"made": 0, "error": last_os_error()});
+    }
+    let mut made = 0u64;
+    let mut error = Value::Null;
+    while made < depth {
+        if unsafe { libc::mkdirat(fd, name.as_ptr(), 0o755) } != 0 {
+            error = json!(last_os_error());
+            break;
+        }
+        let next = unsafe { libc::openat(fd, name.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
+        unsafe { libc::close(fd) };
+        if next < 0 {
+            error = json!(last_os_error());
+            fd = -1;
+            break;
+        }
+        fd = next;
+        made += 1;
+    }
+    if fd >= 0 {
+        unsafe { libc::close(fd) };
+    }
+    json!({"made": made, "error": error})
 }
