@@ -1261,16 +1261,16 @@ fn output_write_is_capped_while_writing_and_deep_chains_are_refused() {
         let (evs, end) = send_agent(&mut s, what);
         assert_eq!(end["type"], "done", "{what}: {end}");
         let written = written_bytes(s.pid) - before;
-        let done = completed(&evs);
-        assert_eq!(done.len(), 1, "{what}: {evs:?}");
-        assert_eq!(done[0]["data"]["ok"], false, "{what}: {:?}", done[0]);
-        let e = done[0]["data"]["error"].as_str().unwrap_or_default();
-        assert!(e.contains("output limit"), "{what}: {e}");
         assert!(
             written < 24 << 20,
             "{what}: the host wrote {} MiB for a call capped at 16 MiB",
             written >> 20
         );
+        let done = completed(&evs);
+        assert_eq!(done.len(), 1, "{what}: {evs:?}");
+        assert_eq!(done[0]["data"]["ok"], false, "{what}: {:?}", done[0]);
+        let e = done[0]["data"]["error"].as_str().unwrap_or_default();
+        assert!(e.contains("output limit"), "{what}: {e}");
         assert_eq!(
             left(),
             Vec::<String>::new(),

@@ -1620,6 +1620,10 @@ fn hostile_sleep_hits_time_limit() {
     let l = Layout::new();
     let run = hostile_limited(&l, json!({"attack": "sleep", "secs": 3600}));
     run.assert_failed_with("time-limit");
+    // The wait ends at the deadline (issue 23 item 11): the call is stopped and its store
+    // released, not abandoned still blocked.
+    let error = run.audit["error"].as_str().unwrap_or_default();
+    assert!(!error.contains("abandoned"), "{}", run.audit);
     assert_serves_next_call(&l);
 }
 
@@ -1631,6 +1635,10 @@ fn hostile_blocking_fifo_open_hits_time_limit() {
     l.plant_fifo("pipe");
     let run = hostile_limited(&l, json!({"attack": "fs", "ops": [op("read", "pipe")]}));
     run.assert_failed_with("time-limit");
+    // The blocked open(2) is interrupted (issue 23 item 11): the call is stopped and its store
+    // released, not abandoned still blocked.
+    let error = run.audit["error"].as_str().unwrap_or_default();
+    assert!(!error.contains("abandoned"), "{}", run.audit);
     assert_serves_next_call(&l);
 }
 

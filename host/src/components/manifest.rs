@@ -208,8 +208,30 @@ struct RawManifest {
 impl Manifest {
     /// Parses and validates manifest text; `origin` names where it came from in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Manifest, String> {
-        let raw: RawManifest =
-            toml::from_str(text).map_err(|e| format!("{origin}: {}", e.to_string().trim()))?;
+        // toml's own message quotes the offending line: a "manifest" that is a link to a secret
+        // (`~/.git-credentials`) would print it. Only the line, the column and toml's one-line
+        // reason are shown.
+        let raw: RawManifest = toml::from_str(text).map_err(|e| {
+            let at = e.span().map_or(0, |s| s.start).min(text.len());
+            let at = (0..=at)
+                .rev()
+                .find(|i| text.is_char_boundary(*i))
+                .unwrap_or(0);
+            let line = text[..at].matches('\n').count() + 1;
+            let column = text[..at]
+                .rsplit('\n')
+                .next()
+                .map_or(0, |l| l.chars().count())
+                + 1;
+            format!(
+                "{origin}: line {line}, column {column}: {}",
+                e.message()
+                    .lines()
+                    .next()
+                    .unwrap_or("not valid TOML")
+                    .trim()
+            )
+        })?;
         let bad = |why: String| format!("{origin}: {why}");
         check_name(&raw.name).map_err(bad)?;
         if raw.version.trim().is_empty() || raw.version.len() > 64 {
@@ -592,10 +614,16 @@ memory_mib = 64
                 "memory_mib",
             ),
             (GOOD.replace("memory_mib = 64", "cpu = 1"), "unknown field"),
+            // A syntax error names the line, never quotes it.
+            (
+                format!("{GOOD}\nhttps://alice:SECRET@github.com\n"),
+                "line ",
+            ),
         ];
         for (text, want) in cases {
             let e = Manifest::parse(&text, "t").unwrap_err();
             assert!(e.contains(want), "{want:?} not in {e:?}");
+            assert!(!e.contains("SECRET"), "{e:?}");
         }
     }
 
