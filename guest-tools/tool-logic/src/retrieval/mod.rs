@@ -136,17 +136,22 @@ mod race_tests {
         let t = tempfile::tempdir().unwrap();
         let d = t.path().to_path_buf();
         put(&d, ".git/config", format!("[remote] token = {SECRET}\n"));
-        put(&d, "sub_real/config", "INSIDE\n");
+        put(&d, "sub/config", "INSIDE\n");
         std::os::unix::fs::symlink(".git", d.join("sub_link")).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
+        // Exchanged atomically: `sub` always exists, a directory one moment, a link the next.
         let flipper = {
             let (stop, d) = (stop.clone(), d.clone());
             std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
-                    let _ = std::fs::rename(d.join("sub_real"), d.join("sub"));
-                    let _ = std::fs::rename(d.join("sub"), d.join("sub_real"));
-                    let _ = std::fs::rename(d.join("sub_link"), d.join("sub"));
-                    let _ = std::fs::rename(d.join("sub"), d.join("sub_link"));
+                    rustix::fs::renameat_with(
+                        rustix::fs::CWD,
+                        d.join("sub"),
+                        rustix::fs::CWD,
+                        d.join("sub_link"),
+                        rustix::fs::RenameFlags::EXCHANGE,
+                    )
+                    .unwrap();
                 }
             })
         };
