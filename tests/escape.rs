@@ -2614,6 +2614,136 @@ fn retrieval_tools_skip_git_bb7_and_ignored_files() {
     );
 }
 
+/// Issue 23 item 5: `sub/` flips between a real directory and a symbolic link to `.git` (inside the
+/// grant, so resolving beneath the grant does not stop it) while `read_file sub/config` and
+/// `search_project` run. The tools decided on the path string and then opened it, following the
+/// link: `.git/config` came back in about half the calls. Each component of a path is now opened
+/// without following links, so it never does.
+#[test]
+fn retrieval_symlink_swap_into_git_race() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const GIT_SECRET: &str = "GIT-CONFIG-SECRET-4c1e";
+    let l = Layout::new();
+    write(
+        &l.grant.join(".git/config"),
+        &format!("[remote] token = {GIT_SECRET}\n"),
+    );
+    write(&l.grant.join("sub/config"), "[inside] token = INSIDE\n");
+    // The same names under `.git/` and `sub/`: each file a search reads in `sub/` is one more
+    // chance for the swap to land between the walk's look and the open.
+    for i in 0..200 {
+        write(
+            &l.grant.join(format!(".git/f{i:03}.txt")),
+            &format!("key = {GIT_SECRET}\n"),
+        );
+        write(&l.grant.join(format!("sub/f{i:03}.txt")), "key = INSIDE\n");
+    }
+    symlink(".git", &l.grant.join("sub_link"));
+    let stop = Arc::new(AtomicBool::new(false));
+    // `sub` and `sub_link` are exchanged atomically (renameat2 RENAME_EXCHANGE): `sub` always
+    // exists, a real directory one moment and a link to `.git` the next.
+    let flipper = {
+        let (stop, g) = (stop.clone(), l.grant.clone());
+        std::thread::spawn(move || {
+            let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+            let (a, b) = (c(&g.join("sub")), c(&g.join("sub_link")));
+            while !stop.load(Ordering::Relaxed) {
+                // SAFETY: both paths are valid NUL-terminated strings for the call.
+                let r = unsafe {
+                    libc::renameat2(
+                        libc::AT_FDCWD,
+                        a.as_ptr(),
+                        libc::AT_FDCWD,
+                        b.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
+                };
+                assert_eq!(r, 0, "renameat2: {}", std::io::Error::last_os_error());
+            }
+        })
+    };
+    let (mut leaks, mut inside) = (Vec::new(), 0);
+    for _ in 0..60 {
+        let runs = [
+            builtin(&l, "read_file", read_file_args("sub/config")),
+            builtin(&l, "search_project", json!({"query": GIT_SECRET})),
+        ];
+        for run in &runs {
+            let out = run.output();
+            if out.contains(GIT_SECRET) {
+                leaks.push(truncate(&out, 300));
+            } else if out.contains("INSIDE") {
+                inside += 1;
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    flipper.join().unwrap();
+    assert!(
+        leaks.is_empty(),
+        "{} of 120 retrieval calls returned .git/config through `sub` swapped for a link to .git: {}",
+        leaks.len(),
+        leaks[0]
+    );
+    assert!(inside > 0, "control: no call ever read the real sub/config");
+}
+
+/// Issue 23 item 4: `.git`, `.bb7` and the deny list match in any case. On a case-insensitive file
+/// system (macOS, exFAT) `.GIT/config` is git's config and `server.PEM` a key; here the names are
+/// spelled that way on disk (tests/caseless.rs repeats this on a real exFAT mount, as root).
+#[test]
+fn retrieval_tools_refuse_git_bb7_and_secrets_in_any_case() {
+    const CASE_SECRET: &str = "CASE-SECRET-80f3";
+    let l = Layout::new();
+    let planted = [
+        ".GIT/config",
+        "sub/.Git/HEAD",
+        ".BB7/chats/c1/chat.json",
+        "certs/server.PEM",
+        ".ENV",
+        ".Env.Local",
+        "keys/ID_RSA",
+        "keys/id_ecdsa",
+        ".git-credentials",
+        "home/.aws/credentials",
+        "home/.docker/config.json",
+        ".kube/config",
+    ];
+    for p in planted {
+        write(&l.grant.join(p), &format!("token = {CASE_SECRET}\n"));
+    }
+    let mut args: Vec<(&str, Value)> = planted
+        .iter()
+        .map(|p| ("read_file", read_file_args(p)))
+        .collect();
+    args.push(("search_project", json!({"query": CASE_SECRET})));
+    args.push((
+        "search_project",
+        json!({"query": "token", "glob": ".GIT/**"}),
+    ));
+    args.push(("list_files", json!({"prefix": ".GIT"})));
+    args.push(("list_files", json!({})));
+    for (tool, a) in args {
+        let run = builtin(&l, tool, a.clone());
+        let out = run.output();
+        assert!(
+            !out.contains(CASE_SECRET),
+            "{tool} {a} returned a file hidden in another case: {}",
+            truncate(&out, 600)
+        );
+        if tool == "list_files" {
+            for p in planted {
+                assert!(
+                    !run.stdout.contains(p),
+                    "{tool} {a} listed {p}: {}",
+                    run.stdout
+                );
+            }
+        }
+    }
+}
+
 /// A component's result is documented as a JSON document and the CLI prints it as the one line of
 /// stdout: a result with newlines must not let a tool forge further lines of bb7's output.
 #[test]

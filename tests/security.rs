@@ -4,7 +4,7 @@
 //! 1. a project rooted at `$HOME` (whose `.bb7/` is the global store) must not delete global chats;
 //! 2. a chat.json shipped by a repository must not make the host read files outside the project;
 //! 3. symlinks in the project must not reach `.git/` or outside (diff paths, diff_local_done, apply,
-//!    `@include`);
+//!    `@include`), nor may a hard link (`@include`, issue 23);
 //! 4. `.bb7` replaced by a symlink after `init` must not be followed;
 //! 6. FIFOs and huge files in `.bb7/` must not hang or abort the host;
 //! 7. operations are all-or-nothing or say exactly what happened;
@@ -476,6 +476,30 @@ fn instructions_include_no_link_and_nothing_under_git() {
         no_leak(&est, inc);
     }
     fs::write(env.bb7().join("instructions"), "@include docs.md\n").unwrap();
+    let r = s.ok(json!({"action": "get_customization_info"}));
+    assert_eq!(r["project_instructions"], true, "{r}");
+}
+
+/// Issue 23: `@include` of a hard link to a file outside the project reached the model. The agent's
+/// retrieval tools refuse a file with more than one link (it may be the same file as one outside
+/// the project); `@include` now uses the same rule.
+#[test]
+fn instructions_include_refuses_a_hard_link_to_an_outside_file() {
+    let (env, mut s) = start();
+    new_chat(&mut s, "inst");
+    let outside = env.outside().join("credentials");
+    fs::write(&outside, format!("token = {SECRET}\n")).unwrap();
+    fs::hard_link(&outside, env.proj().join("notes.md")).unwrap();
+    fs::write(env.bb7().join("instructions"), "@include notes.md\n").unwrap();
+    let r = s.ok(json!({"action": "get_customization_info"}));
+    no_leak(&r, "@include of a hard link");
+    assert_eq!(r["project_instructions"], false, "{r}");
+    let err = r["project_instructions_error"].as_str().unwrap_or("");
+    assert!(err.contains("hard link"), "{r}");
+    let est = s.ok(json!({"action": "estimate_tokens"}));
+    no_leak(&est, "@include of a hard link");
+    // Control: once the file has a single link again it is included.
+    fs::remove_file(&outside).unwrap();
     let r = s.ok(json!({"action": "get_customization_info"}));
     assert_eq!(r["project_instructions"], true, "{r}");
 }

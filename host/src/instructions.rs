@@ -4,8 +4,9 @@
 //! Project instructions (`{project}/.bb7/instructions`) support two directives at column 0, outside fenced
 //! code blocks: `@@` comment lines, which are dropped, and `@include <path>`, which inserts a project file
 //! verbatim (one level: included text is not parsed). Included paths follow the project path rule of
-//! [`crate::store::project`]: inside the project, no symlink on the way, nothing under `.git/` or `.bb7/`,
-//! resolved from the handle opened at `init`. The instructions file itself is read through the `.bb7/`
+//! [`crate::store::project`]: inside the project, no symlink on the way, nothing under `.git/` or `.bb7/`
+//! (in any case), resolved from the handle opened at `init`, and (as for the agent's retrieval tools) not a
+//! file with more than one hard link. The instructions file itself is read through the `.bb7/`
 //! handle held since `init`, so replacing `.bb7` afterwards cannot redirect it.
 
 use std::io::{self, Read, Write};
@@ -182,6 +183,13 @@ fn include(project: &ProjectDir, path: &str) -> Result<String, String> {
         .map_err(|e| format!("cannot read {path}: {e}"))?;
     if !meta.is_file() {
         return Err(format!("not a regular file: {path}"));
+    }
+    // The agent's retrieval rule: a hard link inside the project may be the same file as one
+    // outside it (checked on the opened file, so a link made after a check cannot slip through).
+    if std::os::unix::fs::MetadataExt::nlink(&meta) > 1 {
+        return Err(format!(
+            "{path} has several hard links (it may be the same file as one outside the project), so it is not included"
+        ));
     }
     if meta.len() > MAX_INCLUDE_BYTES {
         return Err(format!(
@@ -726,6 +734,23 @@ mod tests {
             );
             assert!(!err.contains("SECRET"));
         }
+    }
+
+    #[test]
+    fn a_hard_link_is_not_included() {
+        // The agent's retrieval rule (issue 23): a file with several links may be the same file as
+        // one outside the project.
+        let f = fixture();
+        std::fs::write(f.outside.join("secret.md"), "SECRET\n").unwrap();
+        std::fs::hard_link(f.outside.join("secret.md"), f.root.join("notes.md")).unwrap();
+        f.project_file("@include notes.md\n");
+        let err = f.project().unwrap_err();
+        assert_eq!(
+            err,
+            ".bb7/instructions line 1: @include: notes.md has several hard links (it may be the same file as one outside the project), so it is not included"
+        );
+        std::fs::remove_file(f.outside.join("secret.md")).unwrap();
+        assert_eq!(f.project().unwrap().as_deref(), Some("SECRET\n"));
     }
 
     #[test]

@@ -3,9 +3,11 @@
 //! this reply already staged, the staging directory read-only), and its result is shaped into the
 //! text the model reads.
 //!
-//! Beyond what the components enforce (no `.git/`, `.bb7/`, ignored or deny-listed files, no
-//! symbolic links), the host refuses files with more than one hard link: a hard link inside the
-//! project may be the same file as one outside it.
+//! Beyond what the components enforce (no `.git/`, `.bb7/` in any case, ignored or deny-listed
+//! files, no symbolic links anywhere on a path), the host refuses files with more than one hard
+//! link: a hard link inside the project may be the same file as one outside it. The host's own
+//! look at a file (its link count, the bytes its id is computed from) walks the path one component
+//! at a time without following links too.
 
 use std::path::{Path, PathBuf};
 
@@ -54,11 +56,27 @@ impl Project {
     }
 
     /// Whether `rel` is a regular file with more than one hard link (never read by the tools).
+    /// Looked at from its directory opened link by link (a path that crosses a link is not a file
+    /// the tools read at all).
     fn hard_linked(&self, rel: &str) -> bool {
-        self.dir
-            .symlink_metadata(rel)
+        self.parent(rel)
+            .and_then(|(dir, name)| dir.symlink_metadata(name))
             .map(|m| m.is_file() && m.nlink() > 1)
             .unwrap_or(false)
+    }
+
+    /// The directory holding `rel`, opened one component at a time without following a link, and
+    /// the file's name in it. `.git`/`.bb7` components (in any case) are refused.
+    fn parent<'a>(&self, rel: &'a str) -> std::io::Result<(Dir, &'a str)> {
+        let parts = crate::store::project::check_rel(rel)?;
+        crate::store::project::parent_nofollow(&self.dir, parts, false)
+    }
+
+    /// The bytes of regular file `rel`, reached without following any link: the same file the
+    /// component read, or an error (never the target of a link swapped in since).
+    fn read(&self, rel: &str) -> std::io::Result<Vec<u8>> {
+        let (dir, name) = self.parent(rel)?;
+        crate::store::read_regular_nofollow(&dir, name)
     }
 }
 
@@ -152,7 +170,7 @@ pub fn run(runner: &mut ToolRunner, project: &Project, call: &ToolCall) -> CallO
             let whole = if staged {
                 runner.staged(&path)
             } else {
-                crate::store::read_regular(&project.dir, &path).ok()
+                project.read(&path).ok()
             };
             let file_id = whole
                 .as_ref()

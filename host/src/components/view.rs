@@ -116,3 +116,44 @@ fn open_parent<'a>(root: &Dir, rel: &'a str) -> std::io::Result<Option<(Dir, &'a
     let parts = crate::store::project::check_rel(rel)?;
     crate::store::project::parent_nofollow(root, parts, false).map(Some)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 23 item 4: on a case-insensitive file system `.GIT/config` is git's config and
+    /// `server.PEM` a key: the view leaves them out in any case, like the built-in tools.
+    #[test]
+    fn the_view_leaves_out_git_bb7_and_secrets_in_any_case() {
+        let t = tempfile::tempdir().unwrap();
+        let put = |rel: &str| {
+            let p = t.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "SECRET").unwrap();
+        };
+        for rel in [
+            ".GIT/config",
+            "sub/.Git/HEAD",
+            ".BB7/chats/c/chat.json",
+            "certs/server.PEM",
+            ".ENV",
+            "keys/ID_ECDSA",
+            ".git-credentials",
+            "home/.aws/credentials",
+            "home/.docker/config.json",
+            ".kube/config",
+        ] {
+            put(rel);
+        }
+        std::fs::write(t.path().join("a.txt"), "visible").unwrap();
+        let view = ProjectView::build(t.path(), &[]).unwrap();
+        assert_eq!(view.files, 1);
+        let dir = Dir::open_ambient_dir(view.path(), cap_std::ambient_authority()).unwrap();
+        let names: Vec<String> = dir
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["a.txt"]);
+    }
+}

@@ -1,23 +1,31 @@
 //! The secret deny list (AGENT-PROTOCOL.md §1, config `agent.deny`): files the retrieval tools never
 //! list, search or read, whatever `.gitignore` says. Patterns use `.gitignore` syntax: a pattern
 //! without a `/` matches a name at any depth (`*.pem`, `.env.*`), one with a `/` is anchored at the
-//! project root, a trailing `/` matches directories only.
+//! project root, a trailing `/` matches directories only. Matching ignores case: on a
+//! case-insensitive file system (macOS, exFAT) `server.PEM` and `.ENV` are the files `*.pem` and
+//! `.env` mean to hide, and on any other a differently cased key is still a key.
 
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
-/// The default deny list: credentials and keys that commonly sit in a project tree.
-pub const DEFAULT_DENY: [&str; 10] = [
+/// The default deny list: credentials and keys that commonly sit in a project tree. Like every
+/// deny pattern they match in any case (`server.PEM`, `.ENV`).
+pub const DEFAULT_DENY: [&str; 15] = [
     ".env",
     ".env.*",
     "*.pem",
     "*.key",
     "id_rsa*",
     "id_ed25519*",
+    "id_ecdsa*",
     "*.p12",
     ".netrc",
     ".npmrc",
     ".pypirc",
+    ".git-credentials",
+    "**/.aws/credentials",
+    "**/.docker/config.json",
+    "**/.kube/config",
 ];
 
 /// A compiled deny list.
@@ -38,6 +46,8 @@ impl DenyList {
     /// Compiles `patterns`; patterns that do not parse are skipped (as git skips them).
     pub fn new<'a>(patterns: impl IntoIterator<Item = &'a str>) -> DenyList {
         let mut builder = GitignoreBuilder::new(".");
+        // Cannot fail: it only sets a flag for the patterns added afterwards.
+        let _ = builder.case_insensitive(true);
         for p in patterns {
             let p = p.trim();
             if p.is_empty() || p.starts_with('#') {
@@ -97,14 +107,40 @@ mod tests {
             ".netrc",
             "web/.npmrc",
             ".pypirc",
+            // Issue 23: case-insensitive file systems make `server.PEM` the same kind of file.
+            "certs/server.PEM",
+            ".ENV",
+            "Cfg/.Env.Local",
+            "ID_RSA",
+            "id_ecdsa",
+            "keys/id_ecdsa.pub",
+            "id_ecdsa_sk",
+            ".git-credentials",
+            "home/.git-credentials",
+            ".aws/credentials",
+            "home/.AWS/Credentials",
+            ".docker/config.json",
+            "home/.docker/config.json",
+            ".kube/config",
+            "ops/.kube/config",
         ] {
             assert!(d.check_path(p, false).is_some(), "{p}");
         }
-        for p in ["env", "src/key.rs", "README.md", ".envrc"] {
+        for p in [
+            "env",
+            "src/key.rs",
+            "README.md",
+            ".envrc",
+            ".aws/config",
+            "docker/config.json",
+            ".kube/cache",
+        ] {
             assert!(d.check_path(p, false).is_none(), "{p}");
         }
         let custom = DenyList::new(["secrets/", "/top.txt"]);
         assert!(custom.check_path("secrets/a.txt", false).is_some());
+        assert!(custom.check_path("Secrets/a.txt", false).is_some());
+        assert!(custom.check_path("TOP.txt", false).is_some());
         assert!(custom.check_path("top.txt", false).is_some());
         assert!(custom.check_path("x/top.txt", false).is_none());
         assert!(DenyList::new([""]).check_path(".env", false).is_none());

@@ -1,69 +1,327 @@
-//! The two filesystem calls a walk makes per entry — list a directory, read a file — made as
-//! cheaply as the sandbox allows.
+//! The filesystem calls a walk makes — list a directory, look at one entry, read a file — made
+//! through directory handles opened **one component at a time without following any symbolic
+//! link**, and as cheaply as the sandbox allows.
+//!
+//! Why handles: the walk decides what may be read by name (`.git`, `.bb7`, `.gitignore`, the deny
+//! list). If the file were then opened by its path string, a directory swapped for a link to
+//! `.git` between the check and the open would be followed, and `sub/config` would be
+//! `.git/config` (issue 23). A [`Tree`] opens each directory of a path by its single name relative
+//! to its parent's handle with no link followed (`openat(O_NOFOLLOW)`, or WASI `open-at` without
+//! `symlink-follow`), and the file likewise, so what is read is reached through exactly the names
+//! that were checked, each a real directory. A link swapped in makes the open fail; it is never
+//! followed. Opened directories are kept along the current path (a walk visits files in sorted
+//! order, so each directory is opened once), which also keeps the cost of a walk at about one
+//! open per directory and one per file.
 //!
 //! Why not `std::fs` inside a component: wasi-libc fills in `d_ino` for every directory entry with
 //! a `metadata-hash-at` call, which makes the host `stat` the entry by path, and its `open` asks the
 //! host for the new descriptor's type — host calls and `stat`s nothing here uses (a 20,000-file
 //! search made ~48,000 `statx` calls). Inside a component this module therefore goes through the
 //! WASI Preview 2 interface directly: `open-at` without following links, `read-directory`, and
-//! positioned `read`s. Natively (tests, benchmarks) it is `std::fs`.
+//! positioned `read`s. Natively (the host's project view, tests, benchmarks) it is `openat(2)`
+//! through rustix.
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::walk::Kind;
 
-/// The entries of directory `path`: `(name, Some(kind))` for regular files and directories,
-/// `(name, None)` for anything else (symbolic links are never followed). Names that are not UTF-8
-/// are skipped.
-pub fn list(path: &Path) -> io::Result<Vec<(String, Option<Kind>)>> {
-    #[cfg(all(target_os = "wasi", target_env = "p2"))]
-    if let Some(r) = wasi::list(path) {
-        return r;
-    }
-    let mut out = Vec::new();
-    for ent in std::fs::read_dir(path)? {
-        let Ok(ent) = ent else { continue };
-        let Ok(ft) = ent.file_type() else { continue };
-        let kind = if ft.is_dir() {
-            Some(Kind::Dir)
-        } else if ft.is_file() {
-            Some(Kind::File)
-        } else {
-            None
-        };
-        let Ok(name) = ent.file_name().into_string() else {
-            continue;
-        };
-        out.push((name, kind));
-    }
-    Ok(out)
+/// What a directory entry is, seen without following a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryType {
+    File,
+    Dir,
+    Symlink,
+    /// A socket, a FIFO, a device.
+    Other,
 }
 
-/// Reads the file at `path` into `buf` (replacing its contents) if it holds at most `cap` bytes:
-/// `Some(len)`, or `None` when it holds more (at most about `cap` + 64 KiB are read to find out).
-/// Inside a component a symbolic link in the file's place is refused, never followed.
-pub fn read_capped(path: &Path, cap: usize, buf: &mut Vec<u8>) -> io::Result<Option<usize>> {
-    #[cfg(all(target_os = "wasi", target_env = "p2"))]
-    if let Some(r) = wasi::read_capped(path, cap, buf) {
-        return r;
+/// Why an open failed: a directory or the file turned out to be a symbolic link.
+#[derive(Debug)]
+struct LinkRefused;
+
+impl std::fmt::Display for LinkRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a symbolic link; tools do not follow symbolic links")
     }
-    use std::io::Read;
-    buf.clear();
-    let file = std::fs::File::open(path)?;
-    file.take((cap as u64).saturating_add(1)).read_to_end(buf)?;
-    Ok((buf.len() <= cap).then_some(buf.len()))
+}
+
+impl std::error::Error for LinkRefused {}
+
+/// The error for a directory or file that turned out to be a symbolic link when opened.
+fn link_error() -> io::Error {
+    io::Error::new(io::ErrorKind::PermissionDenied, LinkRefused)
+}
+
+/// Whether `e` is an open refused because a symbolic link was in the way.
+pub fn is_link_error(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|r| r.is::<LinkRefused>())
+}
+
+/// A project tree opened from its root (see the module docs). One per tool call: the handles it
+/// keeps are released when it is dropped.
+pub struct Tree {
+    root: PathBuf,
+    base: Option<sys::Handle>,
+    /// The directories opened below the root along the current path: `chain[i]` is at depth `i + 1`.
+    chain: Vec<(String, sys::Handle)>,
+}
+
+impl Tree {
+    /// A tree at `root` (opened on first use; the root itself is trusted, links in its own path
+    /// are followed).
+    pub fn new(root: &Path) -> Tree {
+        Tree {
+            root: root.to_path_buf(),
+            base: None,
+            chain: Vec::new(),
+        }
+    }
+
+    /// Directory `rel` (normalised, `""` for the root), opened name by name without following
+    /// links, reusing the directories already open along the way.
+    fn dir(&mut self, rel: &str) -> io::Result<&sys::Handle> {
+        if self.base.is_none() {
+            self.base = Some(sys::open_root(&self.root)?);
+        }
+        let segs: Vec<&str> = if rel.is_empty() {
+            Vec::new()
+        } else {
+            rel.split('/').collect()
+        };
+        let common = self
+            .chain
+            .iter()
+            .zip(&segs)
+            .take_while(|((name, _), seg)| name == *seg)
+            .count();
+        self.chain.truncate(common);
+        for seg in &segs[common..] {
+            let opened = {
+                let parent = match self.chain.last() {
+                    Some((_, h)) => h,
+                    None => self
+                        .base
+                        .as_ref()
+                        .ok_or_else(|| io::Error::other("no root"))?,
+                };
+                sys::open_dir(parent, seg)?
+            };
+            self.chain.push((seg.to_string(), opened));
+        }
+        match self.chain.last() {
+            Some((_, h)) => Ok(h),
+            None => self
+                .base
+                .as_ref()
+                .ok_or_else(|| io::Error::other("no root")),
+        }
+    }
+
+    /// The entries of directory `rel`: `(name, Some(kind))` for regular files and directories,
+    /// `(name, None)` for anything else (symbolic links are never followed). Names that are not
+    /// UTF-8 are skipped.
+    pub fn list(&mut self, rel: &str) -> io::Result<Vec<(String, Option<Kind>)>> {
+        let dir = self.dir(rel)?;
+        sys::list(dir)
+    }
+
+    /// What `rel` (not the root) is, without following a link in its place or on the way.
+    pub fn entry_type(&mut self, rel: &str) -> io::Result<EntryType> {
+        let (parent, name) = split(rel);
+        let dir = self.dir(parent)?;
+        sys::entry_type(dir, name)
+    }
+
+    /// Opens file `rel` for reading: every directory on the way and the file itself opened
+    /// without following links. Natively, anything but a regular file is refused (without
+    /// blocking on a FIFO).
+    pub fn open_file(&mut self, rel: &str) -> io::Result<OpenFile> {
+        let (parent, name) = split(rel);
+        let dir = self.dir(parent)?;
+        sys::open_file(dir, name)
+    }
+
+    /// Reads file `rel` into `buf` (replacing its contents) if it holds at most `cap` bytes:
+    /// `Some(len)`, or `None` when it holds more (at most `cap + 1` bytes are read to find out).
+    /// Reads go on until the real end of the file, however short each read comes back.
+    pub fn read_capped(
+        &mut self,
+        rel: &str,
+        cap: usize,
+        buf: &mut Vec<u8>,
+    ) -> io::Result<Option<usize>> {
+        let mut file = self.open_file(rel)?;
+        buf.clear();
+        let limit = (cap as u64).saturating_add(1);
+        let mut want = FIRST_READ;
+        loop {
+            let have = buf.len() as u64;
+            if have >= limit {
+                break;
+            }
+            let n = file.read_into(buf, want.min(limit - have))?;
+            if n == 0 {
+                break;
+            }
+            want = (want * 2).min(MAX_READ);
+        }
+        Ok((buf.len() <= cap).then_some(buf.len()))
+    }
+}
+
+/// `rel`'s parent directory (`""` for the root) and its last name.
+fn split(rel: &str) -> (&str, &str) {
+    rel.rsplit_once('/').unwrap_or(("", rel))
 }
 
 /// First read request: most source files fit in one.
-#[cfg(all(target_os = "wasi", target_env = "p2"))]
 const FIRST_READ: u64 = 16 * 1024;
 /// Largest single read request.
-#[cfg(all(target_os = "wasi", target_env = "p2"))]
 const MAX_READ: u64 = 256 * 1024;
 
+/// A file opened by [`Tree::open_file`], read sequentially.
+pub struct OpenFile {
+    inner: sys::File,
+    pos: u64,
+}
+
+impl OpenFile {
+    /// Appends up to `want` bytes at the current position to `buf`; `0` at the end of the file.
+    fn read_into(&mut self, buf: &mut Vec<u8>, want: u64) -> io::Result<usize> {
+        let start = buf.len();
+        buf.resize(start + usize::try_from(want).unwrap_or(usize::MAX), 0);
+        let r = io::Read::read(self, &mut buf[start..]);
+        let n = *r.as_ref().unwrap_or(&0);
+        buf.truncate(start + n);
+        r
+    }
+}
+
+impl io::Read for OpenFile {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let n = sys::read_at(&self.inner, out, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+#[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+mod sys {
+    use std::ffi::CStr;
+    use std::io;
+    use std::os::fd::OwnedFd;
+    use std::path::Path;
+
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+
+    use super::{EntryType, Kind, link_error};
+
+    pub type Handle = OwnedFd;
+    pub type File = OwnedFd;
+
+    fn nofollow_error(e: rustix::io::Errno, dir: &OwnedFd, name: &str) -> io::Error {
+        match e {
+            rustix::io::Errno::LOOP => link_error(),
+            rustix::io::Errno::NOTDIR
+                if matches!(entry_type(dir, name), Ok(EntryType::Symlink)) =>
+            {
+                link_error()
+            }
+            e => io::Error::from(e),
+        }
+    }
+
+    pub fn open_root(root: &Path) -> io::Result<Handle> {
+        Ok(rustix::fs::open(
+            root,
+            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?)
+    }
+
+    pub fn open_dir(parent: &Handle, name: &str) -> io::Result<Handle> {
+        rustix::fs::openat(
+            parent,
+            name,
+            OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| nofollow_error(e, parent, name))
+    }
+
+    fn kind_of(ft: FileType) -> EntryType {
+        match ft {
+            FileType::RegularFile => EntryType::File,
+            FileType::Directory => EntryType::Dir,
+            FileType::Symlink => EntryType::Symlink,
+            _ => EntryType::Other,
+        }
+    }
+
+    pub fn entry_type(dir: &Handle, name: &str) -> io::Result<EntryType> {
+        let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+        Ok(kind_of(FileType::from_raw_mode(st.st_mode)))
+    }
+
+    pub fn list(dir: &Handle) -> io::Result<Vec<(String, Option<Kind>)>> {
+        let mut entries = rustix::fs::Dir::read_from(dir)?;
+        let mut out = Vec::new();
+        while let Some(ent) = entries.read() {
+            let ent = ent?;
+            let raw: &CStr = ent.file_name();
+            let Ok(name) = raw.to_str() else { continue };
+            if name == "." || name == ".." {
+                continue;
+            }
+            let ty = match ent.file_type() {
+                FileType::Unknown => match entry_type(dir, name) {
+                    Ok(t) => t,
+                    Err(_) => continue,
+                },
+                ft => kind_of(ft),
+            };
+            let kind = match ty {
+                EntryType::File => Some(Kind::File),
+                EntryType::Dir => Some(Kind::Dir),
+                _ => None,
+            };
+            out.push((name.to_string(), kind));
+        }
+        Ok(out)
+    }
+
+    pub fn open_file(dir: &Handle, name: &str) -> io::Result<super::OpenFile> {
+        let fd = rustix::fs::openat(
+            dir,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+            Mode::empty(),
+        )
+        .map_err(|e| nofollow_error(e, dir, name))?;
+        let st = rustix::fs::fstat(&fd)?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a regular file",
+            ));
+        }
+        Ok(super::OpenFile { inner: fd, pos: 0 })
+    }
+
+    pub fn read_at(f: &File, out: &mut [u8], pos: u64) -> io::Result<usize> {
+        loop {
+            match rustix::io::pread(f, &mut *out, pos) {
+                Ok(n) => return Ok(n),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
 #[cfg(all(target_os = "wasi", target_env = "p2"))]
-mod wasi {
+mod sys {
     use std::io;
     use std::path::{Component, Path};
 
@@ -72,7 +330,10 @@ mod wasi {
         Descriptor, DescriptorFlags, DescriptorType, ErrorCode, OpenFlags, PathFlags,
     };
 
-    use super::Kind;
+    use super::{EntryType, Kind, link_error};
+
+    pub type Handle = Descriptor;
+    pub type File = Descriptor;
 
     thread_local! {
         /// The component's preopened directories, asked for once (each call would hand out new
@@ -80,105 +341,92 @@ mod wasi {
         static PREOPENS: Vec<(Descriptor, String)> = get_directories();
     }
 
-    /// Lists `path` through the preopen it lies in; `None` when it lies in none (the caller falls
-    /// back to `std`, which reports the error).
-    pub fn list(path: &Path) -> Option<io::Result<Vec<(String, Option<Kind>)>>> {
-        locate(path, list_in)
+    fn to_io(e: ErrorCode) -> io::Error {
+        let kind = match e {
+            ErrorCode::NoEntry => io::ErrorKind::NotFound,
+            ErrorCode::NotDirectory => io::ErrorKind::NotADirectory,
+            ErrorCode::Access | ErrorCode::NotPermitted => io::ErrorKind::PermissionDenied,
+            ErrorCode::Loop => return link_error(),
+            _ => io::ErrorKind::Other,
+        };
+        io::Error::new(kind, format!("{e:?}"))
     }
 
-    /// The preopen `path` lies in and the path relative to it, split into its segments.
-    fn locate<R>(
-        path: &Path,
-        f: impl FnOnce(&Descriptor, &str) -> io::Result<R>,
-    ) -> Option<io::Result<R>> {
-        PREOPENS.with(|pre| {
-            let (dir, rel) = pre.iter().find_map(|(d, name)| {
-                let rel = path.strip_prefix(name).ok()?;
-                Some((d, rel))
-            })?;
-            Some(relative(rel).and_then(|rel| f(dir, &rel)))
-        })
-    }
-
-    /// `rel` as a `/`-joined string of normal segments.
-    fn relative(rel: &Path) -> io::Result<String> {
-        let mut parts = Vec::new();
-        for c in rel.components() {
-            match c {
-                Component::Normal(p) => parts.push(
-                    p.to_str()
-                        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not UTF-8"))?,
-                ),
-                Component::CurDir => {}
-                // Paths here are normalised by the tools; anything else is not ours to touch.
-                _ => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        "unexpected path",
-                    ));
-                }
+    fn nofollow_error(e: ErrorCode, dir: &Descriptor, name: &str) -> io::Error {
+        match e {
+            ErrorCode::NotDirectory if matches!(entry_type(dir, name), Ok(EntryType::Symlink)) => {
+                link_error()
             }
+            e => to_io(e),
         }
-        Ok(parts.join("/"))
     }
 
-    pub fn read_capped(
-        path: &Path,
-        cap: usize,
-        buf: &mut Vec<u8>,
-    ) -> Option<io::Result<Option<usize>>> {
-        locate(path, |pre, rel| {
-            // No SYMLINK_FOLLOW: a link in the file's place is refused, never followed.
-            let f = pre
+    /// The root: the preopen it lies in, reopened (`.`), then each component below it opened
+    /// without following links.
+    pub fn open_root(root: &Path) -> io::Result<Handle> {
+        PREOPENS.with(|pre| {
+            let (dir, rel) = pre
+                .iter()
+                .find_map(|(d, name)| Some((d, root.strip_prefix(name).ok()?)))
+                .ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::NotFound, "not inside a granted directory")
+                })?;
+            let mut cur = dir
                 .open_at(
                     PathFlags::empty(),
-                    rel,
-                    OpenFlags::empty(),
-                    DescriptorFlags::READ,
-                )
-                .map_err(to_io)?;
-            buf.clear();
-            let limit = (cap as u64).saturating_add(1);
-            let mut want = super::FIRST_READ;
-            loop {
-                let have = buf.len() as u64;
-                if have >= limit {
-                    break;
-                }
-                let (data, eof) = f.read(want.min(limit - have), have).map_err(to_io)?;
-                if data.is_empty() || eof {
-                    buf.extend_from_slice(&data);
-                    break;
-                }
-                let short = (data.len() as u64) < want.min(limit - have);
-                buf.extend_from_slice(&data);
-                // A positioned read of a regular file comes back short only at its end: no
-                // second call to confirm it.
-                if short {
-                    break;
-                }
-                want = (want * 2).min(super::MAX_READ);
-            }
-            Ok((buf.len() <= cap).then_some(buf.len()))
-        })
-    }
-
-    fn list_in(preopen: &Descriptor, rel: &str) -> io::Result<Vec<(String, Option<Kind>)>> {
-        let opened;
-        let dir = if rel.is_empty() {
-            preopen
-        } else {
-            // No SYMLINK_FOLLOW: a link in place of the directory is refused, never followed.
-            opened = preopen
-                .open_at(
-                    PathFlags::empty(),
-                    rel,
+                    ".",
                     OpenFlags::DIRECTORY,
                     DescriptorFlags::READ,
                 )
                 .map_err(to_io)?;
-            &opened
-        };
+            for c in rel.components() {
+                match c {
+                    Component::Normal(p) => {
+                        let p = p.to_str().ok_or_else(|| {
+                            io::Error::new(io::ErrorKind::InvalidInput, "not UTF-8")
+                        })?;
+                        cur = open_dir(&cur, p)?;
+                    }
+                    Component::CurDir => {}
+                    _ => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            "unexpected path",
+                        ));
+                    }
+                }
+            }
+            Ok(cur)
+        })
+    }
+
+    pub fn open_dir(parent: &Handle, name: &str) -> io::Result<Handle> {
+        // No SYMLINK_FOLLOW and a single name: a link in place of the directory is refused.
+        parent
+            .open_at(
+                PathFlags::empty(),
+                name,
+                OpenFlags::DIRECTORY,
+                DescriptorFlags::READ,
+            )
+            .map_err(|e| nofollow_error(e, parent, name))
+    }
+
+    fn kind_of(t: DescriptorType) -> EntryType {
+        match t {
+            DescriptorType::RegularFile => EntryType::File,
+            DescriptorType::Directory => EntryType::Dir,
+            DescriptorType::SymbolicLink => EntryType::Symlink,
+            _ => EntryType::Other,
+        }
+    }
+
+    pub fn entry_type(dir: &Handle, name: &str) -> io::Result<EntryType> {
+        let st = dir.stat_at(PathFlags::empty(), name).map_err(to_io)?;
+        Ok(kind_of(st.type_))
+    }
+
+    pub fn list(dir: &Handle) -> io::Result<Vec<(String, Option<Kind>)>> {
         let stream = dir.read_directory().map_err(to_io)?;
         let mut out = Vec::new();
         while let Some(ent) = stream.read_directory_entry().map_err(to_io)? {
@@ -192,14 +440,25 @@ mod wasi {
         Ok(out)
     }
 
-    fn to_io(e: ErrorCode) -> io::Error {
-        let kind = match e {
-            ErrorCode::NoEntry => io::ErrorKind::NotFound,
-            ErrorCode::NotDirectory => io::ErrorKind::NotADirectory,
-            ErrorCode::Access | ErrorCode::NotPermitted => io::ErrorKind::PermissionDenied,
-            ErrorCode::Loop => io::ErrorKind::InvalidInput,
-            _ => io::ErrorKind::Other,
-        };
-        io::Error::new(kind, format!("{e:?}"))
+    pub fn open_file(dir: &Handle, name: &str) -> io::Result<super::OpenFile> {
+        // No SYMLINK_FOLLOW: a link in the file's place is refused, never followed.
+        let f = dir
+            .open_at(
+                PathFlags::empty(),
+                name,
+                OpenFlags::empty(),
+                DescriptorFlags::READ,
+            )
+            .map_err(|e| nofollow_error(e, dir, name))?;
+        Ok(super::OpenFile { inner: f, pos: 0 })
+    }
+
+    pub fn read_at(f: &File, out: &mut [u8], pos: u64) -> io::Result<usize> {
+        // A positioned read may come back short anywhere (wasmtime caps each one); only an empty
+        // read ends the file.
+        let (data, _eof) = f.read(out.len() as u64, pos).map_err(to_io)?;
+        let n = data.len().min(out.len());
+        out[..n].copy_from_slice(&data[..n]);
+        Ok(n)
     }
 }

@@ -40,7 +40,7 @@ pub fn list(
         return Ok(out);
     };
     let (files, truncated) = (&mut out.files, &mut out.truncated);
-    let walked = walker.walk(&start, kind, glob.as_ref(), |rel| {
+    let walked = walker.walk(&start, kind, glob.as_ref(), |_, rel| {
         if files.len() >= max {
             *truncated = true;
             return ControlFlow::Break(());

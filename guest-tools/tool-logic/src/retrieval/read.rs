@@ -4,7 +4,6 @@
 //! lines are kept, while the whole file is checked (binary: a NUL byte in the first 8 KiB, as
 //! [`crate::fsio::looks_binary`]; then valid UTF-8 throughout) and its lines counted.
 
-use std::fs::File;
 use std::io::{self, Read};
 
 use super::walk::{Kind, Walker};
@@ -239,7 +238,9 @@ pub fn read(root: &Root, req: &ReadRequest<'_>) -> Result<ReadOutput, ToolError>
             )));
         }
     }
-    let mut file = File::open(root.join(&rel)).map_err(|e| ToolError::io(&rel, &e))?;
+    // Opened link by link from the root, never by the path string: a directory swapped for a
+    // link (to `.git`, say) since `resolve` looked is refused, not followed.
+    let mut file = walker.open_file(&rel)?;
     let mut chunk = vec![0u8; CHUNK];
     let mut utf8 = Utf8Check::default();
     let mut collector = Collector::new(first, last, max_bytes);

@@ -356,8 +356,8 @@ pub fn search(
     let mut scratch = Vec::new();
     let mut results = Vec::new();
     let mut truncated = false;
-    let walked = walker.walk(&start, kind, glob.as_ref(), |rel| {
-        let hay = match buf.read(&root.join(rel), MAX_SEARCH_FILE_BYTES) {
+    let walked = walker.walk(&start, kind, glob.as_ref(), |tree, rel| {
+        let hay = match buf.read(tree, rel, MAX_SEARCH_FILE_BYTES) {
             Ok(Some(bytes)) => bytes,
             _ => return ControlFlow::Continue(()),
         };
@@ -585,6 +585,40 @@ mod tests {
             [(".github/w.yml".into(), 1, 1), ("latin1.txt".into(), 1, 1)]
         );
         assert_eq!(o.results[1].snippet, "caf\u{fffd} hit");
+    }
+
+    /// Issue 23 item 8: a file is searched to its real end (up to [`MAX_SEARCH_FILE_BYTES`]), not
+    /// to the end of the first short read.
+    #[test]
+    fn matches_deep_in_large_files_are_found() {
+        let t = tempfile::tempdir().unwrap();
+        let size = MAX_SEARCH_FILE_BYTES;
+        let mut bytes = vec![b'x'; size];
+        for i in (63..size).step_by(64) {
+            bytes[i] = b'\n';
+        }
+        // Matches starting at 100 KiB and 1 MiB, and one whose last byte is the file's last
+        // (2 MiB - 1).
+        let needle = b"NEEDLE";
+        for at in [100 * 1024, 1024 * 1024, size - needle.len()] {
+            bytes[at..at + needle.len()].copy_from_slice(needle);
+        }
+        put(t.path(), "big.txt", &bytes);
+        let root = Root::at(t.path());
+        let o = run(&root, "NEEDLE", None, 20, 1);
+        let line = |at: usize| bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        assert_eq!(
+            spans(&o),
+            [
+                ("big.txt".into(), line(100 * 1024), line(100 * 1024)),
+                ("big.txt".into(), line(1024 * 1024), line(1024 * 1024)),
+                ("big.txt".into(), line(size - 1), line(size - 1)),
+            ]
+        );
+        // One byte more and the file is skipped whole.
+        bytes.push(b'\n');
+        put(t.path(), "big.txt", &bytes);
+        assert!(run(&root, "NEEDLE", None, 20, 1).results.is_empty());
     }
 
     #[test]

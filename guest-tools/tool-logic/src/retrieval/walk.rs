@@ -8,11 +8,10 @@
 //! per walk. Files are read by the caller through a [`FileBuf`]: one open, reads into a reused
 //! buffer, no metadata call.
 
-use std::fs;
 use std::io;
 use std::ops::ControlFlow;
-use std::path::Path;
 
+use super::dirlist::{EntryType, OpenFile, Tree};
 use super::glob::PathGlob;
 use super::rules::{Ignored, MAX_IGNORE_FILE_BYTES, Rules};
 use super::{is_reserved, join_rel};
@@ -30,11 +29,10 @@ impl FileBuf {
         FileBuf::default()
     }
 
-    /// Reads all of the file at `path` if it holds at most `cap` bytes (`Ok(None)` when it holds
-    /// more; at most `cap + 1` bytes are read to find out).
-    pub fn read(&mut self, path: &Path, cap: usize) -> io::Result<Option<&[u8]>> {
-        // Inside a component: positioned reads straight through WASI, no link followed (`dirlist`).
-        let len = super::dirlist::read_capped(path, cap, &mut self.buf)?;
+    /// Reads all of file `rel` of `tree` if it holds at most `cap` bytes (`Ok(None)` when it
+    /// holds more; at most `cap + 1` bytes are read to find out). No link is followed on the way.
+    pub fn read(&mut self, tree: &mut Tree, rel: &str, cap: usize) -> io::Result<Option<&[u8]>> {
+        let len = tree.read_capped(rel, cap, &mut self.buf)?;
         Ok(len.map(|n| &self.buf[..n]))
     }
 }
@@ -161,11 +159,13 @@ struct Level {
     pushed_rules: bool,
 }
 
-/// Walks one root. Holds the ignore rules in force and a buffer for reading ignore files.
+/// Walks one root. Holds the ignore rules in force, the tree's open directories and a buffer for
+/// reading ignore files.
 pub struct Walker<'r> {
     root: &'r Root,
     rules: Rules,
     buf: FileBuf,
+    tree: Tree,
 }
 
 impl<'r> Walker<'r> {
@@ -175,31 +175,47 @@ impl<'r> Walker<'r> {
             root,
             rules: Rules::default(),
             buf: FileBuf::new(),
+            tree: Tree::new(root.dir()),
         };
         if let Ok(Some(bytes)) = w
             .buf
-            .read(&root.join(".git/info/exclude"), MAX_IGNORE_FILE_BYTES)
+            .read(&mut w.tree, ".git/info/exclude", MAX_IGNORE_FILE_BYTES)
         {
             w.rules.set_exclude(bytes);
         }
         w
     }
 
-    /// Reads the `.gitignore` at `path` (of directory `dir`) and pushes its rules.
-    fn push_ignore_file(&mut self, dir: &str, path: &Path) -> bool {
-        match self.buf.read(path, MAX_IGNORE_FILE_BYTES) {
+    /// Reads the `.gitignore` of directory `dir` and pushes its rules.
+    fn push_ignore_file(&mut self, dir: &str) -> bool {
+        let rel = join_rel(dir, ".gitignore");
+        match self.buf.read(&mut self.tree, &rel, MAX_IGNORE_FILE_BYTES) {
             Ok(Some(bytes)) => self.rules.push(dir, bytes),
             _ => false,
         }
     }
 
+    /// Opens file `rel` (as resolved by [`Walker::resolve`]) for reading, each directory on the way
+    /// and the file itself without following a link: a link swapped in since `resolve` is refused.
+    pub fn open_file(&mut self, rel: &str) -> Result<OpenFile, ToolError> {
+        self.tree.open_file(rel).map_err(|e| {
+            if super::dirlist::is_link_error(&e) {
+                Refusal::Symlink {
+                    path: rel.to_string(),
+                }
+                .into_error(rel, true)
+            } else {
+                ToolError::io(rel, &e)
+            }
+        })
+    }
+
     /// Lists directory `dir`: visible entries (no `.git`/`.bb7`, no symbolic links or special
     /// files) in walk order, with the directory's `.gitignore` pushed if it has one.
     fn open_dir(&mut self, dir: &str) -> io::Result<Level> {
-        let path = self.root.join(dir);
         let mut entries = Vec::new();
         let mut has_ignore_file = false;
-        for (name, kind) in super::dirlist::list(&path)? {
+        for (name, kind) in self.tree.list(dir)? {
             let Some(kind) = kind else { continue };
             if kind == Kind::File && name == ".gitignore" {
                 has_ignore_file = true;
@@ -217,7 +233,7 @@ impl<'r> Walker<'r> {
             }
             entries.push(Entry { name, kind });
         }
-        let pushed_rules = has_ignore_file && self.push_ignore_file(dir, &path.join(".gitignore"));
+        let pushed_rules = has_ignore_file && self.push_ignore_file(dir);
         entries.sort_unstable_by(entry_order);
         Ok(Level {
             dir: dir.to_string(),
@@ -235,10 +251,7 @@ impl<'r> Walker<'r> {
         if rel.is_empty() {
             return Ok(Kind::Dir);
         }
-        if let Some(name) = rel
-            .split('/')
-            .find_map(|s| super::RESERVED_NAMES.into_iter().find(|r| *r == s))
-        {
+        if let Some(name) = rel.split('/').find_map(super::reserved_name) {
             return Err(Refusal::Reserved { name });
         }
         self.load_ignore_file_of("");
@@ -249,23 +262,21 @@ impl<'r> Walker<'r> {
                 cur.push('/');
             }
             cur.push_str(part);
-            let meta = match fs::symlink_metadata(self.root.join(&cur)) {
-                Ok(m) => m,
+            // Looked at from its parent's handle, opened link by link: a directory on the way
+            // that became a link since it was looked at is refused here, never followed.
+            let kind = match self.tree.entry_type(&cur) {
+                Ok(EntryType::File) => Kind::File,
+                Ok(EntryType::Dir) => Kind::Dir,
+                Ok(EntryType::Symlink) => return Err(Refusal::Symlink { path: cur }),
+                Ok(EntryType::Other) => return Err(Refusal::Special),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
                     return Err(Refusal::NotFound { path: cur });
                 }
+                Err(e) if super::dirlist::is_link_error(&e) => {
+                    let parent = cur.rsplit_once('/').map_or("", |(p, _)| p).to_string();
+                    return Err(Refusal::Symlink { path: parent });
+                }
                 Err(e) => return Err(Refusal::Io(ToolError::io(&cur, &e))),
-            };
-            let ft = meta.file_type();
-            if ft.is_symlink() {
-                return Err(Refusal::Symlink { path: cur });
-            }
-            let kind = if ft.is_dir() {
-                Kind::Dir
-            } else if ft.is_file() {
-                Kind::File
-            } else {
-                return Err(Refusal::Special);
             };
             if let Some(pattern) = self.root.deny().check(&cur, kind == Kind::Dir) {
                 return Err(Refusal::Denied { path: cur, pattern });
@@ -287,30 +298,30 @@ impl<'r> Walker<'r> {
     /// Pushes the rules of `dir/.gitignore` if it is a regular file (one `stat` when there is none;
     /// used only on the few directories above a resolved path).
     fn load_ignore_file_of(&mut self, dir: &str) {
-        let path = self.root.join(&join_rel(dir, ".gitignore"));
-        if fs::symlink_metadata(&path)
-            .map(|m| m.is_file())
-            .unwrap_or(false)
-        {
-            self.push_ignore_file(dir, &path);
+        if matches!(
+            self.tree.entry_type(&join_rel(dir, ".gitignore")),
+            Ok(EntryType::File)
+        ) {
+            self.push_ignore_file(dir);
         }
     }
 
     /// Visits, in sorted path order, every file at or below `start` (as returned by
     /// [`Walker::resolve`], which must have been called for it unless it is the root) that is not
-    /// ignored and matches `glob`. `visit` gets the file's relative path and may stop the walk.
+    /// ignored and matches `glob`. `visit` gets the tree (to read the file through, see
+    /// [`FileBuf::read`]) and the file's relative path, and may stop the walk.
     /// Only a failure to list `start` itself is an error; unreadable subdirectories are skipped.
     pub fn walk(
         &mut self,
         start: &str,
         kind: Kind,
         glob: Option<&PathGlob>,
-        mut visit: impl FnMut(&str) -> ControlFlow<()>,
+        mut visit: impl FnMut(&mut Tree, &str) -> ControlFlow<()>,
     ) -> io::Result<()> {
         let wanted = |rel: &str| glob.is_none_or(|g| g.is_match(rel));
         if kind == Kind::File {
             if wanted(start) {
-                let _ = visit(start);
+                let _ = visit(&mut self.tree, start);
             }
             return Ok(());
         }
@@ -334,7 +345,7 @@ impl<'r> Walker<'r> {
                     }
                 }
                 Kind::File => {
-                    if wanted(&rel) && visit(&rel).is_break() {
+                    if wanted(&rel) && visit(&mut self.tree, &rel).is_break() {
                         break;
                     }
                 }
@@ -380,7 +391,7 @@ mod tests {
         let mut w = Walker::new(root);
         let kind = w.resolve(start).unwrap();
         let mut out = Vec::new();
-        w.walk(start, kind, glob.as_ref(), |p| {
+        w.walk(start, kind, glob.as_ref(), |_, p| {
             out.push(p.to_string());
             ControlFlow::Continue(())
         })
@@ -488,6 +499,47 @@ mod tests {
         );
     }
 
+    /// Issue 23 item 4: on a case-insensitive file system `.GIT/config` is `.git/config`, and
+    /// `server.PEM` a key: reserved names and the deny list match in any case.
+    #[test]
+    fn reserved_and_denied_names_match_in_any_case() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path();
+        for f in [
+            ".GIT/config",
+            ".Bb7/chats/c/chat.json",
+            "sub/.Git/HEAD",
+            "certs/server.PEM",
+            ".ENV",
+            "home/.AWS/credentials",
+        ] {
+            put(d, f, "SECRET");
+        }
+        put(d, "a.txt", "x");
+        let root = Root::at(d).with_settings(&crate::Settings::default());
+        assert_eq!(collect(&root, "", None), ["a.txt"]);
+        let mut w = Walker::new(&root);
+        assert_eq!(
+            w.resolve(".GIT/config"),
+            Err(Refusal::Reserved { name: ".git" })
+        );
+        assert_eq!(
+            w.resolve("sub/.Git/HEAD"),
+            Err(Refusal::Reserved { name: ".git" })
+        );
+        assert_eq!(
+            w.resolve(".Bb7/chats/c/chat.json"),
+            Err(Refusal::Reserved { name: ".bb7" })
+        );
+        for p in ["certs/server.PEM", ".ENV", "home/.AWS/credentials"] {
+            assert!(
+                matches!(w.resolve(p), Err(Refusal::Denied { .. })),
+                "{p}: {:?}",
+                w.resolve(p)
+            );
+        }
+    }
+
     #[cfg(unix)]
     #[test]
     fn symlinks_are_not_followed() {
@@ -518,20 +570,21 @@ mod tests {
 
     #[test]
     fn file_buf_reads_whole_files_and_enforces_the_cap() {
+        use std::fs;
         let dir = tempfile::tempdir().unwrap();
         let big: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
         fs::write(dir.path().join("big"), &big).unwrap();
         fs::write(dir.path().join("abc"), b"abc").unwrap();
         fs::write(dir.path().join("empty"), b"").unwrap();
         fs::write(dir.path().join("a"), b"a").unwrap();
-        let p = |n: &str| dir.path().join(n);
+        let mut t = Tree::new(dir.path());
         let mut b = FileBuf::new();
-        assert_eq!(b.read(&p("big"), 200_000).unwrap().unwrap(), &big[..]);
-        assert_eq!(b.read(&p("big"), 100_000).unwrap().unwrap(), &big[..]);
-        assert!(b.read(&p("big"), 99_999).unwrap().is_none());
+        assert_eq!(b.read(&mut t, "big", 200_000).unwrap().unwrap(), &big[..]);
+        assert_eq!(b.read(&mut t, "big", 100_000).unwrap().unwrap(), &big[..]);
+        assert!(b.read(&mut t, "big", 99_999).unwrap().is_none());
         // The buffer is reused: a shorter file after a longer one is read exactly.
-        assert_eq!(b.read(&p("abc"), 10).unwrap().unwrap(), b"abc");
-        assert_eq!(b.read(&p("empty"), 0).unwrap().unwrap(), b"");
-        assert!(b.read(&p("a"), 0).unwrap().is_none());
+        assert_eq!(b.read(&mut t, "abc", 10).unwrap().unwrap(), b"abc");
+        assert_eq!(b.read(&mut t, "empty", 0).unwrap().unwrap(), b"");
+        assert!(b.read(&mut t, "a", 0).unwrap().is_none());
     }
 }
