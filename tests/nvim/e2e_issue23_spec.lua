@@ -1,7 +1,9 @@
 -- End to end, real host (and the mock LLM server where a reply is needed): issue 23's plugin
 -- findings, each as the user met it.
+--   1  accepting hunks after a review conflict must not undo an edit made elsewhere (gA and ga)
 --   2  p on a ~M file asks first; the status follows an edit made outside Neovim
 --   3  a reply after editing a context file streams and ends like any other
+--  14  an agent edit of a file it read shows M with its real change (D, P, p)
 --  15  a long streamed reply with reasoning ends without a highlighter error
 --  16  a review starts in the proposal, on the first hunk even on line 1; q closes it anywhere
 local t = require("helpers")
@@ -73,7 +75,58 @@ local function with_output(content, output, opts)
   return env, session, out
 end
 
+--- Item 1: a review, an edit to another line from outside, then `keys` twice (the first is
+--- refused as a conflict, the second goes through): the edit is still there.
+local function review_with_outside_edit(place_cursor, keys, want)
+  local env, _, out = with_output(OLD, NEW)
+  local review = require("bb7.ui.review")
+  t.cmd("edit m.txt")
+  t.cmd("BB7Review m.txt")
+  local st = review.current()
+  t.ok(st, "review open")
+  t.eq(3, #st.hunks, "three hunks")
+  place_cursor(st)
+  local edited = OLD:gsub("line 20\n", "line 20, edited in a shell\n")
+  t.write(env.project .. "/m.txt", edited)
+  t.clear_notes()
+  press(keys)
+  t.ok(noted("BB-7: Conflict:", W), "conflict reported: " .. vim.inspect(t.notes))
+  t.eq(edited, t.read(env.project .. "/m.txt"), "nothing written on the conflict")
+  t.ok(review.current(), "the review stays open")
+  t.ok(t.buf_text(st.local_buf):find("line 20, edited in a shell", 1, true), "the left window shows the file as it is now")
+  t.eq(3, #review.current().hunks, "the hunks are the model's three changes only")
+  press(keys)
+  local disk = t.read(env.project .. "/m.txt")
+  t.ok(disk:find("line 20, edited in a shell\n", 1, true), "the edit made elsewhere is kept:\n" .. disk)
+  t.eq(want(edited), disk, "the accepted hunks are applied on top of it")
+  t.eq(disk, t.buf_text(st.local_buf) .. "\n", "the buffer follows")
+  t.no_errors()
+  return out
+end
+
 return {
+  {
+    "1: gA after a conflict keeps the edit made elsewhere (the left side is reloaded, the proposal carried onto it)",
+    function()
+      local out = review_with_outside_edit(function() end, "gA", function(edited)
+        return NEW:gsub("line 20\n", "line 20, edited in a shell\n")
+      end)
+      t.eq(nil, t.read(out), "every hunk taken: the output is used up")
+      t.eq(nil, require("bb7.ui.review").current(), "review closed")
+    end,
+  },
+  {
+    "1: ga on a neighbouring hunk after a conflict keeps the edit made elsewhere",
+    function()
+      review_with_outside_edit(function(st)
+        vim.api.nvim_set_current_win(st.prop_win)
+        vim.api.nvim_win_set_cursor(st.prop_win, { 13, 0 }) -- the added "line 12b"
+      end, "ga", function(edited)
+        return (edited:gsub("line 12\n", "line 12\nline 12b\n"))
+      end)
+      t.eq(2, #require("bb7.ui.review").current().hunks, "two hunks left")
+    end,
+  },
   {
     "16: the review starts in the proposal on a first hunk on line 1; q closes it from the local window without recording a macro",
     function()
@@ -288,6 +341,72 @@ return {
       end
       t.eq("", vim.v.errmsg, "no error while drawing")
       t.ok(t.buf_text(preview.buf()):find("- item 40 with `code`", 1, true), "the whole reply shown")
+      t.no_errors()
+    end,
+  },
+  {
+    "14: an agent edit of a file it read shows M; D shows just the change; P applies it",
+    function()
+      local function call_reply(id, name, args)
+        return {
+          stream = {
+            { tool_call = { index = 0, id = id, name = name, arguments = vim.json.encode(args) } },
+            { finish = "tool_calls" },
+            { usage = { prompt_tokens = 100, completion_tokens = 10, cost = 0.0001 } },
+            "done",
+          },
+        }
+      end
+      local env = t.env({
+        script = {
+          replies = {
+            call_reply("c1", "read_file", { file_path = "notes.txt" }),
+            call_reply("c2", "edit_file", {
+              edits = {
+                { path = "notes.txt", file_id = "{{file_id:notes.txt}}", old_string = "line 15\n", new_string = "line fifteen\n" },
+              },
+            }),
+            text_reply("Spelled out line 15."),
+          },
+          fallback = text_reply("fallback"),
+        },
+      })
+      local session, ui = require("bb7.session"), require("bb7.ui")
+      local original = lines(30, function(i)
+        return "line " .. i
+      end)
+      t.write(env.project .. "/notes.txt", original)
+      t.cmd("BB7Init")
+      t.cmd("BB7")
+      t.cmd("BB7NewChat agent")
+      t.cmd("BB7Agent on")
+      t.wait(function()
+        return session.chat.mode == "agent"
+      end, 5000, "agent mode")
+      local input = require("bb7.ui.input")
+      vim.api.nvim_buf_set_lines(input.buf(), 0, -1, false, { "Spell out line 15." })
+      input.send()
+      t.wait(function()
+        return session.stream == nil and t.buf_text(ui.bufs.preview):find("Spelled out line 15.", 1, true)
+      end, 60000, "the agent reply")
+      local f = session.status_of("notes.txt")
+      t.eq("M", f and f.status, "M, not !A")
+      t.ok(t.buf_text(ui.bufs.files):find("M   notes.txt", 1, true), t.buf_text(ui.bufs.files))
+      ui.focus("files")
+      for i, l in ipairs(vim.api.nvim_buf_get_lines(ui.bufs.files, 0, -1, false)) do
+        if l:find("notes.txt", 1, true) then
+          vim.api.nvim_win_set_cursor(ui.wins.files, { i, 0 })
+        end
+      end
+      press("D")
+      local diff = t.buf_text(ui.bufs.preview)
+      t.ok(diff:find("+line fifteen", 1, true) and diff:find("-line 15", 1, true), diff)
+      t.ok(not diff:find("+line 1\n", 1, true), "only the change, not the whole file added: " .. diff)
+      ui.focus("files")
+      t.clear_notes()
+      press("P")
+      t.note("BB-7: Applied 1 files", I)
+      t.eq(original:gsub("line 15\n", "line fifteen\n"), t.read(env.project .. "/notes.txt"), "applied")
       t.no_errors()
     end,
   },

@@ -56,12 +56,16 @@ fn record_json(r: &Record) -> Value {
 
 pub fn get_hunks(s: &mut Workspace, req: &Request) -> Handled {
     let path = s.active_internal_path(req.nonempty("path")?)?;
+    project(s)?;
+    // Edits made to the file since the output was made stay: the output is carried onto them.
+    let rebased = s.rebase_output(&path)?;
     let a = s.active()?;
     let h = review::get_hunks(project(s)?, a.dir.dir(), &path).map_err(|e| e.to_string())?;
-    Ok(reply(
-        "hunks",
-        serde_json::to_value(h).map_err(|e| e.to_string())?,
-    ))
+    let mut v = serde_json::to_value(h).map_err(|e| e.to_string())?;
+    if rebased {
+        v["rebased"] = json!(true);
+    }
+    Ok(reply("hunks", v))
 }
 
 pub fn apply_hunks(s: &mut Workspace, req: &Request) -> Handled {
@@ -69,6 +73,7 @@ pub fn apply_hunks(s: &mut Workspace, req: &Request) -> Handled {
     let ids = string_list(req, "hunk_ids", true)?;
     let base_hash = req.nonempty("base_hash")?.to_string();
     let cps = s.checkpoints()?;
+    let base = s.output_base(&path)?;
     let a = s.active()?;
     let applied = review::apply_hunks(
         project(s)?,
@@ -78,6 +83,7 @@ pub fn apply_hunks(s: &mut Workspace, req: &Request) -> Handled {
         &path,
         &ids,
         &base_hash,
+        base.as_deref(),
     )
     .map_err(|e| e.to_string())?;
     if applied.checkpoint.is_some() {
