@@ -11,7 +11,7 @@ use std::os::unix::fs::symlink;
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bb7_mock_llm::{MockServer, Reply, Script};
+use bb7_mock_llm::{MockServer, Reply, Script, ToolCall};
 use common::proto::*;
 use serde_json::{Value, json};
 
@@ -208,6 +208,125 @@ fn apply_hunks_after_a_local_change_is_a_conflict_and_writes_nothing() {
         "Missing required field: base_hash",
     );
     assert_eq!(local(&env, "m.txt"), edited.as_bytes());
+    s.shutdown();
+}
+
+/// Issue 23 item 1: the file is edited elsewhere during a review. The refused apply is never
+/// followed by one that undoes that edit: `get_hunks` carries the output onto the edited file (its
+/// hunks are the model's changes only), and `apply_hunks` refuses while the file differs from the
+/// output's base, whatever `base_hash` a client sends.
+#[test]
+fn an_edit_made_elsewhere_during_review_is_never_undone() {
+    let (env, mut s, id) = start_chat();
+    let (old, new) = four_change_pair();
+    env.write_local("m.txt", &old);
+    s.ok(json!({"action": "context_add", "path": "m.txt", "content": old}));
+    env.write_output(&id, "m.txt", &new);
+    let (base, hs) = hunks(&mut s, "m.txt");
+    assert_eq!(hs.len(), 4, "{hs:?}");
+    let r = s.ok(json!({"action": "get_hunks", "path": "m.txt"}));
+    assert!(r.get("rebased").is_none(), "nothing to carry yet: {r}");
+
+    // Another line is changed from a shell; the stale apply is refused.
+    let edited = old.replace("line 20\n", "line 20, edited outside\n");
+    env.write_local("m.txt", &edited);
+    let msg = s.err(json!({"action": "apply_hunks", "path": "m.txt",
+        "hunk_ids": ids(&hs, &[0, 1, 2, 3]), "base_hash": base}));
+    assert!(msg.starts_with("Conflict:"), "{msg}");
+    assert_eq!(local(&env, "m.txt"), edited.as_bytes());
+
+    // The client gets the hunks again and accepts all of them: the edit stays.
+    let r = s.ok(json!({"action": "get_hunks", "path": "m.txt"}));
+    assert_eq!(r["rebased"], true, "{r}");
+    let (base2, hs2) = (
+        r["base_hash"].as_str().unwrap().to_string(),
+        list(&r["hunks"]),
+    );
+    assert_eq!(base2, hash(edited.as_bytes()));
+    assert_eq!(hs2.len(), 4, "only the model's changes: {hs2:?}");
+    assert!(
+        hs2.iter()
+            .all(|h| !h["patch"].as_str().unwrap().contains("line 20")),
+        "{hs2:?}"
+    );
+    // The snapshot is now the edited file (the output's new base).
+    assert_eq!(
+        fs::read_to_string(env.chat_dir(&id).join("context/m.txt")).unwrap(),
+        edited
+    );
+    // A neighbouring hunk alone first, then the rest.
+    let r = s.ok(json!({"action": "apply_hunks", "path": "m.txt",
+        "hunk_ids": ids(&hs2, &[1]), "base_hash": base2}));
+    assert_eq!(r["remaining"], 3, "{r}");
+    assert!(
+        String::from_utf8(local(&env, "m.txt"))
+            .unwrap()
+            .contains("line 20, edited outside\n")
+    );
+    let (base3, hs3) = hunks(&mut s, "m.txt");
+    s.ok(json!({"action": "apply_hunks", "path": "m.txt",
+        "hunk_ids": ids(&hs3, &[0, 1, 2]), "base_hash": base3}));
+    let want = new.replace("line 20\n", "line 20, edited outside\n");
+    assert_eq!(String::from_utf8(local(&env, "m.txt")).unwrap(), want);
+    assert!(!env.output_path(&id, "m.txt").exists());
+
+    // A change of the model the file already has (made the same way since) is no clash.
+    let (old, new) = four_change_pair();
+    env.write_local("o.txt", &old);
+    s.ok(json!({"action": "context_add", "path": "o.txt", "content": old}));
+    env.write_output(&id, "o.txt", &new);
+    let by_hand = old
+        .replace("line 3\n", "line three\n")
+        .replace("line 20\n", "line 20 (mine)\n");
+    env.write_local("o.txt", &by_hand);
+    let r = s.ok(json!({"action": "get_hunks", "path": "o.txt"}));
+    assert_eq!(r["rebased"], true, "{r}");
+    let left = list(&r["hunks"]);
+    assert_eq!(left.len(), 3, "{left:?}");
+    assert!(
+        left.iter().all(|h| {
+            let p = h["patch"].as_str().unwrap();
+            !p.contains("line 20") && !p.contains("line three")
+        }),
+        "{left:?}"
+    );
+
+    // Whatever base_hash a client sends, hunks not carried onto an edit are refused.
+    let (old, new) = four_change_pair();
+    env.write_local("n.txt", &old);
+    s.ok(json!({"action": "context_add", "path": "n.txt", "content": old}));
+    env.write_output(&id, "n.txt", &new);
+    let (_, hs) = hunks(&mut s, "n.txt");
+    let edited = old.replace("line 30\n", "line 30 (mine)\n");
+    env.write_local("n.txt", &edited);
+    let msg = s.err(json!({"action": "apply_hunks", "path": "n.txt",
+        "hunk_ids": ids(&hs, &[0]), "base_hash": hash(edited.as_bytes())}));
+    assert!(msg.starts_with("Conflict:"), "{msg}");
+    assert!(
+        msg.contains("changed since the model's output was made"),
+        "{msg}"
+    );
+    assert_eq!(local(&env, "n.txt"), edited.as_bytes());
+    assert_eq!(
+        fs::read_to_string(env.output_path(&id, "n.txt")).unwrap(),
+        new
+    );
+
+    // An edit on a line the model changes too cannot be carried: refused, nothing written.
+    let clash = edited.replace("line 3\n", "line 3 (mine)\n");
+    env.write_local("n.txt", &clash);
+    let msg = s.err(json!({"action": "get_hunks", "path": "n.txt"}));
+    assert!(msg.starts_with("Conflict:"), "{msg}");
+    assert!(msg.contains("where the output changes it too"), "{msg}");
+    assert_eq!(local(&env, "n.txt"), clash.as_bytes());
+    assert_eq!(
+        fs::read_to_string(env.output_path(&id, "n.txt")).unwrap(),
+        new
+    );
+    assert_eq!(
+        fs::read_to_string(env.chat_dir(&id).join("context/n.txt")).unwrap(),
+        old
+    );
     s.shutdown();
 }
 
@@ -855,4 +974,142 @@ fn get_hunks_on_a_huge_output_answers_oversized_and_pings_are_served() {
 
 fn local_len(env: &Env, rel: &str) -> usize {
     fs::metadata(env.proj().join(rel)).unwrap().len() as usize
+
+const AGENT_MODEL: &str = "mock/agent";
+
+fn agent_send(s: &mut Bb7, content: &str) -> Value {
+    let rid = s.next_id();
+    s.send(
+        &json!({"action": "send", "content": content, "model": AGENT_MODEL,
+        "mode": "agent", "request_id": rid}),
+    );
+    let want = json!(rid);
+    loop {
+        let v = s.recv_where_for("send event", std::time::Duration::from_secs(120), |v| {
+            v.get("request_id") == Some(&want)
+        });
+        if matches!(v["type"].as_str(), Some("done" | "diff_error" | "error")) {
+            return v;
+        }
+    }
+}
+
+fn status_of<'a>(files: &'a [Value], path: &str) -> &'a Value {
+    files
+        .iter()
+        .find(|f| f["path"] == path && f.get("start_line").is_none())
+        .unwrap_or_else(|| panic!("{path} not in {files:?}"))
+}
+
+/// Issue 23 item 14: an agent-mode edit of a project file the chat did not have in context starts
+/// from what `read_file` returned; that read is the output's base, so the file joins the context
+/// with it as its snapshot and shows `M` with its real change (not `!A`, "added over an existing
+/// file"): its hunks are the edit only, `apply_file` writes it and the snapshot follows.
+#[test]
+fn an_agent_edit_of_a_read_file_shows_its_real_change() {
+    let original: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+    let replies = vec![
+        Reply::tool_calls([ToolCall::new(
+            0,
+            "r1",
+            "read_file",
+            r#"{"file_path":"notes.txt"}"#,
+        )]),
+        Reply::tool_calls([ToolCall::edit_file(
+            0,
+            "e1",
+            &[(
+                "notes.txt",
+                "{{file_id:notes.txt}}",
+                "line 15\n",
+                "line fifteen\n",
+            )],
+        )]),
+        Reply::text(["Changed line 15."]),
+    ];
+    let server = MockServer::start(Script::new(replies));
+    let env = Env::new();
+    write_file(
+        &env.home().join(".config/bb7/config.json"),
+        &json!({"api_key": "k", "base_url": server.base_url()}).to_string(),
+    );
+    env.write_local("notes.txt", &original);
+    let mut s = env.spawn();
+    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
+    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    let id = s.ok(json!({"action": "chat_new", "name": "t"}))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let done = agent_send(&mut s, "Spell out line 15.");
+    assert_eq!(done["type"], "done", "{done}");
+    let edited = original.replace("line 15\n", "line fifteen\n");
+    assert_eq!(
+        std::fs::read_to_string(env.output_path(&id, "notes.txt")).unwrap(),
+        edited
+    );
+
+    // M, in context, its snapshot the content that was read; the diff is the one line.
+    let files = list(&s.ok(json!({"action": "get_file_statuses"}))["files"]);
+    let f = status_of(&files, "notes.txt");
+    assert_eq!(f["status"], "M", "{f}");
+    assert_eq!(f["in_context"], true, "{f}");
+    assert_eq!(f["readonly"], false, "{f}");
+    assert_eq!(f["context_content"], original.as_str(), "{f}");
+    let h = s.ok(json!({"action": "get_hunks", "path": "notes.txt"}));
+    let hs = list(&h["hunks"]);
+    assert_eq!(hs.len(), 1, "{h}");
+    assert_eq!(
+        hs[0]["patch"],
+        "@@ -15,1 +15,1 @@\n-line 15\n+line fifteen\n"
+    );
+    assert!(h.get("rebased").is_none(), "{h}");
+    // Stored: after a restart the chat still knows the file.
+    s.shutdown();
+    let mut s = env.start();
+    s.ok(json!({"action": "chat_select", "id": id}));
+    let files = list(&s.ok(json!({"action": "get_file_statuses"}))["files"]);
+    assert_eq!(status_of(&files, "notes.txt")["status"], "M");
+
+    // Applying it writes the change and settles the file like any context file.
+    let r = s.ok(json!({"action": "apply_file", "path": "notes.txt"}));
+    assert_eq!(r["content"], edited.as_str(), "{r}");
+    assert_eq!(
+        std::fs::read_to_string(env.proj().join("notes.txt")).unwrap(),
+        edited
+    );
+    let files = list(&s.ok(json!({"action": "get_file_statuses"}))["files"]);
+    assert_eq!(status_of(&files, "notes.txt")["status"], "", "{files:?}");
+    s.shutdown();
+}
+
+/// A file an agent reply created stays `A` (no base, not in context).
+#[test]
+fn an_agent_write_of_a_new_file_stays_added() {
+    let replies = vec![
+        Reply::tool_calls([ToolCall::new(
+            0,
+            "w1",
+            "write_file",
+            r#"{"path":"fresh.txt","content":"new\n"}"#,
+        )]),
+        Reply::text(["Added it."]),
+    ];
+    let server = MockServer::start(Script::new(replies));
+    let env = Env::new();
+    write_file(
+        &env.home().join(".config/bb7/config.json"),
+        &json!({"api_key": "k", "base_url": server.base_url()}).to_string(),
+    );
+    let mut s = env.spawn();
+    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
+    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    s.ok(json!({"action": "chat_new", "name": "t"}));
+    let done = agent_send(&mut s, "Add fresh.txt.");
+    assert_eq!(done["type"], "done", "{done}");
+    let files = list(&s.ok(json!({"action": "get_file_statuses"}))["files"]);
+    let f = status_of(&files, "fresh.txt");
+    assert_eq!(f["status"], "A", "{f}");
+    assert_eq!(f["in_context"], false, "{f}");
+    s.shutdown();
 }

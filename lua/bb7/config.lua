@@ -106,7 +106,7 @@ M.defaults = {
       close = "q",
       close_alt = "<Esc>",
     },
-    -- Per-hunk review (:BB7Review): in both windows, except `help_alt` and `close` (the proposal's).
+    -- Per-hunk review (:BB7Review): in both windows, except `help_alt` (the proposal's).
     review = {
       accept = "ga",
       reject = "gr",

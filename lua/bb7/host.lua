@@ -75,13 +75,17 @@ local function notify(msg, level)
   end)
 end
 
+--- The events that end a streaming request (`send`); anything else it streams is an event.
+M.TERMINAL = { done = true, diff_error = true, error = true }
+
 --- Handles one decoded message from the host.
 local function dispatch(msg)
   local rid = msg.request_id
   local p = rid and pending[rid]
   if p then
-    local t = msg.type
-    if p.on_event and (t == "chunk" or t == "thinking" or t == "agent_event") then
+    -- A streaming request ends with exactly one of `done` / `diff_error` / `error`; every other
+    -- event with its id (chunks, reasoning, agent events, a `warning`) belongs to the stream.
+    if p.on_event and not M.TERMINAL[msg.type] then
       p.on_event(msg)
       return
     end

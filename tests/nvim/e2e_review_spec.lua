@@ -88,11 +88,11 @@ local steps = {
       t.ok(st, "review open")
       t.eq(4, #st.hunks, "hunks")
       t.ok(vim.wo[st.local_win].diff and vim.wo[st.prop_win].diff, "both windows in diff mode")
-      t.eq(vim.api.nvim_get_current_win(), st.local_win, "cursor in the local window")
+      t.eq(vim.api.nvim_get_current_win(), st.prop_win, "cursor in the (read-only) proposal window")
       t.eq(st.local_buf, buf_of("m.txt"), "the left side is the file's own buffer")
       t.eq(NEW, t.buf_text(st.prop_buf) .. "\n", "the right side is the proposal")
       t.note("BB-7: Review m.txt: 4 hunks; ga accept, gr reject, gA / gR all, ]c / [c move, g? keys", I)
-      t.eq(3, vim.api.nvim_win_get_cursor(0)[1], "]c put the cursor on the first hunk")
+      t.eq(3, vim.api.nvim_win_get_cursor(0)[1], "the cursor starts on the first hunk")
     end,
   },
   {

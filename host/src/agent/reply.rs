@@ -125,6 +125,7 @@ impl ReplyOutcome {
                     path: w.path.clone(),
                     version: w.version.clone(),
                     prev_version: w.prev_version.clone(),
+                    adopted: w.adopted.clone(),
                 })
                 .collect(),
             model: model.to_string(),

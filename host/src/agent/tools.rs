@@ -102,6 +102,10 @@ pub struct Written {
     pub prev_version: Option<String>,
     /// The bytes written.
     pub content: Vec<u8>,
+    /// Agent mode, a project file not in context that the reply edited from what `read_file`
+    /// returned: its context entry, whose snapshot (that content) is already stored. Recorded with
+    /// the reply, it makes the read the output's base, so the file shows `M` with its real change.
+    pub adopted: Option<ContextFile>,
 }
 
 /// What one successful call did, for the status chunk.
@@ -511,6 +515,12 @@ impl ToolRunner {
                 .map_err(|e| format!("Cannot read the staged {}: {e}", t.path))?;
             staged.push((t, content));
         }
+        // Snapshots first: an output is never published without the base it was made from.
+        let mut adopted = Vec::new();
+        for (t, _) in &staged {
+            let cf = self.adopted_base(chat_dir, t)?;
+            adopted.push(cf);
+        }
         let mut pending = Vec::new();
         for (t, content) in &staged {
             let rel = paths::output_rel(&t.path);
@@ -534,13 +544,39 @@ impl ToolRunner {
         }
         Ok(staged
             .into_iter()
-            .map(|(t, content)| Written {
+            .zip(adopted)
+            .map(|((t, content), adopted)| Written {
                 version: bb7_tool_logic::file_id::file_id(&t.path, &content),
                 path: t.path.clone(),
                 prev_version: t.base_id.clone(),
                 content,
+                adopted,
             })
             .collect())
+    }
+
+    /// Agent mode: when `t` is a project file outside the context, with no earlier output, whose
+    /// edit started from what `read_file` returned, stores that content as its snapshot and returns
+    /// the context entry to record (see [`Written::adopted`]).
+    fn adopted_base(&self, chat_dir: &Dir, t: &Touched) -> Result<Option<ContextFile>, String> {
+        if !self.agent || t.in_context || snapshots::read_output(chat_dir, &t.path).is_some() {
+            return Ok(None);
+        }
+        let Some(read) = self.project_reads.get(&t.path) else {
+            return Ok(None);
+        };
+        let version = bb7_tool_logic::file_id::file_id(&t.path, read);
+        if t.base_id.as_deref() != Some(version.as_str()) {
+            return Ok(None);
+        }
+        let cf = ContextFile {
+            path: t.path.clone(),
+            version,
+            ..Default::default()
+        };
+        snapshots::write(chat_dir, &cf, read)
+            .map_err(|e| format!("Cannot write the snapshot of {}: {e}", t.path))?;
+        Ok(Some(cf))
     }
 }
 

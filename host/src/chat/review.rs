@@ -31,6 +31,18 @@ pub enum ReviewError {
         "Conflict: {0} changed since its hunks were computed (base_hash differs); nothing was written, get the hunks again"
     )]
     Conflict(String),
+    /// The local file (by path) changed since the output was made from its snapshot, and the hunks
+    /// were not carried onto it yet: applying them would undo that change.
+    #[error(
+        "Conflict: {0} changed since the model's output was made; nothing was written, get the hunks again (they are carried onto the change)"
+    )]
+    NotRebased(String),
+    /// The local file (by path) changed since the output was made, on lines the output changes too
+    /// (or it was removed): the hunks cannot be carried onto it.
+    #[error(
+        "Conflict: {0} {1} since the model's output was made, where the output changes it too; nothing was written. Merge it by hand (the side-by-side diff with the local file) or reject the output"
+    )]
+    Overlap(String, &'static str),
     /// A requested hunk id that names no hunk of the file or checkpoint.
     #[error("Unknown hunk: {0} (get the hunks again)")]
     UnknownHunk(String),
@@ -125,6 +137,67 @@ pub fn get_hunks(project: &Dir, chat_dir: &Dir, path: &str) -> Result<FileHunks,
     })
 }
 
+/// The output of a file carried onto the local file, which changed since the output was made.
+pub struct Rebased {
+    /// The model's changes applied to the local file: the new output.
+    pub output: Vec<u8>,
+    /// The local file it was carried onto: the output's new base (the snapshot).
+    pub local: Vec<u8>,
+}
+
+/// Whether the local file `local` (`None`: absent) is the output's `base` (ignoring CRLF vs LF).
+fn is_base(local: &Option<Vec<u8>>, base: &[u8]) -> bool {
+    local
+        .as_deref()
+        .is_some_and(|l| snapshots::same_text(l, base))
+}
+
+/// When the local file changed since the output of `path` was made from `base` (its context
+/// snapshot), carries the model's changes (`base` → output) onto the local file, so that the hunks
+/// between the local file and the output hold only the model's changes, never the undoing of an
+/// edit made since. `Ok(None)`: the local file is still the base, nothing to carry. A change of
+/// the model on lines edited since (or a local file removed since) is [`ReviewError::Overlap`].
+pub fn rebase(
+    project: &Dir,
+    chat_dir: &Dir,
+    path: &str,
+    base: &[u8],
+) -> Result<Option<Rebased>, ReviewError> {
+    let (local, out) = local_and_output(project, chat_dir, path)?;
+    // Still the base, or already the output (taken by hand): nothing to carry.
+    if is_base(&local, base) || is_base(&local, &out) {
+        return Ok(None);
+    }
+    let Some(local) = local else {
+        return Err(ReviewError::Overlap(path.to_string(), "was removed"));
+    };
+    let (bt, lt, ot) = (
+        hunks::as_text(path, base)?,
+        hunks::as_text(path, &local)?,
+        hunks::as_text(path, &out)?,
+    );
+    let (lb, ll, lo) = (Lines::parse(bt), Lines::parse(lt), Lines::parse(ot));
+    // The model's changes as hunks from the output back to the base: "reverting" them onto the
+    // local file puts the output's lines where the local file still has the base's. A change the
+    // local file already has (made the same way since, e.g. an apply whose chat record was cut
+    // short) is left out rather than taken for a clash.
+    let back = hunks::hunks(path, &lo, &lb);
+    let since = hunks::hunks(path, &lb, &ll);
+    let carried: Vec<&Hunk> = back
+        .iter()
+        .filter(|h| {
+            !since
+                .iter()
+                .any(|u| u.old == h.new && ll.lines[u.new.clone()] == lo.lines[h.old.clone()])
+        })
+        .collect();
+    let (output, clashes) = hunks::revert_onto(&lo, &lb, &ll, &carried);
+    if !clashes.is_empty() {
+        return Err(ReviewError::Overlap(path.to_string(), "changed"));
+    }
+    Ok(Some(Rebased { output, local }))
+}
+
 /// `hunks` picked by `ids`, in file order; an unknown id is an error.
 fn pick<'a>(hs: &'a [Hunk], ids: &[String]) -> Result<Vec<&'a Hunk>, ReviewError> {
     let by_id: HashMap<&str, usize> = hs
@@ -153,7 +226,10 @@ pub struct Applied {
     pub remaining: usize,
 }
 
-/// `apply_hunks`: writes the local file with just `ids` applied, after checking `base_hash`.
+/// `apply_hunks`: writes the local file with just `ids` applied, after checking `base_hash`, and
+/// that the local file is still the output's `base` (its context snapshot, when it has one): were
+/// it not, the hunks would undo what changed since ([`rebase`] first, as `get_hunks` does).
+#[allow(clippy::too_many_arguments)]
 pub fn apply_hunks(
     project: &Dir,
     chat_dir: &Dir,
@@ -162,11 +238,15 @@ pub fn apply_hunks(
     path: &str,
     ids: &[String],
     base_hash: &str,
+    base: Option<&[u8]>,
 ) -> Result<Applied, ReviewError> {
     let (local, out) = local_and_output(project, chat_dir, path)?;
     let local_bytes = local.clone().unwrap_or_default();
     if hunks::hash(&local_bytes) != base_hash {
         return Err(ReviewError::Conflict(path.to_string()));
+    }
+    if base.is_some_and(|b| !is_base(&local, b)) {
+        return Err(ReviewError::NotRebased(path.to_string()));
     }
     let (lt, ot) = (
         hunks::as_text(path, &local_bytes)?,

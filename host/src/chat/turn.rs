@@ -5,7 +5,9 @@ use cap_std::fs::Dir;
 use serde_json::{Value, json};
 
 use super::error::ChatError;
-use super::model::{Chat, ContextEvent, EventKind, Message, Part, Role, SnapshotEntry, now};
+use super::model::{
+    Chat, ContextEvent, ContextFile, EventKind, Message, Part, Role, SnapshotEntry, now,
+};
 
 /// The user message of a send: its text, the model and reasoning effort it is sent with, and the
 /// context at this moment (what fork and edit restore).
@@ -50,6 +52,9 @@ pub struct WrittenFile {
     pub version: String,
     /// The file id the reply started from, if any.
     pub prev_version: Option<String>,
+    /// Agent mode: the context entry of a project file the reply read and edited (its snapshot,
+    /// the read content, is stored), which joins the context with the reply.
+    pub adopted: Option<ContextFile>,
 }
 
 /// What a finished reply leaves in its chat.
@@ -72,6 +77,29 @@ pub struct ReplyRecord {
 }
 
 impl ReplyRecord {
+    /// Records the reply in `chat`: the files the reply read and edited join the context (their
+    /// read is the base of the output), then the messages follow.
+    pub fn record_in(self, chat: &mut Chat) {
+        for cf in self.written.iter().filter_map(|w| w.adopted.clone()) {
+            let known = chat
+                .context_files
+                .iter()
+                .any(|c| c.path == cf.path && !c.is_section());
+            if !known {
+                chat.context_files.push(cf);
+            }
+        }
+        chat.messages.extend(self.messages());
+    }
+
+    /// Whether there is nothing to record (no part, no file, no note).
+    pub fn messages_are_empty(&self) -> bool {
+        self.thinking.is_empty()
+            && self.parts.is_empty()
+            && self.written.is_empty()
+            && self.system_note.is_none()
+    }
+
     /// The messages to append: the reply (when it has any part) and the system note.
     pub fn messages(self) -> Vec<Message> {
         let mut parts = Vec::new();

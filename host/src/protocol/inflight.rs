@@ -87,6 +87,7 @@ pub fn refused_while_busy(action: &str) -> bool {
             | "apply_file_as"
             | "output_delete"
             | "diff_local_done"
+            | "get_hunks"
             | "apply_hunks"
             | "reject_hunks"
             | "checkpoint_rollback"

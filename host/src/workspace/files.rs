@@ -244,6 +244,41 @@ impl Workspace {
         Ok(merged)
     }
 
+    /// What the output of project file `path` was made from: the snapshot of its whole-file entry
+    /// in the active chat's context (`None`: not in context, e.g. a file the model created).
+    pub fn output_base(&self, path: &str) -> Result<Option<Vec<u8>>, String> {
+        let a = self.active()?;
+        Ok(a.chat
+            .context_files
+            .iter()
+            .find(|cf| cf.path == path && !cf.is_section() && !cf.external)
+            .and_then(|cf| snapshots::read(a.dir.dir(), cf).ok()))
+    }
+
+    /// Before a review of `path`: when the local file changed since the output was made from its
+    /// snapshot, the model's changes are carried onto the local file (the output is rewritten) and
+    /// the snapshot becomes the local file, so the hunks never undo that change. Whether it did.
+    pub fn rebase_output(&mut self, path: &str) -> Result<bool, String> {
+        let Some(base) = self.output_base(path)? else {
+            return Ok(false);
+        };
+        let project = self.project_or("checkpoints and hunks need a project with .bb7/")?;
+        let a = self.active()?;
+        let Some(r) = crate::chat::review::rebase(project.dir(), a.dir.dir(), path, &base)
+            .map_err(|e| e.to_string())?
+        else {
+            return Ok(false);
+        };
+        // The output first: should the snapshot then fail to follow, the next review finds the
+        // changes overlapping and refuses, rather than undoing anything.
+        let rel = paths::output_rel(path);
+        crate::store::write_atomic(a.dir.dir(), &rel, &r.output)
+            .map_err(|e| format!("Cannot write {rel}: {e}"))?;
+        let cp = ClientPath::Internal(path.to_string());
+        self.change_active(|chat, dir| context::sync(chat, dir, &cp, Some(r.local)))?;
+        Ok(true)
+    }
+
     /// `get_file_statuses`: every file the active chat knows, with token counts.
     pub fn file_states(&mut self) -> Result<Vec<FileState>, String> {
         let a = self.active.as_ref().ok_or("No active chat")?;

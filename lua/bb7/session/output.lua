@@ -82,20 +82,69 @@ function M.apply(path, quiet)
   return true
 end
 
---- Applies every output (`M` and `A`; conflicts `!A` are left for one-by-one review).
+--- The status `path` shows now (`~M`, `!A`, …), from the host's entry and the local file as it is
+--- at this moment (buffer or disk); nil when the chat does not know the file.
+function M.live_status(path)
+  local f = chat.status_of(path)
+  if not f then
+    return nil, nil
+  end
+  local local_text = nil
+  if f.in_context and not f.external then
+    local_text = context.local_text(context.abspath(path))
+  end
+  return util.display_status(f, local_text), f
+end
+
+--- Applies the output of `path`, asking first when that would overwrite something of the user's:
+--- a local file the model did not know (`!A`), or local changes made since the file was added
+--- (`~M`: saved edits the output was not made from). `done()` runs after an apply.
+function M.apply_asking(path, done)
+  local st = M.live_status(path)
+  local function go()
+    if M.apply(path) and done then
+      done()
+    end
+  end
+  local name = util.oneline(path)
+  if st == "!A" then
+    S.confirm(name .. " exists locally. Overwrite it with the output?", go)
+  elseif st == "~M" then
+    S.confirm(name .. " changed locally since the model saw it. Overwrite your changes with the output?", go)
+  else
+    go()
+  end
+end
+
+--- Applies every output (`M` and `A`; conflicts `!A` and files changed locally since the model saw
+--- them, `~M`, are left for one-by-one review).
 function M.apply_all()
   if not S.chat then
     notify("No active chat", L.WARN)
     return 0
   end
-  local paths = {}
+  local paths, changed = {}, {}
   for _, f in ipairs(S.statuses) do
     if f.has_output and (f.status == "M" or f.status == "A") then
-      paths[#paths + 1] = f.path
+      if M.live_status(f.path) == "~M" then
+        changed[#changed + 1] = f.path
+      else
+        paths[#paths + 1] = f.path
+      end
     end
   end
+  if #changed > 0 then
+    notify(
+      ("Not applied, changed locally since the model saw them (apply or review them one by one): %s"):format(
+        util.oneline(table.concat(changed, ", "))
+      ),
+      L.WARN
+    )
+  end
   if #paths == 0 then
-    notify("No output to apply", L.WARN)
+    if #changed == 0 then
+      notify("No output to apply", L.WARN)
+    end
     return 0
   end
   local n = 0

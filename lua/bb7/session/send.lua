@@ -1,6 +1,7 @@
 --- A send in the active chat: the request, its reply streamed to subscribers (agent events included),
 --- the agent's clarifying questions answered, the end of the reply settled, and cancelling it.
 local chat = require("bb7.session.chat")
+local config = require("bb7.config")
 local fetch = require("bb7.session.fetch")
 local host = require("bb7.host")
 local project = require("bb7.session.project")
@@ -47,6 +48,24 @@ function M.send(text)
   local rid = host.request("send", params, function(r)
     M._finish_send(st, r)
   end, function(ev)
+    if ev.type == "warning" then
+      -- The send goes on; say what the model sees differently from the user (one short line).
+      if ev.kind == "stale_context" then
+        local files = ev.files or {}
+        local key = (config.options.keymaps.files or {}).update
+        notify(
+          ("Sent with the older snapshot of %d file(s) changed since: %s%s"):format(
+            #files,
+            table.concat(files, ", "),
+            key and (" (" .. key .. " in the Files pane updates a snapshot)") or ""
+          ),
+          L.WARN
+        )
+      elseif ev.message then
+        notify(tostring(ev.message), L.WARN)
+      end
+      return
+    end
     if ev.type == "agent_event" then
       -- Agent mode (`bb7.agent` subscribes): its tool log becomes "tool" chunks, its questions are
       -- asked and answered with `clarify`.
@@ -92,6 +111,11 @@ function M._finish_send(st, r)
       notify("Response aborted by user.", L.INFO)
     else
       S.fail("send", r)
+    end
+    if tostring(r.message):find("already in progress", 1, true) and S.chat and S.chat.id == st.chat_id then
+      -- Refused before anything was recorded: the text goes back into the input, not lost.
+      S.chat.draft = st.text
+      S.emit("draft", st.text)
     end
   end
   -- The send is settled once the chat shows the stored reply (a few ms later, without blocking).

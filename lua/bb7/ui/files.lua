@@ -37,10 +37,68 @@ function M.entries()
   return out
 end
 
+-- While the UI is open the statuses follow edits made outside Neovim too: the directories of the
+-- chat's files are watched (one fs_event each) and a change re-renders the pane.
+local watchers = {} ---@type table<string, uv.uv_fs_event_t>
+local rerender_queued = false
+
+local function stop_watching()
+  for dir, w in pairs(watchers) do
+    pcall(w.stop, w)
+    pcall(w.close, w)
+    watchers[dir] = nil
+  end
+end
+
+local function on_change()
+  if rerender_queued then
+    return
+  end
+  rerender_queued = true
+  vim.schedule(function()
+    rerender_queued = false
+    if ui and ui.is_open() then
+      M.render()
+    else
+      stop_watching()
+    end
+  end)
+end
+
+local function watch()
+  if not (ui and ui.is_open()) then
+    return stop_watching()
+  end
+  local want = {}
+  for _, f in ipairs(session.statuses or {}) do
+    if not f.external and not f.start_line then
+      want[vim.fs.dirname(session.abspath(f.path))] = true
+    end
+  end
+  for dir in pairs(watchers) do
+    if not want[dir] then
+      pcall(watchers[dir].stop, watchers[dir])
+      pcall(watchers[dir].close, watchers[dir])
+      watchers[dir] = nil
+    end
+  end
+  for dir in pairs(want) do
+    if not watchers[dir] and vim.fn.isdirectory(dir) == 1 then
+      local w = vim.uv.new_fs_event()
+      if w and w:start(dir, {}, on_change) then
+        watchers[dir] = w
+      elseif w then
+        pcall(w.close, w)
+      end
+    end
+  end
+end
+
 function M.render()
   if not buf or not vim.api.nvim_buf_is_valid(buf) then
     return
   end
+  watch()
   local lines, hls = {}, {}
   items = {}
   if not session.chat then
@@ -145,15 +203,7 @@ function M.attach(b, u)
     },
     apply = {
       with_file(function(f)
-        if f.status == "!A" then
-          vim.ui.select({ "No", "Yes" }, { prompt = f.path .. " exists locally. Overwrite it with the output?" }, function(c)
-            if c == "Yes" then
-              session.apply(f.path)
-            end
-          end)
-        else
-          session.apply(f.path)
-        end
+        session.apply_asking(f.path)
       end),
       "apply the output to the local file",
     },

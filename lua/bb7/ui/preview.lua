@@ -24,6 +24,13 @@ function M.mode_title()
 end
 
 local function set_lines(lines, hls, ft)
+  if M.treesitter then
+    -- A full replace (the end of a stream collapses its reasoning: hundreds of lines fewer) would
+    -- leave the highlighter with trees and injections over rows that are gone, and its next
+    -- redraw fails ("Invalid 'end_row': out of range"): highlight the new text afresh instead.
+    pcall(vim.treesitter.stop, buf)
+    M.treesitter, M.hl = nil, nil
+  end
   vim.bo[buf].modifiable = true
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
   vim.bo[buf].modifiable = false
@@ -383,16 +390,9 @@ function M.attach(b, u)
           session.notify("Open a file or diff first (<CR> or D in the Files pane); p applies it", vim.log.levels.WARN)
           return
         end
-        local f = session.status_of(p)
-        if f and f.status == "!A" then
-          session.confirm(util.oneline(p) .. " exists locally. Overwrite it with the output?", function()
-            if session.apply(p) then
-              M.show_chat()
-            end
-          end)
-        elseif session.apply(p) then
+        session.apply_asking(p, function()
           M.show_chat()
-        end
+        end)
       end,
       "apply the output of the file shown (file or diff view)",
     },

@@ -18,7 +18,7 @@ M.keys = {
   { "reject_all", "reject every hunk of the file" },
   { "help", "list these keys" },
   { "help_alt", "list these keys", proposed_only = true },
-  { "close", "close the review", proposed_only = true },
+  { "close", "close the review" },
 }
 
 local state = nil ---@type table|nil the review in progress
@@ -120,12 +120,38 @@ local function set_proposed(st, content)
   vim.bo[st.prop_buf].modified = false
 end
 
---- Re-reads the hunks and the proposal; closes the review when nothing is left.
+--- The local window shows the file as it is on disk now (an unmodified buffer is re-read; undo
+--- history kept).
+function M.reload_local(st)
+  local buf = st.local_buf
+  local text = require("bb7.util").read_file(session.abspath(st.path))
+  if not (text and vim.api.nvim_buf_is_loaded(buf)) or vim.bo[buf].modified then
+    return
+  end
+  local util = require("bb7.util")
+  local have = table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n") .. "\n"
+  if not util.same_text(have, (text:gsub("^\239\187\191", ""))) then
+    vim.api.nvim_buf_call(buf, function()
+      vim.cmd("silent! edit") -- 'undoreload' keeps the undo history
+    end)
+  end
+end
+
+--- Re-reads the hunks and the proposal; closes the review when nothing is left (or when the host
+--- cannot carry the proposal onto an edit made since: it says why).
 local function refresh(st)
   local r = session.get_hunks(st.path)
-  if is_error(r) or #(r.hunks or {}) == 0 then
+  if is_error(r) then
+    notify(tostring(r.message), L.WARN)
     M.close()
     return false
+  end
+  if #(r.hunks or {}) == 0 then
+    M.close()
+    return false
+  end
+  if r.rebased then
+    notify(st.path .. " changed since the proposal was made: the proposal now starts from it", L.WARN)
   end
   st.hunks, st.base_hash = r.hunks, r.base_hash
   local out = session.output_file(st.path)
@@ -160,7 +186,10 @@ local function accept_ids(st, ids)
   local r = session.apply_hunks(st.path, ids, st.base_hash)
   if is_error(r) then
     if tostring(r.message):find("^Conflict:") then
+      -- The file changed since the hunks were computed: the left side shows it as it is now, and
+      -- the host carries the proposal onto it (or says why it cannot) before anything is accepted.
       notify(r.message, L.WARN)
+      M.reload_local(st)
       refresh(st)
     else
       session.fail("apply hunks of " .. st.path, r)
@@ -327,6 +356,8 @@ function M.open(path)
   if is_error(r) then
     if tostring(r.message):find("No output", 1, true) or tostring(r.message):find("not found", 1, true) then
       notify("No output for " .. path, L.WARN)
+    elseif tostring(r.message):find("^Conflict:") then
+      notify(r.message, L.WARN) -- edited where the model changed it too: merge by hand or reject
     else
       session.fail("review " .. path, r)
     end
@@ -357,6 +388,7 @@ function M.open(path)
     local_win = vim.api.nvim_get_current_win(),
     local_buf = vim.api.nvim_get_current_buf(),
   }
+  M.reload_local(st) -- a buffer loaded before an edit from outside shows the file as it is
   vim.cmd("diffthis")
   vim.cmd("rightbelow vnew")
   st.prop_win = vim.api.nvim_get_current_win()
@@ -382,9 +414,17 @@ function M.open(path)
       end)
     end,
   })
-  vim.api.nvim_set_current_win(st.local_win)
   vim.cmd("diffupdate")
-  pcall(vim.cmd, "normal! gg]c")
+  -- The cursor starts in the proposal (read-only: stray keys cannot edit the file) on the first
+  -- hunk, wherever it is (line 1 included).
+  vim.api.nvim_set_current_win(st.prop_win)
+  local first = r.hunks[1]
+  local line = math.max(1, first.new_lines > 0 and first.new_start or first.new_start + 1)
+  line = math.min(line, vim.api.nvim_buf_line_count(st.prop_buf))
+  vim.api.nvim_win_set_cursor(st.prop_win, { line, 0 })
+  if r.rebased then
+    notify(path .. " changed since the proposal was made: the proposal now starts from it", L.WARN)
+  end
   notify(("Review %s: %d hunks; %s"):format(path, #r.hunks, open_hint()))
   return true
 end

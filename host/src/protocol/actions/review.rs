@@ -55,13 +55,18 @@ fn record_json(r: &Record) -> Value {
 }
 
 /// `get_hunks` runs off the protocol loop (a diff of a large file must not hold the next request):
-/// the handles are taken under the lock, the hunks computed on a blocking thread, and the reply
-/// written from there (it may come after the replies to later requests).
+/// under the lock the output is first carried onto edits made to the file since it was made (the
+/// rebase's diffs are bounded like every hunk diff), the handles are taken, then the hunks are
+/// computed on a blocking thread and the reply written from there (it may come after the replies to
+/// later requests).
 pub fn get_hunks(ctx: &Ctx, req: &Request) -> Handled {
-    let (project, chat_dir, path) = {
+    let (project, chat_dir, path, rebased) = {
         let mut guard = ctx.lock();
         let s = &mut *guard;
         let path = s.active_internal_path(req.nonempty("path")?)?;
+        project(s)?;
+        // Edits made to the file since the output was made stay: the output is carried onto them.
+        let rebased = s.rebase_output(&path)?;
         let chat_dir = s.active()?.dir.dir().try_clone();
         let project = project(s)?.try_clone();
         let clone_err = |e: std::io::Error| format!("Cannot read {path}: {e}");
@@ -69,6 +74,7 @@ pub fn get_hunks(ctx: &Ctx, req: &Request) -> Handled {
             project.map_err(clone_err)?,
             chat_dir.map_err(clone_err)?,
             path,
+            rebased,
         )
     };
     let (ctx2, id) = (ctx.clone(), req.id.clone());
@@ -82,7 +88,12 @@ pub fn get_hunks(ctx: &Ctx, req: &Request) -> Handled {
             Err("Internal error while handling get_hunks; the request was not completed".into())
         });
         match shaped {
-            Ok(h) => events::emit(&ctx2, &events::event("hunks", id.as_deref(), h)),
+            Ok(mut h) => {
+                if rebased {
+                    h["rebased"] = json!(true);
+                }
+                events::emit(&ctx2, &events::event("hunks", id.as_deref(), h))
+            }
             Err(e) => events::error_later(&ctx2, id.as_deref(), e),
         }
     });
@@ -94,6 +105,7 @@ pub fn apply_hunks(s: &mut Workspace, req: &Request) -> Handled {
     let ids = string_list(req, "hunk_ids", true)?;
     let base_hash = req.nonempty("base_hash")?.to_string();
     let cps = s.checkpoints()?;
+    let base = s.output_base(&path)?;
     let a = s.active()?;
     let applied = review::apply_hunks(
         project(s)?,
@@ -103,6 +115,7 @@ pub fn apply_hunks(s: &mut Workspace, req: &Request) -> Handled {
         &path,
         &ids,
         &base_hash,
+        base.as_deref(),
     )
     .map_err(|e| e.to_string())?;
     if applied.checkpoint.is_some() {

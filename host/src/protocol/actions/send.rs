@@ -226,12 +226,12 @@ async fn finish_send(ctx: Ctx, id: Option<String>, p: Prepared) {
         id: id.clone(),
     };
     let outcome = crate::agent::reply::run(job, &mut sink).await;
-    let messages = outcome.record(&model).messages();
-    let recorded = if messages.is_empty() {
+    let record = outcome.record(&model);
+    let recorded = if record.messages_are_empty() {
         Ok(())
     } else {
         ctx.lock()
-            .update_chat(&target, |chat| chat.messages.extend(messages))
+            .update_chat(&target, |chat| record.record_in(chat))
     };
     crate::agent::usage_log::append(&target.id, target.global, &model, &outcome);
     ctx.inflight.release();
