@@ -974,6 +974,7 @@ fn get_hunks_on_a_huge_output_answers_oversized_and_pings_are_served() {
 
 fn local_len(env: &Env, rel: &str) -> usize {
     fs::metadata(env.proj().join(rel)).unwrap().len() as usize
+}
 
 const AGENT_MODEL: &str = "mock/agent";
 
