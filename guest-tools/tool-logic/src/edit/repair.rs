@@ -67,7 +67,7 @@ pub(crate) fn run(
     if let Some(r) = typography(doc, old, new, &mut accept)? {
         return Ok(Some(r));
     }
-    if let Some(r) = blank_lines(doc, old, new, ambiguous) {
+    if let Some(r) = blank_lines(doc, old, new, ambiguous)? {
         return Ok(Some(r));
     }
     elision(doc, old, new)
@@ -371,7 +371,7 @@ fn merge_chars(orig: &str, norm: &str, edited: &str) -> String {
 
 /// One step of a line diff from `a` to `b`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
+pub(crate) enum Op {
     Keep(usize, usize),
     Delete(usize),
     Insert(usize),
@@ -381,7 +381,7 @@ enum Op {
 const MAX_DIFF_CELLS: usize = 4_000_000;
 
 /// A longest-common-subsequence diff; deletions come before insertions within a change.
-fn diff<T>(a: &[T], b: &[T], eq: impl Fn(&T, &T) -> bool) -> Vec<Op> {
+pub(crate) fn diff<T>(a: &[T], b: &[T], eq: impl Fn(&T, &T) -> bool) -> Vec<Op> {
     let (n, m) = (a.len(), b.len());
     if n.saturating_mul(m) > MAX_DIFF_CELLS {
         let mut ops: Vec<Op> = (0..n).map(Op::Delete).collect();
@@ -446,13 +446,13 @@ fn blank_lines(
     old: &str,
     new: &str,
     ambiguous: &mut Vec<Ambiguous>,
-) -> Option<Replaced> {
+) -> Result<Option<Replaced>, MatchError> {
     let old = Old::new(old);
     let ob: Vec<usize> = (0..old.lines.len())
         .filter(|&i| !old.lines[i].trim().is_empty())
         .collect();
     if ob.len() < 2 {
-        return None;
+        return Ok(None);
     }
     let file = doc.line_strs();
     let fb: Vec<usize> = (0..file.len())
@@ -474,11 +474,13 @@ fn blank_lines(
                     pass: Pass::BlankLines,
                     lines: many.iter().map(|&q| fb[q] + 1).collect(),
                 });
-                return None;
+                return Ok(None);
             }
         }
     }
-    let (tier, q) = hit?;
+    let Some((tier, q)) = hit else {
+        return Ok(None);
+    };
     // old line i -> file line
     let mut align: Vec<Option<usize>> = vec![None; old.lines.len()];
     for (k, &i) in ob.iter().enumerate() {
@@ -492,17 +494,18 @@ fn blank_lines(
     } else {
         new_body.split('\n').collect()
     };
-    let reindented: Option<Vec<String>> = (tier == Tier::Trim).then(|| {
+    let reindented: Option<Vec<String>> = if tier == Tier::Trim {
         let (ol, fl): (Vec<&str>, Vec<&str>) = ob
             .iter()
             .map(|&i| (old.lines[i], file[align[i].unwrap_or(first)]))
             .unzip();
         let style = indent::detect(file.iter().copied());
-        indent::reindent(&ol, &fl, &new_lines, style, true)
-            .split('\n')
-            .map(str::to_string)
-            .collect()
-    });
+        let re = indent::reindent(&ol, &fl, &new_lines, style, true)
+            .map_err(|a| MatchError::Refused(a.message()))?;
+        Some(re.split('\n').map(str::to_string).collect())
+    } else {
+        None
+    };
     let new_line = |j: usize| -> &str {
         match &reindented {
             Some(r) => r.get(j).map(String::as_str).unwrap_or(new_lines[j]),
@@ -561,11 +564,11 @@ fn blank_lines(
         end: doc.lines[last].end_with_nl(),
         text,
     };
-    Some(Replaced {
+    Ok(Some(Replaced {
         text: apply_splices(doc, &[splice]),
         pass: Pass::BlankLines,
         count: 1,
-    })
+    }))
 }
 
 // ---- 6. elision -----------------------------------------------------------------------------------
@@ -788,7 +791,8 @@ fn elision(doc: &Doc<'_>, old: &str, new: &str) -> Result<Option<Replaced>, Matc
             String::new()
         } else if tier == Tier::Trim {
             let fl: Vec<&str> = file[first..=last].to_vec();
-            let mut t = indent::reindent(op, &fl, np, style, true);
+            let mut t = indent::reindent(op, &fl, np, style, true)
+                .map_err(|a| MatchError::Refused(a.message()))?;
             t.push('\n');
             t
         } else {

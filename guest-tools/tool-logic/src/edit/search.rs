@@ -338,9 +338,10 @@ pub(crate) fn attempt(
             (Found::Lines(first), Some(style)) => {
                 let k = old.lines.len();
                 let file_lines: Vec<&str> = (first..first + k).map(|i| doc.line(i)).collect();
-                let re = indent::reindent(&old.lines, &file_lines, &new_lines, style, true);
+                let re = indent::reindent(&old.lines, &file_lines, &new_lines, style, true)
+                    .map_err(|a| MatchError::Refused(a.message()))?;
                 if pass == Pass::TruncatedBoundary {
-                    restore_truncated(&old, &file_lines, &new, re)
+                    restore_truncated(&old, first, &file_lines, &new, re)?
                 } else {
                     re
                 }
@@ -529,8 +530,17 @@ fn boundary(old_t: &str, file_line: &str) -> Option<bool> {
 }
 
 /// Pass 4: a boundary line of the replacement that repeats the old text's truncated boundary line
-/// (after trimming) stands for the unchanged file line, so the file's full line is put back.
-fn restore_truncated(old: &Old<'_>, file_lines: &[&str], new: &str, reindented: String) -> String {
+/// (after trimming) stands for the unchanged file line, so the file's full line is put back. A
+/// truncated boundary line that the replacement does not repeat is refused: replacing the file's
+/// whole line would delete the part of it the model never showed, and keeping that part after a
+/// changed line would be a guess. `first` is the 0-based file line of the match.
+fn restore_truncated(
+    old: &Old<'_>,
+    first: usize,
+    file_lines: &[&str],
+    new: &str,
+    reindented: String,
+) -> Result<String, MatchError> {
     let k = old.lines.len();
     let (Some(&o_first), Some(&o_last), Some(&f_first), Some(&f_last)) = (
         old.lines.first(),
@@ -538,28 +548,53 @@ fn restore_truncated(old: &Old<'_>, file_lines: &[&str], new: &str, reindented: 
         file_lines.first(),
         file_lines.last(),
     ) else {
-        return reindented;
+        return Ok(reindented);
     };
     let first_cut = boundary(o_first.trim(), f_first) == Some(true);
     let last_cut = k >= 2 && boundary(o_last.trim(), f_last) == Some(true);
     if !first_cut && !last_cut {
-        return reindented;
+        return Ok(reindented);
     }
-    let mut out: Vec<&str> = reindented.split('\n').collect();
+    let mut out: Vec<&str> = if new.is_empty() {
+        Vec::new()
+    } else {
+        reindented.split('\n').collect()
+    };
     let last_idx = if new.ends_with('\n') && out.len() >= 2 {
         out.len() - 2
     } else {
-        out.len() - 1
+        out.len().saturating_sub(1)
+    };
+    let refuse = |line: usize, cut: &str, full: &str| {
+        MatchError::Refused(format!(
+            "old_string's {} line `{}` is only the start of line {} (`{}`), and new_string does not \
+             keep that line unchanged, so the rest of the line would be lost; copy the whole line \
+             into old_string (and into new_string where it stays)",
+            if line == first { "first" } else { "last" },
+            diagnose::clip(cut.trim()),
+            line + 1,
+            diagnose::clip(full.trim())
+        ))
     };
     let mut restored_first = false;
-    if first_cut && out[0].trim() == o_first.trim() {
-        out[0] = f_first;
-        restored_first = true;
+    if first_cut {
+        if out.first().is_some_and(|l| l.trim() == o_first.trim()) {
+            out[0] = f_first;
+            restored_first = true;
+        } else {
+            return Err(refuse(first, o_first, f_first));
+        }
     }
-    if last_cut && !(last_idx == 0 && restored_first) && out[last_idx].trim() == o_last.trim() {
-        out[last_idx] = f_last;
+    if last_cut {
+        if !(last_idx == 0 && restored_first)
+            && out.get(last_idx).is_some_and(|l| l.trim() == o_last.trim())
+        {
+            out[last_idx] = f_last;
+        } else {
+            return Err(refuse(first + k - 1, o_last, f_last));
+        }
     }
-    out.join("\n")
+    Ok(out.join("\n"))
 }
 
 /// The LF-space region an occurrence covers.

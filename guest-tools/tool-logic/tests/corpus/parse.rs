@@ -19,8 +19,10 @@
 //! ```
 //!
 //! A section holds the lines up to the next `--- ` or `### ` line, each ending in `\n`; `no-eol`
-//! drops the final `\n`, `crlf` writes every `\n` as `\r\n`. Trailing empty lines of a case's last
-//! section are dropped. Lines starting with `#` before the first case are comments.
+//! drops the final `\n`, `crlf` writes every `\n` as `\r\n`, `cr-marked` turns a literal `\r` at
+//! the end of a line into a carriage return (for files that mix line endings). Trailing empty lines
+//! of a case's last section are dropped. Lines starting with `#` before the first case, and in a
+//! case's header (before its first section), are comments.
 
 #![allow(dead_code)]
 
@@ -76,6 +78,12 @@ fn section_text(lines: &[&str], mods: &str, last: bool) -> String {
     if mods.contains("crlf") {
         s = s.replace('\n', "\r\n");
     }
+    if mods.contains("cr-marked") {
+        s = s.replace("\\r\n", "\r\n");
+        if let Some(t) = s.strip_suffix("\\r") {
+            s = format!("{t}\r");
+        }
+    }
     s
 }
 
@@ -97,7 +105,9 @@ pub fn parse(text: &str) -> Vec<Case> {
         i += 1;
         while i < all.len() && !all[i].starts_with("--- ") && !all[i].starts_with("### ") {
             let line = all[i].trim();
-            if let Some((k, v)) = line.split_once(':') {
+            if line.starts_with('#') {
+                // a comment in the header (e.g. where the case comes from)
+            } else if let Some((k, v)) = line.split_once(':') {
                 let v = v.trim().to_string();
                 match k.trim() {
                     "category" => case.category = v,
