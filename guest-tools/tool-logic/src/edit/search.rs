@@ -46,6 +46,8 @@ pub enum Pass {
     HtmlEntities,
     /// Repair: typographic quotes, dashes and no-break spaces read as their ASCII forms.
     Typography,
+    /// Repair: runs of spaces and tabs inside lines (outside quotes) read as one space (issue 32).
+    InnerWhitespace,
     /// Repair: blank lines inside the block ignored (the file's blank lines are kept).
     BlankLines,
     /// Repair: elision marker lines (`// ... existing code ...`) split the edit into pieces.
@@ -54,7 +56,7 @@ pub enum Pass {
 
 impl Pass {
     /// Every pass, in the order they run.
-    pub const ALL: [Pass; 12] = [
+    pub const ALL: [Pass; 13] = [
         Pass::Exact,
         Pass::TrailingWhitespace,
         Pass::Indentation,
@@ -65,6 +67,7 @@ impl Pass {
         Pass::Unescaped,
         Pass::HtmlEntities,
         Pass::Typography,
+        Pass::InnerWhitespace,
         Pass::BlankLines,
         Pass::Elision,
     ];
@@ -82,6 +85,7 @@ impl Pass {
             Pass::Unescaped => "unescaped",
             Pass::HtmlEntities => "html_entities",
             Pass::Typography => "typography",
+            Pass::InnerWhitespace => "inner_whitespace",
             Pass::BlankLines => "blank_lines",
             Pass::Elision => "elision",
         }
@@ -95,6 +99,7 @@ impl Pass {
                 | Pass::Unescaped
                 | Pass::HtmlEntities
                 | Pass::Typography
+                | Pass::InnerWhitespace
                 | Pass::BlankLines
                 | Pass::Elision
         )
@@ -116,6 +121,40 @@ pub struct Replaced {
     pub pass: Pass,
     /// How many occurrences were replaced (1 unless `replace_all`).
     pub count: usize,
+    /// Occurrences of a one-line `old_string` inside longer words (identifiers, numbers) that the
+    /// edit left unchanged (issue 32): the tool result reports them so the model can check.
+    pub in_words: InWords,
+}
+
+/// Occurrences of `old_string` inside longer words, left unchanged by an edit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InWords {
+    /// How many.
+    pub count: usize,
+    /// The 1-based lines of the first [`MAX_LISTED_LINES`] of them (a line once).
+    pub lines: Vec<usize>,
+}
+
+/// The occurrences of one-line `old` (LF) in `doc` that start or end inside a word. Empty for a
+/// multi-line `old` or one without a word character at an edge (it cannot sit inside a word).
+fn in_words(doc: &Doc<'_>, old: &str) -> InWords {
+    let old = old.strip_suffix('\n').unwrap_or(old);
+    let mut w = InWords::default();
+    let edge_word =
+        old.chars().next().is_some_and(is_word) || old.chars().next_back().is_some_and(is_word);
+    if old.is_empty() || old.contains('\n') || !edge_word {
+        return w;
+    }
+    for at in memmem::find_iter(doc.lf.as_bytes(), old.as_bytes()) {
+        if cuts_token(&doc.lf, at, at + old.len(), old) {
+            w.count += 1;
+            let line = doc.line_at(at) + 1;
+            if w.lines.len() < MAX_LISTED_LINES && w.lines.last() != Some(&line) {
+                w.lines.push(line);
+            }
+        }
+    }
+    w
 }
 
 /// Why `old_string` could not be applied. `Display` gives the texts of EDITS.md, followed (for
@@ -157,7 +196,7 @@ impl fmt::Display for MatchError {
 }
 
 /// `a, b, c` — at most [`MAX_LISTED_LINES`] numbers, then `, ...`.
-pub(crate) fn list_lines(lines: &[usize]) -> String {
+pub fn list_lines(lines: &[usize]) -> String {
     let mut s = lines
         .iter()
         .take(MAX_LISTED_LINES)
@@ -256,11 +295,13 @@ pub fn replace(
             text: apply_splices(&doc, &[splice]),
             pass: Pass::EmptyFile,
             count: 1,
+            in_words: InWords::default(),
         });
     }
     let blocked = match attempt(&doc, &old, &new, replace_all)? {
-        Attempt::Done(r) => {
+        Attempt::Done(mut r) => {
             repair::check_new_only_markers(&doc, &old, &new)?;
+            r.in_words = in_words(&doc, &old);
             return Ok(r);
         }
         Attempt::NotUnique { count, lines } => {
@@ -369,6 +410,7 @@ pub(crate) fn attempt(
         text: apply_splices(doc, &splices),
         pass,
         count,
+        in_words: InWords::default(),
     }))
 }
 
