@@ -1,4 +1,5 @@
-//! The edit corpus (guest-tools/tool-logic/tests/corpus/edits.txt, issue 13) through the real
+//! The edit corpus (guest-tools/tool-logic/tests/corpus/edits.txt, issue 13, and peers.txt, issue
+//! 32) through the real
 //! binary: every case is one `bb7 tools call edit_file` in the wasm sandbox, judged on the exact
 //! bytes left in the file or the refusal printed. The native runner
 //! (guest-tools/tool-logic/tests/edit_corpus.rs) reads the same file, so the two cannot drift.
@@ -14,10 +15,12 @@ use common::{Home, file_id, stderr};
 use parse::{Outcome, judge, parse, table};
 
 const CORPUS: &str = include_str!("../guest-tools/tool-logic/tests/corpus/edits.txt");
+const PEERS: &str = include_str!("../guest-tools/tool-logic/tests/corpus/peers.txt");
 
 #[test]
 fn corpus_through_bb7_tools_call() {
-    let cases = parse(CORPUS);
+    let mut cases = parse(CORPUS);
+    cases.extend(parse(PEERS));
     assert!(cases.len() >= 60, "{} cases", cases.len());
     let home = Home::new();
     let mut rows = Vec::new();

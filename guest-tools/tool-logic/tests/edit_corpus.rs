@@ -1,4 +1,4 @@
-//! The edit corpus (tests/corpus/edits.txt) run natively through `tools::edit_file::call`, the same
+//! The edit corpus (tests/corpus/edits.txt and peers.txt) run natively through `tools::edit_file::call`, the same
 //! code the sandboxed component runs (tests/edit_corpus.rs at the repository root runs it through
 //! `bb7 tools call edit_file`). Prints the per-category table; fails on any wrong write or mismatch.
 
@@ -15,6 +15,15 @@ use bb7_tool_logic::{Root, Settings};
 use parse::{Case, Outcome, judge, parse, table};
 
 const CORPUS: &str = include_str!("corpus/edits.txt");
+/// Cases translated from other tools' edit test suites (issue 32).
+const PEERS: &str = include_str!("corpus/peers.txt");
+
+/// Every case: ours, then the peers'.
+fn all_cases() -> Vec<Case> {
+    let mut cases = parse(CORPUS);
+    cases.extend(parse(PEERS));
+    cases
+}
 
 /// The pass that applies the case (search/replace cases that succeed), from the pure pipeline.
 fn pass_of(c: &Case) -> Option<String> {
@@ -64,7 +73,7 @@ fn run(c: &Case) -> (Outcome, Option<String>) {
 
 #[test]
 fn corpus_native() {
-    let cases = parse(CORPUS);
+    let cases = all_cases();
     assert!(
         cases.len() >= 60,
         "the corpus must hold at least 60 cases, has {}",
@@ -94,7 +103,7 @@ fn corpus_native() {
 
 #[test]
 fn corpus_names_are_unique() {
-    let cases = parse(CORPUS);
+    let cases = all_cases();
     let mut names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
     names.sort_unstable();
     let before = names.len();
