@@ -381,11 +381,17 @@ pub(crate) fn attempt(
                 let file_lines: Vec<&str> = (first..first + k).map(|i| doc.line(i)).collect();
                 let re = indent::reindent(&old.lines, &file_lines, &new_lines, style, true)
                     .map_err(|a| MatchError::Refused(a.message()))?;
-                if pass == Pass::TruncatedBoundary {
+                let re = if pass == Pass::TruncatedBoundary {
                     restore_truncated(&old, first, &file_lines, &new, re)?
                 } else {
                     re
-                }
+                };
+                keep_retyped(&old.lines, &file_lines, &new_lines, re)
+            }
+            (Found::Lines(first), None) if pass == Pass::TrailingWhitespace => {
+                let k = old.lines.len();
+                let file_lines: Vec<&str> = (first..first + k).map(|i| doc.line(i)).collect();
+                keep_retyped(&old.lines, &file_lines, &new_lines, new.to_string())
             }
             (Found::Raw(at), _) if !old.text.contains('\n') => {
                 let (s, e, t) = prefix_rule(doc, at, old.text, &new)?;
@@ -637,6 +643,34 @@ fn restore_truncated(
         }
     }
     Ok(out.join("\n"))
+}
+
+/// Lines of `new` that the model retyped unchanged from `old` (equal but for trailing whitespace)
+/// get the file's line back byte for byte (issue 32: lines the edit does not change keep their
+/// bytes), also where passes 2-4 matched a line that differs from the model's in whitespace.
+/// `out` is the replacement built from `new_lines` (one line each); `old_lines[i]` matched
+/// `file_lines[i]`. A truncated boundary line (not equal to the file's once trimmed) is left to
+/// [`restore_truncated`].
+fn keep_retyped(
+    old_lines: &[&str],
+    file_lines: &[&str],
+    new_lines: &[&str],
+    out: String,
+) -> String {
+    let mut lines: Vec<&str> = out.split('\n').collect();
+    if lines.len() != new_lines.len() {
+        return out;
+    }
+    let mut changed = false;
+    for op in repair::diff(old_lines, new_lines, |a, b| a.trim_end() == b.trim_end()) {
+        if let repair::Op::Keep(i, j) = op {
+            if file_lines[i].trim() == old_lines[i].trim() && lines[j] != file_lines[i] {
+                lines[j] = file_lines[i];
+                changed = true;
+            }
+        }
+    }
+    if changed { lines.join("\n") } else { out }
 }
 
 /// The LF-space region an occurrence covers.
