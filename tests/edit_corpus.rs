@@ -1,8 +1,8 @@
 //! The edit corpus (guest-tools/tool-logic/tests/corpus/edits.txt, issue 13, and peers.txt, issue
-//! 32) through the real
-//! binary: every case is one `bb7 tools call edit_file` in the wasm sandbox, judged on the exact
-//! bytes left in the file or the refusal printed. The native runner
-//! (guest-tools/tool-logic/tests/edit_corpus.rs) reads the same file, so the two cannot drift.
+//! 32) through the real binary: every case is one `bb7 tools call edit_file` in the wasm sandbox,
+//! judged on the exact bytes left in the file (or its absence), the refusal printed, and the text
+//! the result must contain. The native runner (guest-tools/tool-logic/tests/edit_corpus.rs) reads
+//! the same files, so the two cannot drift.
 
 mod common;
 
@@ -32,7 +32,10 @@ fn corpus_through_bb7_tools_call() {
         if let Some(b) = &before {
             fs::write(&path, b).expect("write");
         }
-        let args = c.args("f.txt", &file_id("f.txt", before.as_deref().unwrap_or_default()));
+        let args = c.args(
+            "f.txt",
+            &file_id("f.txt", before.as_deref().unwrap_or_default()),
+        );
         let extra: &[&str] = if c.mode == "anchored" {
             &["--mode", "anchored"]
         } else {
