@@ -1162,6 +1162,41 @@ pub fn all() -> Vec<Task> {
     c.context = vec!["ctx.txt"];
     t.push(c);
 
+    // Issue 32: edit_file's notes (a replace_all that left occurrences inside longer words) reach
+    // the model in the tool result, after the status line.
+    t.push(
+        Task::new("edit_notes_reach_the_model", |r| {
+            r.done()?;
+            ensure!(
+                r.outputs.get("words.txt").map(String::as_str)
+                    == Some("sample testing tested sample\n"),
+                "{:?}",
+                r.outputs
+            );
+            let result = r.result_of("s2c0");
+            ensure!(
+                result.starts_with("[Assistant modified: words.txt]")
+                    && result.contains(
+                        "replaced 2 whole-word occurrence(s) of old_string; 2 more occurrence(s) \
+                         inside longer words were left unchanged (line 1)"
+                    ),
+                "{result}"
+            );
+            Ok(())
+        })
+        .file("words.txt", "test testing tested test\n")
+        .step(1, &[read("words.txt")])
+        .step(
+            2,
+            &[(
+                "edit_file",
+                json!({"edits": [{"path": "words.txt", "file_id": "{{file_id:words.txt}}",
+                                  "old_string": "test", "new_string": "sample", "replace_all": true}]}),
+            )],
+        )
+        .text("Renamed."),
+    );
+
     t
 }
 

@@ -449,7 +449,11 @@ async fn run_call(
             match runner.run(&c) {
                 Ok(done) => CallOutcome {
                     ok: true,
-                    content: done.status.trim().to_string(),
+                    // the status, then what the tool asks the model to check (edit_file notes)
+                    content: std::iter::once(done.status.trim())
+                        .chain(done.notes.iter().map(String::as_str))
+                        .collect::<Vec<_>>()
+                        .join("\n"),
                     summary: done.status.trim().trim_matches(['[', ']']).to_string(),
                     error: None,
                     record: runner.take_record(),

@@ -112,6 +112,10 @@ pub struct Written {
 pub struct CallDone {
     /// The status chunk streamed for the call (`[Assistant modified: …]`).
     pub status: String,
+    /// The tool result's `notes` (edit_file, issue 32: occurrences left inside longer words, a
+    /// file an empty old_string created): what the model should check. Agent mode gives them
+    /// back to the model with the status.
+    pub notes: Vec<String>,
 }
 
 /// Runs the tool calls of one reply.
@@ -406,8 +410,18 @@ impl ToolRunner {
                 base_id,
             });
         }
+        let notes = value
+            .get("notes")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|n| n.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
         Ok(CallDone {
             status: status_line(change, &paths, any_new, &value),
+            notes,
         })
     }
 

@@ -63,6 +63,7 @@ fn describe_pass(p: super::search::Pass) -> &'static str {
         Pass::Unescaped => "escapes",
         Pass::HtmlEntities => "HTML entities",
         Pass::Typography => "quotes and dashes",
+        Pass::InnerWhitespace => "spaces inside lines",
         Pass::BlankLines => "blank lines",
         _ => "whitespace",
     }

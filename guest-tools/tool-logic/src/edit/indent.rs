@@ -10,12 +10,53 @@
 //! - shallower lines lose the corresponding depth from the anchor's file indentation.
 //!
 //! When every model indentation maps to a single file indentation (the usual case: the model shifted
-//! or restyled the block), the anchor is chosen by depth, so inserted lines land at the right level.
+//! or restyled the block), the anchor is chosen by depth, so inserted lines land at the right level,
+//! and the whole block moves by one consistent mapping. Depth differences are converted by the ratio
+//! the block itself shows (model levels 2 columns apart that are 4 apart in the file); a block whose
+//! old lines all sit at one depth shows no ratio and is shifted as it is (issue 32: the unit the rest
+//! of the file seems to use is no evidence about the model's).
+//!
 //! When the model flattened distinct levels onto one (the mapping is ambiguous), anchors follow the
-//! lines instead: a replacement line equal (after trimming) to an old line uses that line's pair, and
-//! other lines use the old line at the same position.
+//! lines instead: the replacement is aligned with the old text (a line diff of the trimmed lines); a
+//! replacement line equal to an old line uses that line's pair, a changed line that replaces exactly
+//! one old line (as many changed lines as old lines between the same unchanged ones) uses that old
+//! line's pair, and an inserted line is placed only when every old line around it puts it at the
+//! same indentation. Otherwise the re-indentation would be a guess and [`Ambiguous`] is returned.
 
 use std::collections::HashMap;
+
+use super::repair::{Op, diff};
+
+/// Re-indentation that would be a guess: `line` (a replacement line) lands at `widths` (columns)
+/// depending on which old line it is placed by, because the old text's indentation does not map
+/// onto the file's consistently (`model_line` is at `model_w` columns in old_string, `file_w` in
+/// the file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ambiguous {
+    pub line: String,
+    pub widths: (usize, usize),
+    pub model_line: String,
+    pub model_w: usize,
+    pub file_w: usize,
+}
+
+impl Ambiguous {
+    /// The refusal for the model.
+    pub fn message(&self) -> String {
+        format!(
+            "the indentation of new_string is ambiguous: old_string's indentation does not match \
+             the file's consistently (`{}` is at {} columns in old_string but {} in the file), so \
+             the new line `{}` could go at {} or {} columns; copy old_string with the file's exact \
+             indentation",
+            super::diagnose::clip(&self.model_line),
+            self.model_w,
+            self.file_w,
+            super::diagnose::clip(self.line.trim()),
+            self.widths.0,
+            self.widths.1
+        )
+    }
+}
 
 /// Columns a tab counts for when comparing indentation widths.
 pub(crate) const TAB: usize = 4;
@@ -106,11 +147,45 @@ struct Pair<'s> {
     key: &'s str,
 }
 
-/// Converts a depth of `d` model columns into file columns.
-fn scale(d: usize, model_unit: Option<usize>, file_unit: Option<usize>) -> usize {
-    match (model_unit, file_unit) {
-        (Some(m), Some(f)) if m != f && m > 0 => (d / m) * f + d % m,
-        _ => d,
+/// Converts a depth of `d` model columns into file columns: every `ratio.0` model columns are
+/// `ratio.1` file columns.
+fn scale(d: usize, ratio: (usize, usize)) -> usize {
+    let (m, f) = ratio;
+    if m != f && m > 0 {
+        (d / m) * f + d % m
+    } else {
+        d
+    }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// How model depth converts to file depth in a consistently mapped block: the ratio the block's
+/// own levels show (all steps between distinct model depths proportional), 1:1 when the block has
+/// one depth only, else the detected units of the model's text and of the file.
+fn block_ratio(pairs: &[Pair<'_>], model_unit: Option<usize>, file: Style) -> (usize, usize) {
+    let mut depths: Vec<(usize, usize)> = pairs.iter().map(|p| (p.model_w, p.file_w)).collect();
+    depths.sort_unstable();
+    depths.dedup();
+    if depths.len() == 1 {
+        return (1, 1);
+    }
+    let steps: Vec<(usize, usize)> = depths
+        .windows(2)
+        .filter_map(|w| Some((w[1].0 - w[0].0, w[1].1.checked_sub(w[0].1)?)))
+        .collect();
+    if steps.len() == depths.len() - 1 {
+        let (m0, f0) = steps[0];
+        if f0 > 0 && steps.iter().all(|&(m, f)| m * f0 == f * m0) {
+            let g = gcd(m0, f0);
+            return (m0 / g, f0 / g);
+        }
+    }
+    match (model_unit, file.unit) {
+        (Some(m), Some(f)) => (m, f),
+        _ => (1, 1),
     }
 }
 
@@ -130,14 +205,14 @@ fn render(cols: usize, tabs: bool) -> String {
 /// `old_lines[i]` is the model's old line that matched `file_lines[i]` (after trimming). `file` is the
 /// style of the whole file. With `keep_if_carried`, a replacement that already carries the file's
 /// indentation is returned unchanged (see [`carries_file_indentation`]). Blank lines are kept as they
-/// are. Returns the lines joined with `\n`.
+/// are. Returns the lines joined with `\n`, or [`Ambiguous`] when placing a line would be a guess.
 pub(crate) fn reindent(
     old_lines: &[&str],
     file_lines: &[&str],
     new_lines: &[&str],
     file: Style,
     keep_if_carried: bool,
-) -> String {
+) -> Result<String, Ambiguous> {
     let pairs: Vec<Pair<'_>> = old_lines
         .iter()
         .zip(file_lines)
@@ -155,11 +230,7 @@ pub(crate) fn reindent(
         })
         .collect();
     if pairs.is_empty() || (keep_if_carried && carries_file_indentation(&pairs, new_lines)) {
-        return new_lines.join("\n");
-    }
-    let mut by_key: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, p) in pairs.iter().enumerate() {
-        by_key.entry(p.key).or_default().push(i);
+        return Ok(new_lines.join("\n"));
     }
     let mut by_model: HashMap<&str, &str> = HashMap::new();
     let mut consistent = true;
@@ -172,10 +243,21 @@ pub(crate) fn reindent(
     det.feed(old_lines.iter().copied());
     det.feed(new_lines.iter().copied());
     let model_unit = det.style().unit;
+    let ratio = if consistent {
+        block_ratio(&pairs, model_unit, file)
+    } else {
+        match (model_unit, file.unit) {
+            (Some(m), Some(f)) => (m, f),
+            _ => (1, 1),
+        }
+    };
+    let anchors = if consistent {
+        None
+    } else {
+        Some(align(&pairs, new_lines, ratio, file)?)
+    };
 
     let mut out = String::with_capacity(new_lines.iter().map(|l| l.len() + 1).sum::<usize>() + 64);
-    // Position in `pairs` that the next line without a matching old line corresponds to.
-    let mut cursor = 0usize;
     for (n, line) in new_lines.iter().enumerate() {
         if n > 0 {
             out.push('\n');
@@ -185,20 +267,95 @@ pub(crate) fn reindent(
             continue;
         }
         let ind = indent_of(line);
-        let anchor = if consistent {
-            by_depth(&pairs, ind)
-        } else if let Some(i) = same_line(&pairs, &by_key, line, |p| p.model == ind) {
-            cursor = i + 1;
-            &pairs[i]
-        } else {
-            let i = cursor.min(pairs.len() - 1);
-            cursor += 1;
-            &pairs[i]
+        let anchor = match &anchors {
+            None => by_depth(&pairs, ind),
+            Some(a) => &pairs[a[n]],
         };
-        out.push_str(&map_indent(anchor, ind, model_unit, file));
+        out.push_str(&map_indent(anchor, ind, ratio, file));
         out.push_str(&line[ind.len()..]);
     }
-    out
+    Ok(out)
+}
+
+/// For an inconsistently indented block: the pair each non-blank replacement line is placed by
+/// (indexed like `new_lines`; blank lines get 0), from a line diff of the trimmed old and new lines.
+fn align(
+    pairs: &[Pair<'_>],
+    new_lines: &[&str],
+    ratio: (usize, usize),
+    file: Style,
+) -> Result<Vec<usize>, Ambiguous> {
+    let nb: Vec<usize> = (0..new_lines.len())
+        .filter(|&n| !new_lines[n].trim().is_empty())
+        .collect();
+    let keys: Vec<&str> = nb.iter().map(|&n| new_lines[n].trim()).collect();
+    let pkeys: Vec<&str> = pairs.iter().map(|p| p.key).collect();
+    let mut anchor = vec![0usize; new_lines.len()];
+    // runs of changed lines between unchanged ones: (old pairs deleted, new lines inserted)
+    let mut prev_keep: Option<usize> = None;
+    let mut deleted: Vec<usize> = Vec::new();
+    let mut inserted: Vec<usize> = Vec::new();
+    let flush = |anchor: &mut [usize],
+                 prev: Option<usize>,
+                 next: Option<usize>,
+                 deleted: &mut Vec<usize>,
+                 inserted: &mut Vec<usize>|
+     -> Result<(), Ambiguous> {
+        if deleted.len() == inserted.len() {
+            for (&d, &j) in deleted.iter().zip(inserted.iter()) {
+                anchor[nb[j]] = d;
+            }
+        } else {
+            // every old line around the change must place each new line the same way
+            let around: Vec<usize> = prev
+                .into_iter()
+                .chain(deleted.iter().copied())
+                .chain(next)
+                .collect();
+            for &j in inserted.iter() {
+                let line = new_lines[nb[j]];
+                let ind = indent_of(line);
+                let Some(&first) = around.first() else {
+                    continue;
+                };
+                let want = map_indent(&pairs[first], ind, ratio, file);
+                for &a in &around[1..] {
+                    let got = map_indent(&pairs[a], ind, ratio, file);
+                    if got != want {
+                        let odd = if pairs[first].model_w != pairs[first].file_w {
+                            first
+                        } else {
+                            a
+                        };
+                        return Err(Ambiguous {
+                            line: line.to_string(),
+                            widths: (width(&want).min(width(&got)), width(&want).max(width(&got))),
+                            model_line: pairs[odd].key.to_string(),
+                            model_w: pairs[odd].model_w,
+                            file_w: pairs[odd].file_w,
+                        });
+                    }
+                }
+                anchor[nb[j]] = first;
+            }
+        }
+        deleted.clear();
+        inserted.clear();
+        Ok(())
+    };
+    for op in diff(&pkeys, &keys, |a, b| a == b) {
+        match op {
+            Op::Keep(i, j) => {
+                flush(&mut anchor, prev_keep, Some(i), &mut deleted, &mut inserted)?;
+                anchor[nb[j]] = i;
+                prev_keep = Some(i);
+            }
+            Op::Delete(i) => deleted.push(i),
+            Op::Insert(j) => inserted.push(j),
+        }
+    }
+    flush(&mut anchor, prev_keep, None, &mut deleted, &mut inserted)?;
+    Ok(anchor)
 }
 
 /// Re-indents `new_lines` relative to a single pair (anchored mode: the first anchor line), without
@@ -209,7 +366,9 @@ pub(crate) fn reindent_by_first(
     new_lines: &[&str],
     file: Style,
 ) -> String {
+    // one pair is always consistent
     reindent(&[old_line], &[file_line], new_lines, file, false)
+        .unwrap_or_else(|_| new_lines.join("\n"))
 }
 
 /// Whether the replacement is already written in the file's indentation (while the old text was
@@ -287,7 +446,7 @@ fn by_depth<'p, 's>(pairs: &'p [Pair<'s>], ind: &str) -> &'p Pair<'s> {
 }
 
 /// Maps model indentation `ind` to file indentation relative to `anchor`.
-fn map_indent(anchor: &Pair<'_>, ind: &str, model_unit: Option<usize>, file: Style) -> String {
+fn map_indent(anchor: &Pair<'_>, ind: &str, ratio: (usize, usize), file: Style) -> String {
     if ind == anchor.model {
         return anchor.file.to_string();
     }
@@ -299,15 +458,12 @@ fn map_indent(anchor: &Pair<'_>, ind: &str, model_unit: Option<usize>, file: Sty
     let w = width(ind);
     if w >= anchor.model_w {
         let mut s = anchor.file.to_string();
-        s.push_str(&render(
-            scale(w - anchor.model_w, model_unit, file.unit),
-            tabs,
-        ));
+        s.push_str(&render(scale(w - anchor.model_w, ratio), tabs));
         s
     } else {
         let target = anchor
             .file_w
-            .saturating_sub(scale(anchor.model_w - w, model_unit, file.unit));
+            .saturating_sub(scale(anchor.model_w - w, ratio));
         render(target, tabs)
     }
 }
@@ -321,7 +477,7 @@ mod tests {
     }
 
     fn re(old: &str, file: &str, new: &str, style: Style) -> String {
-        reindent(&lines(old), &lines(file), &lines(new), style, true)
+        reindent(&lines(old), &lines(file), &lines(new), style, true).expect("unambiguous")
     }
 
     const SPACES4: Style = Style {

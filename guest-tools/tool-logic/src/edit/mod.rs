@@ -14,7 +14,8 @@
 //!
 //! Line endings: matching happens with `\r\n` read as `\n` (module `text`); replacements are written
 //! back into the original bytes with the line endings of the region they replace, so a CRLF file stays
-//! CRLF and untouched lines of a mixed file keep theirs. A file without a final newline keeps it that
+//! CRLF, and lines a replacement leaves unchanged keep their bytes, so every untouched line of a mixed
+//! file keeps its ending (issue 32). A file without a final newline keeps it that
 //! way (and one with a final newline keeps it), and an edit that changes nothing yields the original
 //! bytes.
 //!
@@ -22,14 +23,18 @@
 //! identifier or number, a partial-line match whose replacement retypes the whole line is widened
 //! or refused (never duplicated), whole-line matches ignore a trailing-newline asymmetry of
 //! old/new, and when nothing is found the repair passes of [`repair`] undo common model mistakes
-//! (line numbers, escapes, HTML entities, typography, blank lines, elision markers). Errors name
-//! the closest region and what differs ([`diagnose`]).
+//! (line numbers, escapes, HTML entities, typography, squeezed spaces, blank lines, elision
+//! markers). Errors name the closest region and what differs ([`diagnose`]). A successful
+//! [`Replaced`] also counts the occurrences of a one-line `old_string` left inside longer words
+//! ([`InWords`]), which the tool reports. Issue 32's rules (truncated boundary lines refused unless
+//! kept, one consistent re-indentation per block) are in doc/edit-repairs.md.
 //!
 //! Everything is linear in the file size (KMP over lines and bytes, one pass to splice), so a 1 MiB
 //! file is edited in milliseconds.
 
 pub mod anchored;
 mod diagnose;
+pub mod encoding;
 mod find;
 mod indent;
 mod repair;
@@ -39,7 +44,9 @@ mod text;
 pub use anchored::{
     Anchor, AnchorErrorKind, AnchoredError, Change, MAX_ANCHOR_LINES, apply_anchored,
 };
-pub use search::{MAX_LISTED_LINES, MIN_PREFIX_CHARS, MatchError, Pass, Replaced, replace};
+pub use search::{
+    InWords, MAX_LISTED_LINES, MIN_PREFIX_CHARS, MatchError, Pass, Replaced, list_lines, replace,
+};
 
 /// Whether replacing `old` by `new` is a no-op (equal once `\r\n` is read as `\n`).
 pub fn is_noop(old: &str, new: &str) -> bool {

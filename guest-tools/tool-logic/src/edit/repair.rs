@@ -67,7 +67,10 @@ pub(crate) fn run(
     if let Some(r) = typography(doc, old, new, &mut accept)? {
         return Ok(Some(r));
     }
-    if let Some(r) = blank_lines(doc, old, new, ambiguous) {
+    if let Some(r) = inner_whitespace(doc, old, new, &mut accept)? {
+        return Ok(Some(r));
+    }
+    if let Some(r) = blank_lines(doc, old, new, ambiguous)? {
         return Ok(Some(r));
     }
     elision(doc, old, new)
@@ -367,11 +370,109 @@ fn merge_chars(orig: &str, norm: &str, edited: &str) -> String {
     out
 }
 
+// ---- 4b. whitespace inside lines ---------------------------------------------------------------
+
+/// `line` with every run of spaces and tabs after its indentation read as one space and trailing
+/// whitespace dropped, except inside quotes (`"`, `'`, `` ` ``) where spacing is content. `None`
+/// when the line has nothing to squeeze.
+fn squeeze(line: &str) -> Option<String> {
+    let body = line.trim_end();
+    let ind = &body[..body.len() - body.trim_start().len()];
+    let mut out = String::with_capacity(body.len());
+    out.push_str(ind);
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    let mut space = false;
+    for c in body[ind.len()..].chars() {
+        if quote.is_none() && (c == ' ' || c == '\t') {
+            space = true;
+            continue;
+        }
+        if space {
+            out.push(' ');
+            space = false;
+        }
+        out.push(c);
+        match quote {
+            Some(_) if escaped => escaped = false,
+            Some(_) if c == '\\' => escaped = true,
+            Some(q) if c == q => quote = None,
+            None if matches!(c, '"' | '\'' | '`') => quote = Some(c),
+            _ => {}
+        }
+    }
+    (out != line).then_some(out)
+}
+
+/// `text` with [`squeeze`] applied to every line (`\n`-separated, terminators kept).
+fn squeeze_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for (i, l) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        match squeeze(l) {
+            Some(s) => out.push_str(&s),
+            None => out.push_str(l),
+        }
+    }
+    out
+}
+
+/// Matches with runs of spaces and tabs inside lines (outside quotes) read as one space, in the file
+/// and `old_string` (`function   sum(a,   b)` for `function sum(a, b)`, either way round). Lines of
+/// `new_string` that equal an old line once squeezed are read squeezed too (they are context the
+/// model retyped), the others are written as the model wrote them; lines the edit does not change
+/// keep the file's text. Accepted only when the squeezed `old_string` matches exactly once.
+fn inner_whitespace(
+    doc: &Doc<'_>,
+    old: &str,
+    new: &str,
+    accept: &mut impl FnMut(Pass, Attempt) -> Option<Replaced>,
+) -> Result<Option<Replaced>, MatchError> {
+    let o = squeeze_text(old);
+    if o.trim().is_empty() {
+        return Ok(None);
+    }
+    let norm = squeeze_text(&doc.lf);
+    if o == old && norm == *doc.lf {
+        return Ok(None);
+    }
+    let old_keys: std::collections::HashSet<&str> = o.split('\n').collect();
+    let n = new
+        .split('\n')
+        .map(|l| match squeeze(l) {
+            Some(s) if old_keys.contains(s.as_str()) => s,
+            _ => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let ndoc = Doc::new(&norm);
+    let Some(mut r) = accept(Pass::InnerWhitespace, attempt(&ndoc, &o, &n, false)?) else {
+        return Ok(None);
+    };
+    // back to the file's characters where the edit kept the squeezed lines, then the file's endings
+    let edited = restore(&doc.lf, &norm, &r.text);
+    r.text = if edited == *doc.lf {
+        doc.orig.to_string()
+    } else {
+        apply_splices(
+            doc,
+            &[Splice {
+                start: 0,
+                end: doc.lf.len(),
+                text: edited,
+            }],
+        )
+    };
+    Ok(Some(r))
+}
+
 // ---- line diff ------------------------------------------------------------------------------------
 
 /// One step of a line diff from `a` to `b`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
+pub(crate) enum Op {
     Keep(usize, usize),
     Delete(usize),
     Insert(usize),
@@ -381,7 +482,7 @@ enum Op {
 const MAX_DIFF_CELLS: usize = 4_000_000;
 
 /// A longest-common-subsequence diff; deletions come before insertions within a change.
-fn diff<T>(a: &[T], b: &[T], eq: impl Fn(&T, &T) -> bool) -> Vec<Op> {
+pub(crate) fn diff<T>(a: &[T], b: &[T], eq: impl Fn(&T, &T) -> bool) -> Vec<Op> {
     let (n, m) = (a.len(), b.len());
     if n.saturating_mul(m) > MAX_DIFF_CELLS {
         let mut ops: Vec<Op> = (0..n).map(Op::Delete).collect();
@@ -446,13 +547,13 @@ fn blank_lines(
     old: &str,
     new: &str,
     ambiguous: &mut Vec<Ambiguous>,
-) -> Option<Replaced> {
+) -> Result<Option<Replaced>, MatchError> {
     let old = Old::new(old);
     let ob: Vec<usize> = (0..old.lines.len())
         .filter(|&i| !old.lines[i].trim().is_empty())
         .collect();
     if ob.len() < 2 {
-        return None;
+        return Ok(None);
     }
     let file = doc.line_strs();
     let fb: Vec<usize> = (0..file.len())
@@ -474,11 +575,13 @@ fn blank_lines(
                     pass: Pass::BlankLines,
                     lines: many.iter().map(|&q| fb[q] + 1).collect(),
                 });
-                return None;
+                return Ok(None);
             }
         }
     }
-    let (tier, q) = hit?;
+    let Some((tier, q)) = hit else {
+        return Ok(None);
+    };
     // old line i -> file line
     let mut align: Vec<Option<usize>> = vec![None; old.lines.len()];
     for (k, &i) in ob.iter().enumerate() {
@@ -492,17 +595,18 @@ fn blank_lines(
     } else {
         new_body.split('\n').collect()
     };
-    let reindented: Option<Vec<String>> = (tier == Tier::Trim).then(|| {
+    let reindented: Option<Vec<String>> = if tier == Tier::Trim {
         let (ol, fl): (Vec<&str>, Vec<&str>) = ob
             .iter()
             .map(|&i| (old.lines[i], file[align[i].unwrap_or(first)]))
             .unzip();
         let style = indent::detect(file.iter().copied());
-        indent::reindent(&ol, &fl, &new_lines, style, true)
-            .split('\n')
-            .map(str::to_string)
-            .collect()
-    });
+        let re = indent::reindent(&ol, &fl, &new_lines, style, true)
+            .map_err(|a| MatchError::Refused(a.message()))?;
+        Some(re.split('\n').map(str::to_string).collect())
+    } else {
+        None
+    };
     let new_line = |j: usize| -> &str {
         match &reindented {
             Some(r) => r.get(j).map(String::as_str).unwrap_or(new_lines[j]),
@@ -561,11 +665,12 @@ fn blank_lines(
         end: doc.lines[last].end_with_nl(),
         text,
     };
-    Some(Replaced {
+    Ok(Some(Replaced {
         text: apply_splices(doc, &[splice]),
         pass: Pass::BlankLines,
         count: 1,
-    })
+        in_words: Default::default(),
+    }))
 }
 
 // ---- 6. elision -----------------------------------------------------------------------------------
@@ -788,7 +893,8 @@ fn elision(doc: &Doc<'_>, old: &str, new: &str) -> Result<Option<Replaced>, Matc
             String::new()
         } else if tier == Tier::Trim {
             let fl: Vec<&str> = file[first..=last].to_vec();
-            let mut t = indent::reindent(op, &fl, np, style, true);
+            let mut t = indent::reindent(op, &fl, np, style, true)
+                .map_err(|a| MatchError::Refused(a.message()))?;
             t.push('\n');
             t
         } else {
@@ -814,5 +920,6 @@ fn elision(doc: &Doc<'_>, old: &str, new: &str) -> Result<Option<Replaced>, Matc
         text: apply_splices(doc, &splices),
         pass: Pass::Elision,
         count: 1,
+        in_words: Default::default(),
     }))
 }

@@ -46,6 +46,8 @@ pub enum Pass {
     HtmlEntities,
     /// Repair: typographic quotes, dashes and no-break spaces read as their ASCII forms.
     Typography,
+    /// Repair: runs of spaces and tabs inside lines (outside quotes) read as one space (issue 32).
+    InnerWhitespace,
     /// Repair: blank lines inside the block ignored (the file's blank lines are kept).
     BlankLines,
     /// Repair: elision marker lines (`// ... existing code ...`) split the edit into pieces.
@@ -54,7 +56,7 @@ pub enum Pass {
 
 impl Pass {
     /// Every pass, in the order they run.
-    pub const ALL: [Pass; 12] = [
+    pub const ALL: [Pass; 13] = [
         Pass::Exact,
         Pass::TrailingWhitespace,
         Pass::Indentation,
@@ -65,6 +67,7 @@ impl Pass {
         Pass::Unescaped,
         Pass::HtmlEntities,
         Pass::Typography,
+        Pass::InnerWhitespace,
         Pass::BlankLines,
         Pass::Elision,
     ];
@@ -82,6 +85,7 @@ impl Pass {
             Pass::Unescaped => "unescaped",
             Pass::HtmlEntities => "html_entities",
             Pass::Typography => "typography",
+            Pass::InnerWhitespace => "inner_whitespace",
             Pass::BlankLines => "blank_lines",
             Pass::Elision => "elision",
         }
@@ -95,6 +99,7 @@ impl Pass {
                 | Pass::Unescaped
                 | Pass::HtmlEntities
                 | Pass::Typography
+                | Pass::InnerWhitespace
                 | Pass::BlankLines
                 | Pass::Elision
         )
@@ -116,6 +121,40 @@ pub struct Replaced {
     pub pass: Pass,
     /// How many occurrences were replaced (1 unless `replace_all`).
     pub count: usize,
+    /// Occurrences of a one-line `old_string` inside longer words (identifiers, numbers) that the
+    /// edit left unchanged (issue 32): the tool result reports them so the model can check.
+    pub in_words: InWords,
+}
+
+/// Occurrences of `old_string` inside longer words, left unchanged by an edit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InWords {
+    /// How many.
+    pub count: usize,
+    /// The 1-based lines of the first [`MAX_LISTED_LINES`] of them (a line once).
+    pub lines: Vec<usize>,
+}
+
+/// The occurrences of one-line `old` (LF) in `doc` that start or end inside a word. Empty for a
+/// multi-line `old` or one without a word character at an edge (it cannot sit inside a word).
+fn in_words(doc: &Doc<'_>, old: &str) -> InWords {
+    let old = old.strip_suffix('\n').unwrap_or(old);
+    let mut w = InWords::default();
+    let edge_word =
+        old.chars().next().is_some_and(is_word) || old.chars().next_back().is_some_and(is_word);
+    if old.is_empty() || old.contains('\n') || !edge_word {
+        return w;
+    }
+    for at in memmem::find_iter(doc.lf.as_bytes(), old.as_bytes()) {
+        if cuts_token(&doc.lf, at, at + old.len(), old) {
+            w.count += 1;
+            let line = doc.line_at(at) + 1;
+            if w.lines.len() < MAX_LISTED_LINES && w.lines.last() != Some(&line) {
+                w.lines.push(line);
+            }
+        }
+    }
+    w
 }
 
 /// Why `old_string` could not be applied. `Display` gives the texts of EDITS.md, followed (for
@@ -157,7 +196,7 @@ impl fmt::Display for MatchError {
 }
 
 /// `a, b, c` — at most [`MAX_LISTED_LINES`] numbers, then `, ...`.
-pub(crate) fn list_lines(lines: &[usize]) -> String {
+pub fn list_lines(lines: &[usize]) -> String {
     let mut s = lines
         .iter()
         .take(MAX_LISTED_LINES)
@@ -256,11 +295,13 @@ pub fn replace(
             text: apply_splices(&doc, &[splice]),
             pass: Pass::EmptyFile,
             count: 1,
+            in_words: InWords::default(),
         });
     }
     let blocked = match attempt(&doc, &old, &new, replace_all)? {
-        Attempt::Done(r) => {
+        Attempt::Done(mut r) => {
             repair::check_new_only_markers(&doc, &old, &new)?;
+            r.in_words = in_words(&doc, &old);
             return Ok(r);
         }
         Attempt::NotUnique { count, lines } => {
@@ -338,12 +379,19 @@ pub(crate) fn attempt(
             (Found::Lines(first), Some(style)) => {
                 let k = old.lines.len();
                 let file_lines: Vec<&str> = (first..first + k).map(|i| doc.line(i)).collect();
-                let re = indent::reindent(&old.lines, &file_lines, &new_lines, style, true);
-                if pass == Pass::TruncatedBoundary {
-                    restore_truncated(&old, &file_lines, &new, re)
+                let re = indent::reindent(&old.lines, &file_lines, &new_lines, style, true)
+                    .map_err(|a| MatchError::Refused(a.message()))?;
+                let re = if pass == Pass::TruncatedBoundary {
+                    restore_truncated(&old, first, &file_lines, &new, re)?
                 } else {
                     re
-                }
+                };
+                keep_retyped(&old.lines, &file_lines, &new_lines, re)
+            }
+            (Found::Lines(first), None) if pass == Pass::TrailingWhitespace => {
+                let k = old.lines.len();
+                let file_lines: Vec<&str> = (first..first + k).map(|i| doc.line(i)).collect();
+                keep_retyped(&old.lines, &file_lines, &new_lines, new.to_string())
             }
             (Found::Raw(at), _) if !old.text.contains('\n') => {
                 let (s, e, t) = prefix_rule(doc, at, old.text, &new)?;
@@ -368,6 +416,7 @@ pub(crate) fn attempt(
         text: apply_splices(doc, &splices),
         pass,
         count,
+        in_words: InWords::default(),
     }))
 }
 
@@ -529,8 +578,17 @@ fn boundary(old_t: &str, file_line: &str) -> Option<bool> {
 }
 
 /// Pass 4: a boundary line of the replacement that repeats the old text's truncated boundary line
-/// (after trimming) stands for the unchanged file line, so the file's full line is put back.
-fn restore_truncated(old: &Old<'_>, file_lines: &[&str], new: &str, reindented: String) -> String {
+/// (after trimming) stands for the unchanged file line, so the file's full line is put back. A
+/// truncated boundary line that the replacement does not repeat is refused: replacing the file's
+/// whole line would delete the part of it the model never showed, and keeping that part after a
+/// changed line would be a guess. `first` is the 0-based file line of the match.
+fn restore_truncated(
+    old: &Old<'_>,
+    first: usize,
+    file_lines: &[&str],
+    new: &str,
+    reindented: String,
+) -> Result<String, MatchError> {
     let k = old.lines.len();
     let (Some(&o_first), Some(&o_last), Some(&f_first), Some(&f_last)) = (
         old.lines.first(),
@@ -538,28 +596,81 @@ fn restore_truncated(old: &Old<'_>, file_lines: &[&str], new: &str, reindented: 
         file_lines.first(),
         file_lines.last(),
     ) else {
-        return reindented;
+        return Ok(reindented);
     };
     let first_cut = boundary(o_first.trim(), f_first) == Some(true);
     let last_cut = k >= 2 && boundary(o_last.trim(), f_last) == Some(true);
     if !first_cut && !last_cut {
-        return reindented;
+        return Ok(reindented);
     }
-    let mut out: Vec<&str> = reindented.split('\n').collect();
+    let mut out: Vec<&str> = if new.is_empty() {
+        Vec::new()
+    } else {
+        reindented.split('\n').collect()
+    };
     let last_idx = if new.ends_with('\n') && out.len() >= 2 {
         out.len() - 2
     } else {
-        out.len() - 1
+        out.len().saturating_sub(1)
+    };
+    let refuse = |line: usize, cut: &str, full: &str| {
+        MatchError::Refused(format!(
+            "old_string's {} line `{}` is only the start of line {} (`{}`), and new_string does not \
+             keep that line unchanged, so the rest of the line would be lost; copy the whole line \
+             into old_string (and into new_string where it stays)",
+            if line == first { "first" } else { "last" },
+            diagnose::clip(cut.trim()),
+            line + 1,
+            diagnose::clip(full.trim())
+        ))
     };
     let mut restored_first = false;
-    if first_cut && out[0].trim() == o_first.trim() {
-        out[0] = f_first;
-        restored_first = true;
+    if first_cut {
+        if out.first().is_some_and(|l| l.trim() == o_first.trim()) {
+            out[0] = f_first;
+            restored_first = true;
+        } else {
+            return Err(refuse(first, o_first, f_first));
+        }
     }
-    if last_cut && !(last_idx == 0 && restored_first) && out[last_idx].trim() == o_last.trim() {
-        out[last_idx] = f_last;
+    if last_cut {
+        if !(last_idx == 0 && restored_first)
+            && out.get(last_idx).is_some_and(|l| l.trim() == o_last.trim())
+        {
+            out[last_idx] = f_last;
+        } else {
+            return Err(refuse(first + k - 1, o_last, f_last));
+        }
     }
-    out.join("\n")
+    Ok(out.join("\n"))
+}
+
+/// Lines of `new` that the model retyped unchanged from `old` (equal but for trailing whitespace)
+/// get the file's line back byte for byte (issue 32: lines the edit does not change keep their
+/// bytes), also where passes 2-4 matched a line that differs from the model's in whitespace.
+/// `out` is the replacement built from `new_lines` (one line each); `old_lines[i]` matched
+/// `file_lines[i]`. A truncated boundary line (not equal to the file's once trimmed) is left to
+/// [`restore_truncated`].
+fn keep_retyped(
+    old_lines: &[&str],
+    file_lines: &[&str],
+    new_lines: &[&str],
+    out: String,
+) -> String {
+    let mut lines: Vec<&str> = out.split('\n').collect();
+    if lines.len() != new_lines.len() {
+        return out;
+    }
+    let mut changed = false;
+    for op in repair::diff(old_lines, new_lines, |a, b| a.trim_end() == b.trim_end()) {
+        if let repair::Op::Keep(i, j) = op {
+            if file_lines[i].trim() == old_lines[i].trim() && lines[j] != file_lines[i] {
+                lines[j] = file_lines[i];
+                changed = true;
+            }
+        }
+    }
+    if changed { lines.join("\n") } else { out }
 }
 
 /// The LF-space region an occurrence covers.

@@ -185,16 +185,17 @@ fn truncated_first_line_with_interior() {
 }
 
 #[test]
-fn truncated_boundary_rewritten_by_model_is_replaced() {
-    let r = ok(
+fn truncated_boundary_rewritten_by_model_is_refused() {
+    // issue 32: replacing the whole file line would delete `alpha, beta, gamma);`, which the model
+    // never showed; keeping it after `42;` would be a guess
+    let e = err(
         LONG,
         "fn main() {\n    let value = compute_something(",
         "fn main() {\n    let value = 42;",
     );
-    assert_eq!(r.pass, Pass::TruncatedBoundary);
-    assert_eq!(
-        r.text,
-        "fn main() {\n    let value = 42;\n    println!(\"{}\", value);\n}\n"
+    assert!(
+        e.contains("last line `let value = compute_something(` is only the start of line 2"),
+        "{e}"
     );
 }
 

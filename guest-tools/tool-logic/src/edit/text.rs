@@ -164,10 +164,13 @@ pub(crate) struct Splice {
 /// Applies `splices` (sorted by `start`, non-overlapping, offsets at char boundaries of `doc.lf`)
 /// to the original text.
 ///
-/// Each replacement gets the line endings of the region it replaces; a replacement equal to its
-/// region keeps the region's original bytes. Finally the file's final-newline state is kept: if the
-/// file had no final newline and the result gained one, it is removed; if it had one and a non-empty
-/// result lost it, it is restored. So an edit that changes nothing yields byte-identical output.
+/// Lines a replacement leaves as they were (its common leading and trailing lines with the region)
+/// keep their original bytes, terminators included, so a mixed file keeps each unchanged line's
+/// ending. Of the rest, when the replacement has as many newlines as the region it replaces, its
+/// i-th newline gets the region's i-th terminator; otherwise its newlines take the majority style of
+/// the region. Finally the file's final-newline state is kept: if the file had no final newline and
+/// the result gained one, it is removed; if it had one and a non-empty result lost it, it is
+/// restored. So an edit that changes nothing yields byte-identical output.
 pub(crate) fn apply_splices(doc: &Doc<'_>, splices: &[Splice]) -> String {
     let orig = doc.orig;
     let extra: usize = splices
@@ -177,21 +180,85 @@ pub(crate) fn apply_splices(doc: &Doc<'_>, splices: &[Splice]) -> String {
     let mut out = String::with_capacity(orig.len() + extra);
     let mut prev = 0usize;
     for s in splices {
-        let os = doc.orig_offset(s.start);
-        let oe = doc.orig_offset(s.end);
+        let (head, tail) = unchanged_lines(&doc.lf[s.start..s.end], &s.text);
+        let (start, end) = (s.start + head, s.end - tail);
+        let text = &s.text[head..s.text.len() - tail];
+        let os = doc.orig_offset(start);
+        let oe = doc.orig_offset(end);
         out.push_str(&orig[prev..os]);
-        if doc.lf[s.start..s.end] == *s.text {
+        let region = &doc.lf[start..end];
+        if region == text {
             out.push_str(&orig[os..oe]);
-        } else if doc.region_uses_crlf(s.start, s.end) {
-            push_crlf(&mut out, &s.text);
+        } else if !doc.crs.is_empty() {
+            let region_nls = memchr_iter(b'\n', region.as_bytes()).count();
+            let text_nls = memchr_iter(b'\n', text.as_bytes()).count();
+            if region_nls > 0 && region_nls == text_nls {
+                // line for line: each newline keeps the terminator of the region's line it replaces
+                let ends = memchr_iter(b'\n', region.as_bytes())
+                    .map(|p| doc.crs.binary_search(&(start + p)).is_ok());
+                let mut last = 0;
+                for (p, crlf) in memchr_iter(b'\n', text.as_bytes()).zip(ends) {
+                    out.push_str(&text[last..p]);
+                    out.push_str(if crlf { "\r\n" } else { "\n" });
+                    last = p + 1;
+                }
+                out.push_str(&text[last..]);
+            } else if doc.region_uses_crlf(start, end) {
+                push_crlf(&mut out, text);
+            } else {
+                out.push_str(text);
+            }
         } else {
-            out.push_str(&s.text);
+            out.push_str(text);
         }
         prev = oe;
     }
     out.push_str(&orig[prev..]);
     keep_final_newline(orig, &mut out);
     out
+}
+
+/// The byte lengths of the whole lines `region` and `text` share at their start and at their end
+/// (never overlapping): the lines a replacement leaves unchanged. Lines are compared with their
+/// `\n`; a shared start counts only lines ending in `\n`.
+fn unchanged_lines(region: &str, text: &str) -> (usize, usize) {
+    if region == text {
+        return (0, 0);
+    }
+    let (rb, tb) = (region.as_bytes(), text.as_bytes());
+    let mut head = 0usize;
+    while let Some(p) = memchr::memchr(b'\n', &rb[head..]) {
+        let line = &rb[head..=head + p];
+        if tb.len() >= head + line.len() && &tb[head..head + line.len()] == line {
+            head += line.len();
+        } else {
+            break;
+        }
+    }
+    // Trailing lines: compare backwards from each end, a line at a time, without reaching `head`.
+    let mut tail = 0usize;
+    loop {
+        let r_rest = &rb[head..rb.len() - tail];
+        let t_rest = &tb[head..tb.len() - tail];
+        // the last line of each rest (after its last `\n` that is not the final byte)
+        let line_start = |b: &[u8]| {
+            let body = if tail > 0 || b.last() == Some(&b'\n') {
+                &b[..b.len().saturating_sub(1)]
+            } else {
+                b
+            };
+            memchr::memrchr(b'\n', body).map(|p| p + 1)
+        };
+        let (Some(rs), Some(ts)) = (line_start(r_rest), line_start(t_rest)) else {
+            break;
+        };
+        let (rl, tl) = (&r_rest[rs..], &t_rest[ts..]);
+        if rl != tl || rl.is_empty() {
+            break;
+        }
+        tail += rl.len();
+    }
+    (head, tail)
 }
 
 /// Appends LF-space `text` with every `\n` written as `\r\n`.

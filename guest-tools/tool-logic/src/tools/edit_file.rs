@@ -13,7 +13,10 @@
 //! succeeded, and a file whose text did not change is not rewritten.
 //!
 //! Result: `{"files": [{"path", "file_id" (of the new version), "edits": n}], "edits_applied": total}`,
-//! files in the order they were first edited.
+//! files in the order they were first edited, plus `"notes": [...]` when there is something the
+//! model should check (issue 32): occurrences of old_string left inside longer words, a file that an
+//! empty old_string created. A missing file with an empty old_string is created, as write_file
+//! would; a file that is not UTF-8 is refused naming the encoding it looks like.
 
 use std::fs;
 use std::io::ErrorKind as IoKind;
@@ -228,6 +231,8 @@ struct Staged {
     original: String,
     text: String,
     edits: usize,
+    /// The file did not exist: an edit with an empty old_string creates it (as write_file would).
+    created: bool,
 }
 
 /// Prefixes `e`'s message with `ctx` (e.g. `edit_file: edits[2]: `).
@@ -239,6 +244,47 @@ fn not_found(rel: &str) -> ToolError {
     ToolError::not_found(format!(
         "file not found: {rel} (only files in context or already written in this reply can be edited; use write_file to create a file)"
     ))
+}
+
+/// A file that is not UTF-8 text: says which encoding it looks like, and that only UTF-8 is
+/// edited (issue 32). Binary files keep their message.
+fn not_utf8(root: &Root, rel: &str, e: ToolError) -> ToolError {
+    let Ok(bytes) = fs::read(root.join(rel)) else {
+        return e;
+    };
+    if fsio::looks_binary(&bytes) {
+        return e;
+    }
+    let what = match edit::encoding::guess(&bytes) {
+        Some(enc) => format!("{rel} is not UTF-8 text: it looks like {enc}"),
+        None => format!("{rel} is not UTF-8 text (its encoding could not be told)"),
+    };
+    ToolError::new(
+        ErrorKind::NotText,
+        format!(
+            "{what}; edit_file only edits UTF-8 files, so it was left unchanged (converting it to \
+             UTF-8 is the user's decision)"
+        ),
+    )
+}
+
+/// The base of an edit with an empty old_string on a path that does not exist: an empty file that
+/// the edit creates, as write_file would (issue 32). Its id is the one the model gave, so further
+/// edits of the same call that repeat it apply to the new file.
+fn create(root: &Root, rel: &str, given_id: &str) -> Result<Staged, ToolError> {
+    match fs::symlink_metadata(root.join(rel)) {
+        Err(e) if matches!(e.kind(), IoKind::NotFound | IoKind::NotADirectory) => {}
+        Ok(_) => return Err(not_found(rel)),
+        Err(e) => return Err(ToolError::io(rel, &e)),
+    }
+    Ok(Staged {
+        path: rel.to_string(),
+        base_id: given_id.trim().to_string(),
+        original: String::new(),
+        text: String::new(),
+        edits: 0,
+        created: true,
+    })
 }
 
 /// Reads the base version of `rel` (normalised) and checks `given_id` against it.
@@ -255,12 +301,10 @@ fn load(root: &Root, settings: &Settings, rel: &str, given_id: &str) -> Result<S
         }
         Err(e) => return Err(ToolError::io(rel, &e)),
     }
-    let text = fsio::read_text(root, rel).map_err(|e| {
-        if e.kind == ErrorKind::NotFound {
-            not_found(rel)
-        } else {
-            e
-        }
+    let text = fsio::read_text(root, rel).map_err(|e| match e.kind {
+        ErrorKind::NotFound => not_found(rel),
+        ErrorKind::NotText => not_utf8(root, rel, e),
+        _ => e,
     })?;
     // The host staged this file and hashed it natively: no need to hash the same bytes here.
     let base_id = match settings.known_file_id(rel) {
@@ -273,6 +317,7 @@ fn load(root: &Root, settings: &Settings, rel: &str, given_id: &str) -> Result<S
         original: text.clone(),
         text,
         edits: 0,
+        created: false,
     };
     check_id(&staged, given_id)?;
     Ok(staged)
@@ -301,9 +346,14 @@ fn match_error(ctx: &str, e: MatchError) -> ToolError {
 }
 
 /// Writes every changed file (only now: all edits succeeded) and builds the result.
-fn commit(root: &Root, settings: &Settings, files: Vec<Staged>) -> Result<Value, ToolError> {
+fn commit(
+    root: &Root,
+    settings: &Settings,
+    files: Vec<Staged>,
+    notes: Vec<String>,
+) -> Result<Value, ToolError> {
     for f in &files {
-        if f.text != f.original {
+        if f.text != f.original || f.created {
             fsio::write_atomic(root, &f.path, f.text.as_bytes())
                 .map_err(|e| with("edit_file: ", e))?;
         }
@@ -319,7 +369,47 @@ fn commit(root: &Root, settings: &Settings, files: Vec<Staged>) -> Result<Value,
             v
         })
         .collect();
-    Ok(json!({"files": files, "edits_applied": total}))
+    let mut out = json!({"files": files, "edits_applied": total});
+    if !notes.is_empty() {
+        out["notes"] = json!(notes);
+    }
+    Ok(out)
+}
+
+/// What the model should know about an applied edit (issue 32): a file it created, occurrences of
+/// old_string inside longer words that were left unchanged. `ctx` names the edit.
+fn edit_notes(
+    ctx: &str,
+    created: bool,
+    r: &edit::Replaced,
+    replace_all: bool,
+    notes: &mut Vec<String>,
+) {
+    if created {
+        notes.push(format!(
+            "{ctx}the file did not exist and was created with new_string (empty old_string)"
+        ));
+    }
+    let w = &r.in_words;
+    if w.count == 0 {
+        return;
+    }
+    let lines = edit::list_lines(&w.lines);
+    let line_s = if w.lines.len() == 1 { "line" } else { "lines" };
+    notes.push(if replace_all {
+        format!(
+            "{ctx}replaced {} whole-word occurrence(s) of old_string; {} more occurrence(s) inside \
+             longer words were left unchanged ({line_s} {lines}): edit them separately if they \
+             should change too",
+            r.count, w.count
+        )
+    } else {
+        format!(
+            "{ctx}replaced 1 occurrence; old_string also occurs {} time(s) inside longer words \
+             ({line_s} {lines}), left unchanged: check they should not change too",
+            w.count
+        )
+    });
 }
 
 fn call_multi(root: &Root, settings: &Settings, args: &str) -> Result<Value, ToolError> {
@@ -337,6 +427,7 @@ fn call_multi(root: &Root, settings: &Settings, args: &str) -> Result<Value, Too
         return Err(ToolError::invalid("edit_file: all edits are no-ops"));
     }
     let mut files: Vec<Staged> = Vec::new();
+    let mut notes = Vec::new();
     for (i, e) in active {
         let ctx = format!("edit_file: edits[{i}]: ");
         let rel = paths::normalize("path", &e.path, false).map_err(|err| with(&ctx, err))?;
@@ -346,22 +437,31 @@ fn call_multi(root: &Root, settings: &Settings, args: &str) -> Result<Value, Too
                 idx
             }
             None => {
-                files.push(load(root, settings, &rel, &e.file_id).map_err(|err| with(&ctx, err))?);
+                let f = match load(root, settings, &rel, &e.file_id) {
+                    Err(err) if err.kind == ErrorKind::NotFound && e.old_string.is_empty() => {
+                        create(root, &rel, &e.file_id)
+                    }
+                    other => other,
+                };
+                files.push(f.map_err(|err| with(&ctx, err))?);
                 files.len() - 1
             }
         };
         let f = &mut files[idx];
-        let r = edit::replace(
-            &f.text,
-            &e.old_string,
-            &e.new_string,
-            e.replace_all.unwrap_or(false),
-        )
-        .map_err(|m| match_error(&format!("edit_file: edits[{i}] ({rel}): "), m))?;
+        let replace_all = e.replace_all.unwrap_or(false);
+        let r = edit::replace(&f.text, &e.old_string, &e.new_string, replace_all)
+            .map_err(|m| match_error(&format!("edit_file: edits[{i}] ({rel}): "), m))?;
+        edit_notes(
+            &format!("edits[{i}] ({rel}): "),
+            f.created && f.edits == 0,
+            &r,
+            replace_all,
+            &mut notes,
+        );
         f.text = r.text;
         f.edits += 1;
     }
-    commit(root, settings, files)
+    commit(root, settings, files, notes)
 }
 
 fn call_single(root: &Root, settings: &Settings, args: &str) -> Result<Value, ToolError> {
@@ -373,17 +473,21 @@ fn call_single(root: &Root, settings: &Settings, args: &str) -> Result<Value, To
     }
     let ctx = "edit_file: ";
     let rel = paths::normalize("path", &e.path, false).map_err(|err| with(ctx, err))?;
-    let mut f = load(root, settings, &rel, &e.file_id).map_err(|err| with(ctx, err))?;
-    let r = edit::replace(
-        &f.text,
-        &e.old_string,
-        &e.new_string,
-        e.replace_all.unwrap_or(false),
-    )
-    .map_err(|m| match_error(&format!("edit_file: {rel}: "), m))?;
+    let mut f = match load(root, settings, &rel, &e.file_id) {
+        Err(err) if err.kind == ErrorKind::NotFound && e.old_string.is_empty() => {
+            create(root, &rel, &e.file_id)
+        }
+        other => other,
+    }
+    .map_err(|err| with(ctx, err))?;
+    let replace_all = e.replace_all.unwrap_or(false);
+    let r = edit::replace(&f.text, &e.old_string, &e.new_string, replace_all)
+        .map_err(|m| match_error(&format!("edit_file: {rel}: "), m))?;
+    let mut notes = Vec::new();
+    edit_notes(&format!("{rel}: "), f.created, &r, replace_all, &mut notes);
     f.text = r.text;
     f.edits = 1;
-    commit(root, settings, vec![f])
+    commit(root, settings, vec![f], notes)
 }
 
 fn call_anchored(root: &Root, settings: &Settings, args: &str) -> Result<Value, ToolError> {
@@ -430,7 +534,7 @@ fn call_anchored(root: &Root, settings: &Settings, args: &str) -> Result<Value, 
     })?;
     f.text = out;
     f.edits = changes.len();
-    commit(root, settings, vec![f])
+    commit(root, settings, vec![f], Vec::new())
 }
 
 #[cfg(test)]

@@ -8,9 +8,10 @@
 //! expect: refuse                 (default: ok)
 //! pass: substring                (ok cases: the pass expected to match, optional)
 //! error: text the error contains (refuse cases, repeatable)
+//! result: text the result contains (ok cases, repeatable; e.g. its notes)
 //! mode: anchored                 (default: search_replace_multi)
 //! replace_all: true              (default: false)
-//! --- file (crlf, no-eol)
+//! --- file (crlf, no-eol)          (`absent`: no file at all; `bytes`: `\xNN` escapes are bytes)
 //! ...lines...
 //! --- old (no-eol)
 //! --- new
@@ -19,8 +20,10 @@
 //! ```
 //!
 //! A section holds the lines up to the next `--- ` or `### ` line, each ending in `\n`; `no-eol`
-//! drops the final `\n`, `crlf` writes every `\n` as `\r\n`. Trailing empty lines of a case's last
-//! section are dropped. Lines starting with `#` before the first case are comments.
+//! drops the final `\n`, `crlf` writes every `\n` as `\r\n`, `cr-marked` turns a literal `\r` at
+//! the end of a line into a carriage return (for files that mix line endings). Trailing empty lines
+//! of a case's last section are dropped. Lines starting with `#` before the first case, and in a
+//! case's header (before its first section), are comments.
 
 #![allow(dead_code)]
 
@@ -33,10 +36,16 @@ pub struct Case {
     pub expect_ok: bool,
     pub pass: Option<String>,
     pub errors: Vec<String>,
+    /// Texts the success result must contain.
+    pub results: Vec<String>,
     /// `search_replace_multi` or `anchored`.
     pub mode: String,
     pub replace_all: bool,
     pub file: String,
+    /// The file does not exist before the edit.
+    pub absent: bool,
+    /// The file's bytes when they are not UTF-8 (`bytes` section).
+    pub file_raw: Option<Vec<u8>>,
     pub old: String,
     pub new: String,
     pub changes: Option<String>,
@@ -44,6 +53,19 @@ pub struct Case {
 }
 
 impl Case {
+    /// The file's bytes before the edit (`None`: no file).
+    pub fn file_bytes(&self) -> Option<Vec<u8>> {
+        if self.absent {
+            None
+        } else {
+            Some(
+                self.file_raw
+                    .clone()
+                    .unwrap_or_else(|| self.file.as_bytes().to_vec()),
+            )
+        }
+    }
+
     /// The `edit_file` arguments for this case, for file `path` with id `file_id`.
     pub fn args(&self, path: &str, file_id: &str) -> String {
         if self.mode == "anchored" {
@@ -76,7 +98,32 @@ fn section_text(lines: &[&str], mods: &str, last: bool) -> String {
     if mods.contains("crlf") {
         s = s.replace('\n', "\r\n");
     }
+    if mods.contains("cr-marked") {
+        s = s.replace("\\r\n", "\r\n");
+        if let Some(t) = s.strip_suffix("\\r") {
+            s = format!("{t}\r");
+        }
+    }
     s
+}
+
+/// `s` with every `\xNN` turned into that byte.
+fn unescape_bytes(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && b.get(i + 1) == Some(&b'x') && i + 4 <= b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 2..i + 4], 16) {
+                out.push(v);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    out
 }
 
 /// Parses the corpus; panics with the case name on a malformed case.
@@ -97,13 +144,16 @@ pub fn parse(text: &str) -> Vec<Case> {
         i += 1;
         while i < all.len() && !all[i].starts_with("--- ") && !all[i].starts_with("### ") {
             let line = all[i].trim();
-            if let Some((k, v)) = line.split_once(':') {
+            if line.starts_with('#') {
+                // a comment in the header (e.g. where the case comes from)
+            } else if let Some((k, v)) = line.split_once(':') {
                 let v = v.trim().to_string();
                 match k.trim() {
                     "category" => case.category = v,
                     "expect" => case.expect_ok = v == "ok",
                     "pass" => case.pass = Some(v),
                     "error" => case.errors.push(v),
+                    "result" => case.results.push(v),
                     "mode" => case.mode = v,
                     "replace_all" => case.replace_all = v == "true",
                     other => panic!("{}: unknown key {other}", case.name),
@@ -127,6 +177,8 @@ pub fn parse(text: &str) -> Vec<Case> {
             let last = i >= all.len() || all[i].starts_with("### ");
             let body = section_text(&all[from..i], mods, last);
             match name {
+                "file" if mods.contains("absent") => case.absent = true,
+                "file" if mods.contains("bytes") => case.file_raw = Some(unescape_bytes(&body)),
                 "file" => case.file = body,
                 "old" => case.old = body,
                 "new" => case.new = body,
@@ -163,41 +215,46 @@ pub enum Outcome {
     Mismatch(String),
 }
 
-/// Judges a run: `result` is the tool's success or error message, `after` the file's bytes after.
-pub fn judge(case: &Case, result: Result<(), String>, after: &[u8]) -> Outcome {
-    let before = case.file.as_bytes();
+/// Judges a run: `result` is the tool's result text or error message, `after` the file's bytes
+/// after (`None`: there is no file).
+pub fn judge(case: &Case, result: Result<String, String>, after: Option<&[u8]>) -> Outcome {
+    let before = case.file_bytes();
+    let unchanged = after.map(<[u8]>::to_vec) == before;
+    let show = |b: Option<&[u8]>| match b {
+        Some(b) => format!("{:?}", String::from_utf8_lossy(b)),
+        None => "no file".to_string(),
+    };
     match (case.expect_ok, result) {
-        (true, Ok(())) => {
+        (true, Ok(text)) => {
             let want = case.expected.as_deref().unwrap_or_default().as_bytes();
-            if after == want {
-                Outcome::Pass
-            } else {
+            if after != Some(want) {
                 Outcome::WrongWrite(format!(
-                    "wrote {:?}, expected {:?}",
-                    String::from_utf8_lossy(after),
+                    "wrote {}, expected {:?}",
+                    show(after),
                     String::from_utf8_lossy(want)
                 ))
+            } else if let Some(missing) = case.results.iter().find(|w| !text.contains(w.as_str())) {
+                Outcome::Mismatch(format!("result lacks {missing:?}: {text}"))
+            } else {
+                Outcome::Pass
             }
         }
         (true, Err(e)) => {
-            if after != before {
+            if !unchanged {
                 Outcome::WrongWrite(format!("failed ({e}) but changed the file"))
             } else {
                 Outcome::Mismatch(format!("refused: {e}"))
             }
         }
-        (false, Ok(())) => {
-            if after != before {
-                Outcome::WrongWrite(format!(
-                    "should be refused, wrote {:?}",
-                    String::from_utf8_lossy(after)
-                ))
+        (false, Ok(_)) => {
+            if !unchanged {
+                Outcome::WrongWrite(format!("should be refused, wrote {}", show(after)))
             } else {
                 Outcome::Mismatch("should be refused, succeeded without a change".into())
             }
         }
         (false, Err(e)) => {
-            if after != before {
+            if !unchanged {
                 Outcome::WrongWrite(format!("refused ({e}) but changed the file"))
             } else if let Some(missing) = case.errors.iter().find(|w| !e.contains(w.as_str())) {
                 Outcome::Mismatch(format!("error lacks {missing:?}: {e}"))
