@@ -1302,3 +1302,27 @@ fn output_write_is_capped_while_writing_and_deep_chains_are_refused() {
     assert_eq!(left(), Vec::<String>::new());
     s.ok(json!({"action": "ping"}));
 }
+
+/// `bb7 tools call` meters an output-write component's writes as agent mode does: a 256 MiB write
+/// into `--dir` fails the call with the output limit, and the directory holds at most the cap.
+#[test]
+fn tools_call_caps_output_write_while_writing() {
+    let w = World::new();
+    let d = hostile_as("writer", "files = \"output-write\"");
+    ok(&w.run(&["add", p(d.path()), "--project"]));
+    ok(&w.run(&["grant", "writer", "--all"]));
+    let out = w.root.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let args = json!({"attack": "write_big", "mib": 256, "via": "file"}).to_string();
+    let e = refused(
+        &w.run(&["call", "writer", "--dir", p(&out), "--args", &args]),
+        1,
+    );
+    assert!(e.contains("output limit"), "{e}");
+    let held: u64 = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
+        .sum();
+    assert!(held <= 16 << 20, "--dir holds {} MiB", held >> 20);
+}

@@ -24,7 +24,7 @@ const MAX_OUTPUT_BYTES: u64 = 16 << 20;
 /// What one `output-write` call may write while it runs: the file bytes it may keep, and entries
 /// (files, directories, links) enough for the files it may keep and their directories. Enforced per
 /// write, so the disk never holds more.
-const OUTPUT_LIMIT: OutputLimit = OutputLimit {
+pub(crate) const OUTPUT_LIMIT: OutputLimit = OutputLimit {
     bytes: MAX_OUTPUT_BYTES,
     entries: 1024,
 };

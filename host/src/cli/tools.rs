@@ -544,6 +544,9 @@ fn prepare_and_call(a: CallArgs) -> anyhow::Result<ExitCode> {
         .map(AuditLog::new);
     let sb = sandbox(audit)?;
     let project_view;
+    // What the component may ask for its files; an output-write call is metered as it writes, as
+    // in agent mode.
+    let mut files = Files::None;
     let (tool, caps): (Arc<ToolComponent>, CallCaps) = match &a.component {
         Some(path) => match manifest::locate_optional(path, |p| {
             crate::sandbox::registry::read_component(p).map_err(|e| format!("{e:#}"))
@@ -566,6 +569,7 @@ fn prepare_and_call(a: CallArgs) -> anyhow::Result<ExitCode> {
                     ops::policy(m.requested.files),
                     linking,
                 )?;
+                files = m.requested.files;
                 let (dir, view) = files_dir(&m.requested, &a.dir)?;
                 project_view = view;
                 let _ = &project_view;
@@ -618,6 +622,7 @@ fn prepare_and_call(a: CallArgs) -> anyhow::Result<ExitCode> {
                 );
             };
             let tool = ops::load_granted(&sb, st).map_err(|e| anyhow::anyhow!(e))?;
+            files = granted.files;
             let (dir, view) = files_dir(&granted, &a.dir)?;
             project_view = view;
             let _ = &project_view;
@@ -627,7 +632,9 @@ fn prepare_and_call(a: CallArgs) -> anyhow::Result<ExitCode> {
     if let Some(grant) = &caps.dir {
         sb.check_grant(grant)?;
     }
-    let (result, _record) = sb.call_with(&tool, &caps, &settings, &arguments);
+    let output =
+        matches!(files, Files::OutputWrite).then_some(crate::agent::third_party::OUTPUT_LIMIT);
+    let (result, _record) = sb.call_metered(&tool, &caps, output, &settings, &arguments);
     match result {
         Ok(json) => {
             // Re-serialised by the sandbox: always exactly one line of JSON.
