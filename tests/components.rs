@@ -1129,12 +1129,13 @@ fn blocked_calls(files: u64, mib: u64) -> Blocked {
     let env = model_env(&server);
     let tmp = env.root.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
+    // The project is initialised first: the grant then writes its lockfile into `.bb7/`.
+    let mut s = started_in_tmp(&env, &tmp);
     install_hostile(
         &env,
         "holder",
         "files = \"output-write\"\n[limits]\nwall_time_ms = 300\n",
     );
-    let mut s = started_in_tmp(&env, &tmp);
     s.ok(json!({"action": "chat_new", "name": "t"}));
     let (evs, end) = send_agent(&mut s, "warm up");
     assert_eq!(end["type"], "done", "{end}");
@@ -1234,8 +1235,8 @@ fn output_write_is_capped_while_writing_and_deep_chains_are_refused() {
     let env = model_env(&server);
     let tmp = env.root.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
-    install_hostile(&env, "writer", "files = \"output-write\"");
     let mut s = started_in_tmp(&env, &tmp);
+    install_hostile(&env, "writer", "files = \"output-write\"");
     s.ok(json!({"action": "chat_new", "name": "t"}));
     // What is left in TMPDIR once the reply's own staging directory (removed as the reply ends)
     // is gone: waits for it to become empty, up to a bound, and returns what is left.
