@@ -70,3 +70,13 @@ end, {
   end,
   desc = "BB-7: agent mode for this chat (on, off, toggle)",
 })
+-- Issue 29: the agent's waiting question, global chats.
+cmd("BB7Answer", "answer", { nargs = "*", bang = true, desc = "BB-7: answer the agent's question (! skips it)" })
+cmd("BB7Global", "global", { desc = "BB-7: the global chats (toggle the chat list between project and global)" })
+cmd("BB7MoveChat", "move_chat", {
+  nargs = "?",
+  complete = function()
+    return { "global", "project" }
+  end,
+  desc = "BB-7: move the active chat to the global chats or into the project",
+})

@@ -39,6 +39,7 @@ function M.attach()
   session.subscribe("agent_event", function(ev)
     local line = M.on_event(ev)
     if line then
+      session.record(session.stream, "tool", line)
       session.emit("chunk", "tool", line)
     end
   end)
@@ -110,23 +111,14 @@ end
 
 local requested = {} -- call id -> args, for the completion line
 
---- Asks the user `data.question`; an empty answer or <Esc> skips (`no_user_answer`).
-function M.ask(data)
-  vim.schedule(function()
-    vim.ui.input({ prompt = "BB-7 asks: " .. (data.question or "?") .. " (empty skips) " }, function(answer)
-      if answer == nil or vim.trim(answer) == "" then
-        answer = "no_user_answer"
-      end
-      M.answer(data.question_id, answer)
-    end)
-    session.emit("status")
-  end)
+--- The question the agent waits on (`clarification.requested` data), or nil.
+function M.pending()
+  return session.question
 end
 
---- Sends the answer to question `qid`.
-function M.answer(qid, answer)
-  M.pending = nil
-  session.clarify(qid, answer)
+--- Answers the waiting question (`answer` nil or empty: skipped).
+function M.answer(answer)
+  return session.answer_question(answer)
 end
 
 --- Handles one `agent_event` of the streaming send; returns a line for the preview, or nil.
@@ -156,11 +148,27 @@ function M.on_event(ev)
       tonumber(d.duration_ms) or 0
     )
   elseif k == "clarification.requested" then
-    M.pending = d
-    M.ask(d)
-    return ("? %s\n"):format(d.question or "")
+    M.current = nil
+    session.ask(d)
+    local km = require("bb7.config").options.keymaps.input or {}
+    local named = {}
+    if km.send then
+      named[#named + 1] = km.send .. " answers"
+    end
+    if km.skip_question then
+      named[#named + 1] = km.skip_question .. " skips"
+    end
+    local keys = table.concat(named, ", ")
+    return ("❓ %s\n   ↳ answer in the Input pane%s, or :BB7Answer {text} / :BB7Answer! to skip\n"):format(
+      util.oneline(d.question or "?"),
+      keys ~= "" and (" (" .. keys .. ")") or ""
+    )
   elseif k == "clarification.received" then
-    return d.skipped and "  (skipped)\n" or ("  ↳ %s\n"):format(d.answer or "")
+    if session.question and session.question.question_id == d.question_id then
+      session.question = nil
+      session.emit("question")
+    end
+    return d.skipped and "  (skipped)\n" or ("  ↳ %s\n"):format(util.oneline(d.answer or ""))
   elseif k == "job.failed" then
     return ("✗ %s\n"):format(d.error or "failed")
   end

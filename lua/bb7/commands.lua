@@ -193,6 +193,49 @@ function M.build(opts)
   end
 end
 
+--- `:BB7Answer {text}` answers the agent's waiting question; `:BB7Answer!` skips it.
+function M.answer(opts)
+  session.hook()
+  if opts.bang then
+    session.answer_question(nil)
+  elseif vim.trim(opts.args or "") == "" then
+    session.notify("Usage: :BB7Answer {answer}, or :BB7Answer! to skip the question", L.WARN)
+  else
+    session.answer_question(opts.args)
+  end
+end
+
+--- `:BB7Global`: the chat list shows the global chats (again: the project's), in the open UI.
+function M.global()
+  session.hook()
+  if not session.ensure() and not host.running() then
+    return
+  end
+  require("bb7.ui.chats").set_scope(session.scope == "global" and "project" or "global")
+  if not ui().is_open() then
+    ui().open("chats")
+  else
+    ui().focus("chats")
+  end
+end
+
+--- `:BB7MoveChat [global|project]`: moves the active chat to the other store (or to `to`).
+function M.move_chat(opts)
+  session.hook()
+  if not session.ensure_chat() then
+    return
+  end
+  local to = vim.trim(opts.args or "")
+  if to == "" then
+    to = session.chat.global and "project" or "global"
+  end
+  if to ~= "global" and to ~= "project" then
+    session.notify("Usage: :BB7MoveChat [global|project]", L.ERROR)
+    return
+  end
+  session.move_chat(session.chat.id, to)
+end
+
 function M.restart()
   session.hook()
   local was_open = ui().is_open()

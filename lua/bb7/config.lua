@@ -56,6 +56,8 @@ M.defaults = {
       search = "/",
       clear_search = "<Esc>",
       pin = "p",
+      scope = "t", -- the global chats / the project's chats
+      move = "m", -- move the chat to the global chats / into the project (asks first)
     },
     files = {
       open = "<CR>",
@@ -90,6 +92,7 @@ M.defaults = {
       send_insert = "<C-s>",
       edit_last = "<M-e>", -- asks first
       fork_last = "<M-f>",
+      skip_question = "<M-s>", -- skip the agent's waiting question (it goes on without an answer)
     },
     -- The help window of `all.help` (the `all.help` key closes it too).
     help = {

@@ -7,10 +7,14 @@ local M = {}
 --- The host version this plugin speaks to (major.minor must match).
 M.required_version = require("bb7.version").host_series
 
+-- Host processes. The host runs one reply at a time per process and refuses to change its
+-- active chat under it, so while a reply streams in one process, other chats are served by
+-- another (see `spawn`, `use`). `cur` is the process requests go to; `job` is its job id.
+local procs = {} ---@type table<integer, {job: integer, partial: string}>
+local cur = nil ---@type {job: integer, partial: string}|nil
 local job = nil ---@type integer|nil
 local next_id = 0
-local pending = {} ---@type table<string, {cb: fun(msg: table), on_event: fun(msg: table)|nil}>
-local partial = "" -- an incomplete stdout line
+local pending = {} ---@type table<string, {cb: fun(msg: table), on_event: fun(msg: table)|nil, proc: table|nil}>
 local listeners = {} ---@type table<string, fun(msg: table)[]> async events without a request (title_updated)
 local exit_handlers = {} ---@type fun(code: integer)[]
 M.version = nil ---@type string|nil
@@ -168,17 +172,20 @@ local function enqueue(item)
   schedule_drain()
 end
 
+M._detached = { partial = "" } -- lines fed with no process running (benchmarks, tests)
+
 --- Splits raw stdout data (a list of strings as `jobstart` gives them) into lines and queues them.
 --- Exposed for the benchmarks and tests.
-function M._feed(data)
+function M._feed(data, proc)
+  proc = proc or cur or M._detached
   local n = #data
   for i = 1, n do
     local piece = data[i]
     if i == 1 then
-      piece = partial .. piece
+      piece = proc.partial .. piece
     end
     if i == n then
-      partial = piece
+      proc.partial = piece
     elseif piece ~= "" then
       local rid = piece:match('"request_id":"([^"]*)"')
       local p = rid and pending[rid]
@@ -227,18 +234,28 @@ function M._drain()
   drain()
 end
 
-local function fail_pending(message)
+--- Fails the requests waiting for process `proc`.
+local function fail_pending(message, proc)
   local old = pending
   pending = {}
   for rid, p in pairs(old) do
-    local msg = { type = "error", request_id = rid, message = message }
-    if p.sync then
-      pcall(p.cb, msg)
-    else
+    if p.proc ~= proc then
       pending[rid] = p
-      enqueue(msg)
+    else
+      local msg = { type = "error", request_id = rid, message = message }
+      if p.sync then
+        pcall(p.cb, msg)
+      else
+        pending[rid] = p
+        enqueue(msg)
+      end
     end
   end
+end
+
+local function set_current(proc)
+  cur = proc
+  job = proc and proc.job or nil
 end
 
 --- Starts the host if it is not running. Returns true on success; notifies and returns false otherwise.
@@ -257,13 +274,13 @@ function M.start()
     cmd = { bin }
   end
   M.bin_path = cmd[1]
-  partial = ""
+  local proc = { partial = "" }
   local env = config.options.env
   local ok, id = pcall(vim.fn.jobstart, cmd, {
     env = env,
     stdin = "pipe",
     on_stdout = function(_, data)
-      M._feed(data)
+      M._feed(data, proc)
     end,
     on_stderr = function(_, data)
       for _, line in ipairs(data) do
@@ -273,11 +290,16 @@ function M.start()
       end
     end,
     on_exit = function(id, code)
-      if job == id then
-        job = nil
+      procs[id] = nil
+      local was_current = cur == proc
+      if was_current then
+        set_current(nil)
         M.version = nil
       end
-      fail_pending("BB-7 host exited (code " .. code .. ")")
+      fail_pending("BB-7 host exited (code " .. code .. ")", proc)
+      if not was_current then
+        return -- another chat's process (a reply streamed there): the session goes on here
+      end
       for _, fn in ipairs(exit_handlers) do
         pcall(fn, code)
       end
@@ -291,7 +313,9 @@ function M.start()
     notify(err)
     return false, err
   end
-  job = id
+  proc.job = id
+  procs[id] = proc
+  set_current(proc)
   M._stopping = false
   -- Shut the host down with Neovim.
   vim.api.nvim_create_autocmd("VimLeavePre", {
@@ -380,11 +404,16 @@ end
 ---@param cb fun(msg: table)
 ---@param on_event fun(msg: table)|nil
 ---@return string|nil
-function M.request(action, params, cb, on_event, sync)
-  if not job and not M.start() then
+function M.request(action, params, cb, on_event, sync, proc)
+  if proc and not procs[proc.job] then
     cb({ type = "error", message = "host not running" })
     return nil
   end
+  if not proc and not job and not M.start() then
+    cb({ type = "error", message = "host not running" })
+    return nil
+  end
+  proc = proc or cur
   next_id = next_id + 1
   local rid = tostring(next_id)
   local req = vim.deepcopy(params or {})
@@ -398,8 +427,8 @@ function M.request(action, params, cb, on_event, sync)
     cb({ type = "error", message = bad })
     return nil
   end
-  pending[rid] = { cb = cb, on_event = on_event, sync = sync }
-  local ok = pcall(vim.fn.chansend, job, line .. "\n")
+  pending[rid] = { cb = cb, on_event = on_event, sync = sync, proc = proc }
+  local ok = pcall(vim.fn.chansend, proc.job, line .. "\n")
   if not ok then
     pending[rid] = nil
     cb({ type = "error", message = "cannot write to the host" })
@@ -408,13 +437,14 @@ function M.request(action, params, cb, on_event, sync)
   return rid
 end
 
---- Sends a request and waits for the reply (processing other events meanwhile).
+--- Sends a request and waits for the reply (processing other events meanwhile). `opts.proc` sends
+--- it to that process instead of the current one.
 ---@return table reply  `{type="error", message=...}` on failure or timeout
 function M.call(action, params, opts)
   local done, result = false, nil
   local rid = M.request(action, params, function(msg)
     done, result = true, msg
-  end, nil, true)
+  end, nil, true, opts and opts.proc)
   if not rid then
     return result or { type = "error", message = "host not running" }
   end
@@ -429,23 +459,77 @@ function M.call(action, params, opts)
   return result
 end
 
---- Stops the host (graceful `shutdown`, then a kill if it does not exit).
-function M.stop()
-  if not job then
-    return
-  end
-  local id = job
-  M._stopping = true
+local function stop_job(id)
   pcall(vim.fn.chansend, id, vim.json.encode({ action = "shutdown" }) .. "\n")
   pcall(vim.fn.chanclose, id, "stdin")
   local res = vim.fn.jobwait({ id }, 2000)
   if res[1] == -1 then
     pcall(vim.fn.jobstop, id)
   end
-  if job == id then
-    job = nil
+  procs[id] = nil
+end
+
+--- Stops the host (every process: graceful `shutdown`, then a kill if it does not exit).
+function M.stop()
+  if not job and next(procs) == nil then
+    return
   end
+  M._stopping = true
+  local current = job
+  for id in pairs(procs) do
+    if id ~= current then
+      stop_job(id)
+    end
+  end
+  if current then
+    stop_job(current)
+  end
+  set_current(nil)
   M.version = nil
+end
+
+--- The process requests go to now (nil when none runs).
+function M.current()
+  return cur
+end
+
+--- Makes `proc` (a running process of `M.current()`'s) the one requests go to.
+function M.use(proc)
+  if proc and procs[proc.job] then
+    set_current(proc)
+    return true
+  end
+  return false
+end
+
+--- Starts another host process and makes it the current one (the previous one keeps running,
+--- its requests still answered). Returns the new process, or nil when it could not start.
+function M.spawn()
+  local prev = cur
+  set_current(nil)
+  if not M.start() then
+    set_current(prev)
+    return nil
+  end
+  return cur
+end
+
+--- The running processes other than the current one.
+function M.others()
+  local out = {}
+  for _, p in pairs(procs) do
+    if p ~= cur then
+      out[#out + 1] = p
+    end
+  end
+  return out
+end
+
+--- Stops process `proc` (never the current one).
+function M.stop_proc(proc)
+  if proc and proc ~= cur and procs[proc.job] then
+    stop_job(proc.job)
+  end
 end
 
 --- Restarts the host.

@@ -97,10 +97,13 @@ end
 ---@param f table a `file_statuses` entry
 ---@param local_text string|nil
 ---@return string
-function M.display_status(f, local_text)
+function M.display_status(f, local_text, missing)
   local st = f.status or ""
   if st == "S" or st == "A" or st == "!A" then
     return st
+  end
+  if st == "" and missing then
+    return "D" -- in the context, gone from disk (a rollback removed the file the model created)
   end
   local out_of_sync = f.in_context
     and not f.external
@@ -114,6 +117,39 @@ function M.display_status(f, local_text)
     return "R"
   end
   return st
+end
+
+--- An RFC 3339 time of the host (UTC, `2026-11-25T19:18:27Z`) in local time (`2026-11-25 20:18:27`);
+--- anything else is returned as it is.
+function M.local_time(iso)
+  if type(iso) ~= "string" then
+    return tostring(iso or "")
+  end
+  local y, mo, d, h, mi, s, zone = iso:match("^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)%.?%d*(.*)$")
+  if not y then
+    return iso
+  end
+  local offset = 0 -- the zone of the string, in seconds east of UTC
+  if zone ~= "Z" and zone ~= "" then
+    local sign, zh, zm = zone:match("^([+-])(%d%d):?(%d%d)$")
+    if not sign then
+      return iso
+    end
+    offset = (tonumber(zh) * 3600 + tonumber(zm) * 60) * (sign == "-" and -1 or 1)
+  end
+  local fields = { year = tonumber(y), month = tonumber(mo), day = tonumber(d), hour = tonumber(h), min = tonumber(mi), sec = tonumber(s) }
+  -- os.time reads the fields as local time: correct by the local zone's offset at that moment.
+  local as_local = os.time(fields)
+  if not as_local then
+    return iso
+  end
+  local utc_fields = os.date("!*t", as_local)
+  utc_fields.isdst = false
+  local local_fields = os.date("*t", as_local)
+  local_fields.isdst = false
+  local zone_local = os.time(local_fields) - os.time(utc_fields)
+  local epoch = as_local + zone_local - offset
+  return os.date("%Y-%m-%d %H:%M:%S", epoch)
 end
 
 --- A price per token (string or number, dollars) as dollars per million tokens.

@@ -1,6 +1,6 @@
 -- End to end, real host and the mock LLM server: agent mode in the plugin. :BB7Agent toggles the
 -- chat's mode (shown in the input footer); a send streams the live tool log into the preview; a
--- clarifying question is answered through vim.ui.input, another is skipped; the stored reply shows
+-- clarifying question is answered in the Input pane, another is skipped explicitly; the stored reply shows
 -- its calls (expandable) and the step/tool counts.
 local t = require("helpers")
 local env, session, ui, preview
@@ -55,12 +55,30 @@ end
 local answers = {}
 local asked = {}
 
---- Answers questions from `answers` (nil when empty: the question is skipped), noting each prompt.
+--- Answers questions from `answers` in the Input pane, as a user does (nil when empty: skipped
+--- explicitly with the skip key), noting each question. Nothing is asked modally (issue 29).
 local function stub_input()
-  vim.ui.input = function(opts, cb)
-    asked[#asked + 1] = opts.prompt
-    cb(table.remove(answers, 1))
+  vim.ui.input = function(opts)
+    error("a modal prompt: " .. tostring(opts.prompt))
   end
+  session.subscribe("question", function()
+    local q = session.question
+    if not q or q.seen then
+      return
+    end
+    q.seen = true
+    asked[#asked + 1] = q.question
+    vim.schedule(function()
+      local input = require("bb7.ui.input")
+      local answer = table.remove(answers, 1)
+      if answer then
+        vim.api.nvim_buf_set_lines(input.buf(), 0, -1, false, { answer })
+        input.send()
+      else
+        input.skip()
+      end
+    end)
+  end)
 end
 
 -- Each case runs in its own Neovim (tests/nvim/run.lua) from `start`.

@@ -145,7 +145,7 @@ local steps = {
     function()
       t.cmd("BB7Checkpoints")
       local text = t.buf_text(0)
-      local _, n = text:gsub("apply_hunks", "")
+      local _, n = text:gsub("hunks applied", "") -- readable kind names (issue 29)
       t.eq(2, n, "two applies listed: " .. text)
       press("g?")
       t.ok(noted("H     hard rollback"), vim.inspect(t.notes))
@@ -179,15 +179,15 @@ local steps = {
     "gH asks, then hard-rolls back the whole checkpoint; a rollback is a checkpoint itself",
     function()
       local asked
-      local orig = vim.fn.confirm
-      vim.fn.confirm = function(msg)
-        asked = msg
-        return 1
+      local orig = vim.ui.select
+      vim.ui.select = function(_, o, cb)
+        asked = o.prompt
+        cb("Yes")
       end
       local v = cps.current_view()
       local id = v.id
       press("gH")
-      vim.fn.confirm = orig
+      vim.ui.select = orig
       t.ok(asked and asked:find("Later edits to those files are lost", 1, true), tostring(asked))
       t.eq(OLD, disk(), "file as before that apply")
       t.eq(OLD, t.buf_text(buf_of("m.txt")) .. "\n", "buffer follows")

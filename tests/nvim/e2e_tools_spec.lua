@@ -1,8 +1,8 @@
 -- End to end, real host: `:BB7Tools` with a third-party component (examples/tool-components,
 -- `wordcount`) installed by the real `bb7 tools add` into the case's own HOME / BB7_HOME before the
 -- host starts. Driven by keys; assertions are on the list's text and on files (`.bb7/tools.lock`).
--- The confirmations are `vim.fn.confirm`, which a headless Neovim cannot answer: each case
--- replaces it with a function that records the question and gives the answer.
+-- The confirmations are `vim.ui.select` (the one confirmation style): each case replaces it with a
+-- function that records the question and gives the answer.
 local t = require("helpers")
 local I, W = vim.log.levels.INFO, vim.log.levels.WARN
 
@@ -88,16 +88,17 @@ local function on(name, below)
   vim.api.nvim_win_set_cursor(st.win, { st.heads[name] + (below or 0), 0 })
 end
 
---- Replaces vim.fn.confirm while `fn` runs: returns `answer`, records each question.
+--- Replaces vim.ui.select (the one confirmation style) while `fn` runs: answers "Yes" for 1,
+--- "No" for 2, records each question (`choices` joined by newlines; `default`: the first item).
 local function answering(answer, fn)
   local asked = {}
-  local orig = vim.fn.confirm
-  vim.fn.confirm = function(msg, choices, default)
-    asked[#asked + 1] = { msg = msg, choices = choices, default = default }
-    return answer
+  local orig = vim.ui.select
+  vim.ui.select = function(items, o, cb)
+    asked[#asked + 1] = { msg = o.prompt, choices = table.concat(items, "\n"), default = items[1] }
+    cb(answer == 1 and "Yes" or "No")
   end
   local ok, err = pcall(fn)
-  vim.fn.confirm = orig
+  vim.ui.select = orig
   if not ok then
     error(err, 0)
   end
@@ -140,8 +141,8 @@ return {
         press("a")
       end)
       t.eq(1, #asked, "asked once")
-      t.eq("&Yes\n&No", asked[1].choices, "yes / no")
-      t.eq(2, asked[1].default, "default no")
+      t.eq("No\nYes", asked[1].choices, "no / yes")
+      t.eq("No", asked[1].default, "default no")
       local q = asked[1].msg
       has(q, "Approve wordcount 0.1.0 (tool " .. TOOL .. ")? It requests:", "question")
       has(q, "  files:   project-read (a read-only view of the project)", "files")
@@ -191,7 +192,7 @@ return {
         press("r")
       end)
       t.eq(1, #asked, "revoke asks")
-      t.eq(2, asked[1].default, "default cancel")
+      t.eq("No", asked[1].default, "default cancel")
       has(asked[1].msg, "Revoke the grant of wordcount (files project-read · network none · env none)?", "question")
       t.note("BB-7: Revoked the grant of wordcount", I)
       b = block(TOOL)

@@ -97,13 +97,20 @@ end
 
 --- The chat list (newest first), pinned chats first.
 function M.list_chats()
-  local r = host.call("chat_list", {})
+  local global = S.scope == "global"
+  local r = host.call("chat_list", { global = global or nil })
   if not ok(r) then
     S.fail("list chats", r)
     return S.chats or {}
   end
-  S.chats = util.order_chats(r.chats or {}, prefs.pinned())
-  S.chats_root = S.root or config.root()
+  local list = r.chats or {}
+  if global then
+    for _, c in ipairs(list) do
+      c.global = true
+    end
+  end
+  S.chats = util.order_chats(list, prefs.pinned())
+  S.chats_root = (S.root or config.root()) .. (global and " (global)" or "")
   return S.chats
 end
 

@@ -28,7 +28,7 @@ function M.apply(path, quiet)
     notify("No active chat", L.WARN)
     return false
   end
-  if S.stream then
+  if S.busy_here() then
     notify("Another request is already in progress", L.WARN)
     return false
   end

@@ -1,6 +1,7 @@
 --- A send in the active chat: the request, its reply streamed to subscribers (agent events included),
 --- the agent's clarifying questions answered, the end of the reply settled, and cancelling it.
 local chat = require("bb7.session.chat")
+local chats = require("bb7.session.chats")
 local config = require("bb7.config")
 local fetch = require("bb7.session.fetch")
 local host = require("bb7.host")
@@ -19,7 +20,17 @@ function M.send(text)
     return false
   end
   if S.stream then
-    notify("Another request is already in progress", L.WARN)
+    if S.stream.chat_id ~= S.chat.id then
+      -- One reply at a time: the text stays in the input, to be sent when that reply ends.
+      notify(
+        ("A reply is streaming in chat %s: send this when it ends (your text stays in the input)"):format(
+          require("bb7.util").oneline(S.stream.chat_name or S.stream.chat_id)
+        ),
+        L.WARN
+      )
+    else
+      notify("Another request is already in progress", L.WARN)
+    end
     return false
   end
   local retry = S.retry_context
@@ -43,7 +54,15 @@ function M.send(text)
     S.retry_context = nil
   end
   local chat_id = S.chat.id
-  local st = { chat_id = chat_id, text = text, started = vim.uv.hrtime() }
+  local st = {
+    chat_id = chat_id,
+    chat_name = S.chat.name,
+    global = S.chat.global,
+    text = text,
+    started = vim.uv.hrtime(),
+    proc = host.current(),
+    log = {}, -- what has streamed so far: {kind, text}, replayed when the chat is shown again
+  }
   S.stream = st
   local rid = host.request("send", params, function(r)
     M._finish_send(st, r)
@@ -72,6 +91,7 @@ function M.send(text)
       S.emit("agent_event", ev)
       return
     end
+    M.record(st, ev.type, ev.content or "")
     S.emit("chunk", ev.type, ev.content or "")
   end)
   if not rid then
@@ -83,7 +103,15 @@ function M.send(text)
   return true
 end
 
+--- Records streamed text of `kind` in the stream `st` (shown again when its chat is reopened).
+function M.record(st, kind, text)
+  if st and text ~= "" then
+    st.log[#st.log + 1] = { kind, text }
+  end
+end
+
 function M._finish_send(st, r)
+  st.ended = true -- the reply is over; the chat shows the stored one once loaded
   if r.type == "done" or r.type == "diff_error" then
     S.last_usage = r.usage
     S.last_duration = r.duration
@@ -123,9 +151,14 @@ function M._finish_send(st, r)
     if S.stream == st then
       S.stream = nil
     end
+    S.question = nil
+    -- A second host process served other chats meanwhile; the one not in use now goes.
+    chats.drop_idle_procs()
+    S.emit("question")
     S.emit("status")
+    S.emit("chats")
   end
-  if not host.running() or not (S.chat and S.chat.id == st.chat_id) then
+  if not host.running() or not (S.chat and S.chat.id == st.chat_id and st.proc == host.current()) then
     return settle()
   end
   fetch.fetch_balance()
@@ -142,7 +175,39 @@ function M.cancel()
     if r.type == "error" and not tostring(r.message):find("No active request", 1, true) then
       S.fail("cancel", r)
     end
-  end)
+  end, nil, nil, S.stream.proc)
+  return true
+end
+
+--- The agent asked `q` ({question_id, question}) in the streaming reply: it waits in its chat for an
+--- answer from the input pane (or `:BB7Answer`), or an explicit skip; nothing is modal.
+function M.ask(q)
+  local st = S.stream
+  S.question = {
+    question_id = q.question_id,
+    question = q.question or "?",
+    chat_id = st and st.chat_id,
+    global = st and st.global,
+  }
+  S.emit("question")
+  S.emit("status")
+end
+
+--- Answers the agent's waiting question with `answer` (nil or "": skipped, `no_user_answer`),
+--- without waiting. Returns false (notified) when no question waits.
+function M.answer_question(answer)
+  local q = S.question
+  if not q then
+    notify("No question is waiting for an answer", L.WARN)
+    return false
+  end
+  if answer == nil or vim.trim(answer) == "" then
+    answer = "no_user_answer"
+  end
+  S.question = nil
+  M.clarify(q.question_id, answer)
+  S.emit("question")
+  S.emit("status")
   return true
 end
 
@@ -152,7 +217,7 @@ function M.clarify(qid, answer)
     if r.type == "error" then
       notify(r.message or "clarify failed", L.WARN)
     end
-  end)
+  end, nil, nil, S.stream and S.stream.proc or nil)
 end
 
 return M

@@ -19,11 +19,22 @@ M.last_duration = nil
 M.balance = nil ---@type table|nil
 M.models = nil ---@type table[]|nil
 M.retry_context = nil ---@type table|nil  after a diff_error, sent with the next send
+M.question = nil ---@type table|nil  {question_id, question, chat_id, global}: the agent waits for an answer
+M.rolled_back = {} ---@type table<string, boolean>  paths a hard rollback removed from disk
+M.scope = "project" ---@type "project"|"global"  which chats the chat list shows
 
 --- The floating UI as the session sees it, set by `bb7.ui` when it builds its panes (nil before):
 --- whether it is open, the buffer it was opened from, closing it. The session never requires the UI.
 ---@type {is_open: fun(): boolean, origin_buf: fun(): integer|nil, close: fun()}|nil
 M.view = nil
+
+--- Whether a reply streams in the host process the session talks to now: that process refuses to
+--- change its active chat (select, new, fork, move, apply, ...) until the reply ends, so those go
+--- to another process (`bb7.session.chats`).
+function M.busy_here()
+  local st = M.stream
+  return st ~= nil and st.proc ~= nil and st.proc == require("bb7.host").current()
+end
 
 local subscribers = {} ---@type table<string, fun(...)[]>
 

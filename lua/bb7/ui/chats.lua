@@ -11,6 +11,46 @@ local items = {} -- line (1-based) -> chat entry
 M.query = nil -- the search query when showing results
 
 local ns = vim.api.nvim_create_namespace("bb7_chats")
+local ns_live = vim.api.nvim_create_namespace("bb7_chats_live")
+
+--- Whether list entry `c` is the chat `id` (of the global store when `global`).
+local function is(c, id, global)
+  return c ~= nil and id ~= nil and c.id == id and not c.global == not global
+end
+
+--- The spinner (and a waiting question) after the chat whose reply streams: redrawn by the UI's
+--- ticker, without re-rendering the list (the cursor stays where it is).
+function M.tick()
+  if not buf or not vim.api.nvim_buf_is_valid(buf) then
+    return
+  end
+  vim.api.nvim_buf_clear_namespace(buf, ns_live, 0, -1)
+  local st = session.stream
+  if not st then
+    return
+  end
+  local spinner = ui and ui.SPINNER or { "*" }
+  local secs = (vim.uv.hrtime() - (st.started or 0)) / 1e9
+  local frame = spinner[math.floor(secs * 10) % #spinner + 1]
+  local q = session.question
+  for line, c in pairs(items) do
+    if is(c, st.chat_id, st.global) then
+      local text = " " .. frame .. (q and " waiting for your answer" or " streaming")
+      pcall(vim.api.nvim_buf_set_extmark, buf, ns_live, line - 1, 0, {
+        virt_text = { { text, q and "WarningMsg" or "BB7Spinner" } },
+        virt_text_pos = "eol",
+      })
+    end
+  end
+end
+
+--- Shows the project's chats or the global ones (`scope`: "project" | "global").
+function M.set_scope(scope)
+  session.scope = scope
+  M.query, M.results = nil, nil
+  session.list_chats()
+  M.render()
+end
 
 local function current()
   local win = ui and ui.wins.chats
@@ -27,6 +67,12 @@ function M.render()
   local lines, hls = {}, {}
   items = {}
   local list
+  local global = session.scope == "global"
+  if global and not M.query then
+    local key = keymaps.key("chats", "scope")
+    lines[1] = "Global chats" .. (key and ("  (" .. key .. ": the project's)") or "")
+    hls[#hls + 1] = { 0, "Title" }
+  end
   if M.query then
     lines[1] = ("Search: %s  (<Esc> clears)"):format(util.oneline(M.query))
     hls[#hls + 1] = { 0, "Comment" }
@@ -37,17 +83,21 @@ function M.render()
   else
     list = session.chats or {}
     if #list == 0 then
-      lines[1] = "No chats yet. Press n to create one."
-      hls[#hls + 1] = { 0, "Comment" }
+      lines[#lines + 1] = global and "No global chats yet. Press n to create one." or "No chats yet. Press n to create one."
+      hls[#hls + 1] = { #lines - 1, "Comment" }
     end
   end
   local pinned = {}
   for _, id in ipairs(session.pinned()) do
     pinned[id] = true
   end
-  local active = session.chat and session.chat.id
+  local active = session.chat
   for _, c in ipairs(list) do
-    local mark = (c.id == active and "▶" or " ") .. (pinned[c.id] and "★" or " ")
+    if global then
+      c.global = true -- search results of the global store
+    end
+    local is_active = active ~= nil and is(c, active.id, active.global)
+    local mark = (is_active and "▶" or " ") .. (pinned[c.id] and "★" or " ")
     local text = mark .. " " .. util.oneline(c.name or c.id)
     if c.locked then
       text = text .. " [locked]"
@@ -57,7 +107,7 @@ function M.render()
     end
     lines[#lines + 1] = text
     items[#lines] = c
-    if c.id == active then
+    if is_active then
       hls[#hls + 1] = { #lines - 1, "BB7Active" }
     elseif pinned[c.id] then
       hls[#hls + 1] = { #lines - 1, "BB7Pinned" }
@@ -70,6 +120,7 @@ function M.render()
   for _, h in ipairs(hls) do
     vim.api.nvim_buf_set_extmark(buf, ns, h[1], 0, { line_hl_group = h[2] })
   end
+  M.tick()
 end
 
 --- Shows search results for `query` (nil clears the search).
@@ -88,7 +139,7 @@ local function select()
   if not c then
     return
   end
-  if session.select_chat(c.id) then
+  if session.select_chat(c.id, c.global or false) then
     M.query, M.results = nil, nil
     M.render()
     ui.focus("input")
@@ -110,7 +161,7 @@ local function rename()
   end
   vim.ui.input({ prompt = "Rename chat: ", default = c.name }, function(name)
     if name and name ~= "" then
-      session.rename_chat(c.id, name)
+      session.rename_chat(c.id, name, c.global or false)
     end
   end)
 end
@@ -120,16 +171,14 @@ local function delete()
   if not c then
     return
   end
-  vim.ui.select({ "No", "Yes" }, { prompt = "Delete chat " .. util.oneline(c.name or c.id) .. "?" }, function(choice)
-    if choice == "Yes" then
-      session.delete_chat(c.id)
-    end
+  session.confirm("Delete chat " .. util.oneline(c.name or c.id) .. "?", function()
+    session.delete_chat(c.id, c.global or false)
   end)
 end
 
 local function fork()
   local c = current()
-  if c and session.fork_chat(c.id) then
+  if c and session.fork_chat(c.id, c.global or false) then
     ui.focus("input")
   end
 end
@@ -139,6 +188,22 @@ local function pin()
   if c then
     session.toggle_pin(c.id)
   end
+end
+
+local function move()
+  local c = current()
+  if not c then
+    return
+  end
+  local to = c.global and "project" or "global"
+  session.confirm(
+    ("Move chat %s %s?"):format(util.oneline(c.name or c.id), to == "global" and "to the global chats" or "into this project"),
+    function()
+      if session.move_chat(c.id, to) then
+        M.set_scope(to)
+      end
+    end
+  )
 end
 
 local function search()
@@ -161,7 +226,15 @@ function M.attach(b, u)
     search = { search, "search chats (titles and messages)" },
     clear_search = { function() M.search(nil) end, "clear the search" },
     pin = { pin, "pin / unpin chat" },
+    scope = {
+      function()
+        M.set_scope(session.scope == "global" and "project" or "global")
+      end,
+      "show the global chats / the project's chats",
+    },
+    move = { move, "move the chat to the global chats / into the project (asks first)" },
   })
+  session.subscribe("status", M.tick)
   session.subscribe("chats", M.render)
   session.subscribe("chat", M.render)
 end

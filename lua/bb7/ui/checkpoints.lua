@@ -123,23 +123,25 @@ end
 
 --- Hard rollback of checkpoint `id`, after a confirmation.
 function M.hard(id)
-  local choice = vim.fn.confirm(
+  session.confirm(
     "Restore every file of checkpoint " .. id .. " to its content before that apply? Later edits to those files are lost.",
-    "&Roll back\n&Cancel",
-    2
+    function()
+      local r = session.rollback_hard(id)
+      if r.type == "error" then
+        session.fail("roll back " .. id, r)
+        return
+      end
+      -- A file the apply created is removed: the Files pane says so (not a blank status).
+      for _, path in ipairs(r.files or {}) do
+        if vim.fn.filereadable(session.abspath(path)) == 0 then
+          session.rolled_back[path] = true
+        end
+      end
+      after_rollback(r, "Rolled back " .. id)
+      M.refresh_view()
+      M.reload()
+    end
   )
-  if choice ~= 1 then
-    return false
-  end
-  local r = session.rollback_hard(id)
-  if r.type == "error" then
-    session.fail("roll back " .. id, r)
-    return false
-  end
-  after_rollback(r, "Rolled back " .. id)
-  M.refresh_view()
-  M.reload()
-  return true
 end
 
 --- Scoped rollback of `hunk_ids` of checkpoint `id`.
@@ -298,6 +300,14 @@ end
 
 -- The list ---------------------------------------------------------------------------------------
 
+--- Readable names of the host's checkpoint kinds.
+local KINDS = {
+  apply_file = "applied",
+  apply_file_as = "applied as new file",
+  apply_hunks = "hunks applied",
+  rollback = "rollback",
+}
+
 local function render_list(st, cps)
   local hint = keymaps.hint("checkpoints", {
     { "open", "3-way view" },
@@ -307,10 +317,14 @@ local function render_list(st, cps)
   local lines = { "BB-7 checkpoints (newest first)" .. (hint ~= "" and (": " .. hint) or ""), "" }
   st.rows = {}
   for _, c in ipairs(cps) do
-    local kind = c.kind .. (c.rollback_of and (" of " .. c.rollback_of) or "")
+    local kind = (KINDS[c.kind] or tostring(c.kind)) .. (c.rollback_of and (" of " .. c.rollback_of) or "")
     for _, f in ipairs(c.files or {}) do
       -- Host-provided text, possibly from a planted checkpoint record: one display line each.
-      lines[#lines + 1] = util.oneline(("%s  %s  %-24s %s"):format(c.id, c.created, kind, f.path))
+      -- `after_hash` null: the file was removed (a rollback of the apply that created it).
+      local what = (f.after_hash == nil or f.after_hash == vim.NIL) and "  (file removed)" or ""
+      lines[#lines + 1] = util.oneline(
+        ("%s  %s  %-28s %s%s"):format(c.id, util.local_time(c.created), kind, f.path, what)
+      )
       st.rows[#lines] = { id = c.id, path = f.path }
     end
   end

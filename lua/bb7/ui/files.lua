@@ -1,4 +1,5 @@
---- The Files pane: context files and output with their statuses (`M`, `A`, `!A`, `S`, `R`, `~`, `~M`);
+--- The Files pane: context files and output with their statuses (`M`, `A`, `!A`, `S`, `R`, `~`, `~M`,
+--- `D`: gone from disk);
 --- add, remove, toggle read-only, update snapshot, apply one / all, reject output, diffs.
 local session = require("bb7.session")
 local keymaps = require("bb7.ui.keymaps")
@@ -18,21 +19,30 @@ local STATUS_HL = {
   ["~M"] = "BB7StatusConflict",
   S = "Comment",
   R = "Comment",
+  D = "BB7StatusConflict",
 }
 
 --- The displayed status of each entry, comparing against buffers and disk.
 function M.entries()
   local out = {}
   for _, f in ipairs(session.statuses or {}) do
-    local local_text = nil
+    local local_text, missing = nil, false
     if f.in_context and not f.start_line and not f.external then
       local_text = session.local_text(session.abspath(f.path))
+    end
+    if (f.status or "") == "" and local_text == nil and not f.start_line and not f.external then
+      missing = vim.uv.fs_stat(session.abspath(f.path)) == nil
     end
     local unsafe = nil
     if f.has_output and not f.external and not f.start_line then
       unsafe = util.unsafe_local(session.root or require("bb7.config").root(), f.path)
     end
-    out[#out + 1] = { file = f, status = util.display_status(f, local_text), unsafe = unsafe }
+    local status = util.display_status(f, local_text, missing)
+    local note = nil
+    if status == "D" then
+      note = session.rolled_back[f.path] and "removed by a rollback" or "not on disk"
+    end
+    out[#out + 1] = { file = f, status = status, unsafe = unsafe, note = note }
   end
   return out
 end
@@ -109,7 +119,9 @@ function M.render()
       lines[1] = "No files. :BB7Add or press a."
     end
     for _, e in ipairs(entries) do
-      lines[#lines + 1] = render.file_line(e.file, e.status) .. (e.unsafe and ("  ⚠ not writable: " .. e.unsafe) or "")
+      lines[#lines + 1] = render.file_line(e.file, e.status)
+        .. (e.note and ("  (" .. e.note .. ")") or "")
+        .. (e.unsafe and ("  ⚠ not writable: " .. e.unsafe) or "")
       items[#lines] = e
       if STATUS_HL[e.status] then
         hls[#hls + 1] = { #lines - 1, #e.status, STATUS_HL[e.status] }

@@ -33,6 +33,7 @@ local HIGHLIGHTS = {
   BB7StatusSync = "WarningMsg",
   BB7Active = "CursorLine",
   BB7Pinned = "Special",
+  BB7Spinner = "DiagnosticInfo",
 }
 
 --- Defines the plugin's highlight groups as defaults (a user's own definitions win).
@@ -122,6 +123,7 @@ function M.setup_buffers()
     M.update_titles()
   end)
   session.subscribe("stream_end", M.update_titles)
+  session.subscribe("question", M.update_titles)
 end
 
 --- The buffer of the window that was current when the UI opened (the file being edited).
@@ -194,39 +196,95 @@ end
 
 local TITLES = { chats = " Chats ", files = " Files ", preview = " Preview ", input = " Input " }
 
---- The line shown under the input: model, tokens and cost of the last reply, balance.
-function M.status_text()
-  local parts = {}
+--- The line shown under the input: model, tokens and cost of the last reply, balance, agent mode
+--- and, while a reply streams, its state (spinner, what runs, elapsed time). With `width`, the
+--- longest form that fits: the least useful parts are shortened or dropped first (the balance, the
+--- last reply's details, the cancel hint, the reasoning effort, the model's provider, the model),
+--- a running tool's arguments are cut to the room left, and the state itself is never dropped.
+---@param width integer|nil display cells (nil: no limit)
+function M.status_text(width)
+  local dw = vim.fn.strdisplaywidth
   local model = session.current_model()
-  if model then
-    local effort = session.chat and session.chat.reasoning_effort or ""
-    parts[#parts + 1] = util.oneline(model) .. (effort ~= "" and (" (reasoning " .. util.oneline(effort) .. ")") or "")
-  end
+  local effort = session.chat and session.chat.reasoning_effort or ""
   local u = session.last_usage
-  if u then
-    local secs = tonumber(session.last_duration)
-    parts[#parts + 1] = ("last: %s in / %s out, %s%s"):format(
-      util.tokens(u.prompt_tokens),
-      util.tokens(u.completion_tokens),
-      util.money(u.cost),
-      secs and (", %.1f s"):format(secs) or ""
-    )
-  end
   local b = session.balance
-  if b and b.total_credits then
-    parts[#parts + 1] = "balance " .. util.money((b.total_credits or 0) - (b.total_usage or 0))
-  end
   local mode = agent.footer_part()
-  if mode then
-    parts[#parts + 1] = mode
+  local st = session.stream
+  local q = session.question
+  local function build(level, tool)
+    local parts = {}
+    if model and level < 7 then
+      local name = util.oneline(model)
+      if level >= 6 then
+        name = name:match("[^/]+$") or name
+      end
+      parts[#parts + 1] = name .. ((effort ~= "" and level < 4) and (" (reasoning " .. util.oneline(effort) .. ")") or "")
+    end
+    if u and level < 5 then
+      local secs = tonumber(session.last_duration)
+      if level < 2 then
+        parts[#parts + 1] = ("last: %s in / %s out, %s%s"):format(
+          util.tokens(u.prompt_tokens),
+          util.tokens(u.completion_tokens),
+          util.money(u.cost),
+          secs and (", %.1f s"):format(secs) or ""
+        )
+      else
+        parts[#parts + 1] = "last " .. util.money(u.cost)
+      end
+    end
+    if b and b.total_credits and level < 1 then
+      parts[#parts + 1] = "balance " .. util.money((b.total_credits or 0) - (b.total_usage or 0))
+    end
+    if mode and level < 8 then
+      parts[#parts + 1] = mode
+    end
+    if st then
+      local secs = (vim.uv.hrtime() - (st.started or vim.uv.hrtime())) / 1e9
+      local frame = M.SPINNER[math.floor(secs * 10) % #M.SPINNER + 1]
+      local what
+      if q then
+        what = "? waiting for your answer"
+      elseif tool then
+        what = frame .. " running " .. tool
+      else
+        what = frame .. " streaming"
+      end
+      what = ("%s %.1f s"):format(what, secs)
+      if level < 3 then
+        local cancel = (config.options.keymaps.all or {}).cancel
+        if cancel then
+          what = what .. " · " .. cancel .. " cancels"
+        end
+      end
+      parts[#parts + 1] = what
+    end
+    return " " .. table.concat(parts, "  ·  ") .. " "
   end
-  if session.stream then
-    local secs = (vim.uv.hrtime() - (session.stream.started or vim.uv.hrtime())) / 1e9
-    local frame = M.SPINNER[math.floor(secs * 10) % #M.SPINNER + 1]
-    local tool = agent.current
-    parts[#parts + 1] = ("%s %s %.1f s · <C-c> cancels"):format(frame, tool and ("running " .. tool) or "streaming", secs)
+  local tool = agent.current
+  if not width then
+    return build(0, tool)
   end
-  return " " .. table.concat(parts, "  ·  ") .. " "
+  local text
+  for level = 0, 8 do
+    text = build(level, tool)
+    local over = dw(text) - width
+    if over <= 0 then
+      return text
+    end
+    if tool and not q then
+      -- The tool's arguments are cut to the room left (its name stays).
+      local name = tool:match("^%S+") or tool
+      local keep = dw(tool) - over
+      if keep >= dw(name) + 5 then
+        return build(level, M.fit_title(tool, keep))
+      end
+    end
+  end
+  if tool then
+    text = build(8, tool:match("^%S+") or tool)
+  end
+  return text
 end
 
 M.SPINNER = { "⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏" }
@@ -241,6 +299,9 @@ tick = function(on)
         return tick(false)
       end
       M.update_titles()
+      if M.panes.chats then
+        M.panes.chats.tick()
+      end
     end))
   elseif not on and ticker then
     ticker:stop()
@@ -329,8 +390,20 @@ function M.update_titles()
     end
   end
   pcall(vim.api.nvim_win_set_config, M.wins.files, { title = files_title, title_pos = "center" })
+  local iw = vim.api.nvim_win_get_width(M.wins.input)
+  local q = session.question
+  local input_title = TITLES.input
+  if q and session.chat and session.chat.id == q.chat_id and not session.chat.global == not q.global then
+    -- The input is the answer field of the agent's question while it waits.
+    local keys = keymaps.hint("input", { { "send", "answers" }, { "skip_question", "skips" } }, ", ")
+    local ask = "Answer: " .. util.oneline(q.question)
+    local full = ask .. (keys ~= "" and (" — " .. keys) or "")
+    input_title = " " .. (vim.fn.strdisplaywidth(full) <= iw - 4 and full or M.fit_title(ask, iw - 4)) .. " "
+  end
   pcall(vim.api.nvim_win_set_config, M.wins.input, {
-    footer = M.status_text(),
+    title = input_title,
+    title_pos = "center",
+    footer = M.status_text(math.max(10, iw - 2)),
     footer_pos = "right",
   })
 end
@@ -380,6 +453,7 @@ function M._open(focus)
       group = augroup,
       callback = function()
         M.relayout()
+        M.update_titles() -- titles and the footer are fitted to the new widths
       end,
     })
     vim.api.nvim_create_autocmd("WinClosed", {

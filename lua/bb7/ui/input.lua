@@ -42,9 +42,48 @@ function M.render()
   end
 end
 
---- Sends the buffer's text.
+--- The agent's question waiting in the chat shown, if any: the input is its answer field.
+function M.question()
+  local q = session.question
+  local c = session.chat
+  if q and c and c.id == q.chat_id and not c.global == not q.global then
+    return q
+  end
+end
+
+local function stop_insert()
+  if vim.fn.mode() == "i" then
+    vim.cmd("stopinsert")
+  end
+end
+
+--- Skips the agent's waiting question (explicitly; the reply goes on without an answer).
+function M.skip()
+  if not M.question() then
+    session.notify("No question is waiting for an answer", vim.log.levels.WARN)
+    return
+  end
+  session.answer_question(nil)
+end
+
+--- Sends the buffer's text (while the agent's question waits in this chat: answers it).
 function M.send()
   local s = text()
+  if M.question() then
+    if vim.trim(s) == "" then
+      local key = keymaps.key("input", "skip_question")
+      session.notify(
+        "Type your answer in the input" .. (key and (", or " .. key .. " to skip the question") or " (:BB7Answer! skips the question)"),
+        vim.log.levels.WARN
+      )
+      return
+    end
+    if session.answer_question(s) then
+      set_text("")
+      stop_insert()
+    end
+    return
+  end
   if session.send(s) then
     set_text("")
     if vim.fn.mode() == "i" then
@@ -79,6 +118,7 @@ function M.attach(b, u)
       end,
       "edit your last message (the chat is cut there; asks first)",
     },
+    skip_question = { M.skip, "skip the agent's waiting question", modes = { "n", "i" } },
     fork_last = {
       function()
         local mi = last_user_message()

@@ -83,8 +83,14 @@ function M.render()
   if M.mode ~= "chat" then
     return
   end
+  local st = session.stream
+  local streams_here = st ~= nil and not st.ended and session.chat ~= nil and st.chat_id == session.chat.id
+    and not st.global == not session.chat.global
   if M.stream then
-    return -- never re-render under a running stream
+    if streams_here then
+      return -- never re-render under a running stream
+    end
+    M.detach() -- another chat is shown: its reply goes on, kept in the stream's log
   end
   local chat = session.chat
   if not chat then
@@ -119,6 +125,9 @@ function M.render()
     end
   end
   M.jump_to_end = false
+  if streams_here then
+    M.attach_stream(st)
+  end
 end
 
 --- Back to the chat view.
@@ -131,15 +140,12 @@ end
 
 --- Shows a file: its output when there is one, else its context snapshot.
 function M.show_file(f)
-  if M.stream then
-    session.notify("Another request is already in progress", vim.log.levels.WARN)
-    return
-  end
   local label = f.output_content and "output" or "context"
   local content = session.file_content(f)
   if not content then
     return
   end
+  M.detach() -- a reply streaming in this chat goes on; <BS> shows it again
   M.path = f.path
   M.mode, M.title = "file", ("%s (%s) — <BS> back to chat"):format(util.oneline(f.path), label)
   local ft = vim.filetype.match({ filename = f.path }) or ""
@@ -153,16 +159,13 @@ end
 
 --- Shows the unified context → output diff of `path`.
 function M.show_diff(path)
-  if M.stream then
-    session.notify("Another request is already in progress", vim.log.levels.WARN)
-    return false
-  end
   local f = session.status_of(path)
   if not f or not f.has_output then
     session.notify("No output for " .. path, vim.log.levels.WARN)
     return false
   end
   local lines = util.unified_diff(f.context_content or "", f.output_content or "", path)
+  M.detach()
   M.path = path
   M.mode, M.title = "diff", ("diff %s — p applies, <BS> back to chat"):format(util.oneline(path))
   set_lines(lines, nil, "diff")
@@ -211,30 +214,54 @@ end
 
 -- Streaming --------------------------------------------------------------------------------------------
 
-local function start_stream(st)
-  if not buf then
+--- Stops showing the streaming reply in the buffer (the reply goes on; its text is kept in the
+--- stream's log and shown again when its chat is).
+function M.detach()
+  if M.stream then
+    M.stream:stop()
+    M.stream = nil
+    M.stream_tail = nil
+  end
+end
+
+local function push(kind, text)
+  -- A tool-log line (agent mode) starts on a line of its own.
+  if kind == "tool" and M.stream_tail and M.stream_tail ~= "\n" then
+    text = "\n" .. text
+  end
+  M.stream:push(kind == "thinking" and "thinking" or "chunk", text)
+  M.stream_tail = text:sub(-1)
+end
+
+--- Shows the reply streaming in the chat shown (called after the chat was rendered): the user's
+--- message when the chat does not hold it yet, the assistant header, what has streamed so far,
+--- then the stream itself.
+function M.attach_stream(st)
+  if M.stream or not buf then
     return
   end
-  if M.mode ~= "chat" then
-    M.mode, M.title = "chat", nil
+  local msgs = session.chat and session.chat.messages or {}
+  local with_user = M.new_send
+  M.new_send = false
+  local lines = {}
+  if with_user then
+    lines = { "", "▌ You" }
+    vim.list_extend(lines, util.lines(st.text))
   end
-  M.jump_to_end = true
-  M.render()
-  -- The user's message and the assistant header, then stream below them.
-  local lines = { "", "▌ You" }
-  vim.list_extend(lines, util.lines(st.text))
   vim.list_extend(lines, { "", "▌ Assistant  ·  " .. util.oneline(session.current_model() or ""), "" })
   local n = vim.api.nvim_buf_line_count(buf)
   local first = vim.api.nvim_buf_get_lines(buf, 0, 1, false)[1]
   local start = n
-  if n == 1 and (first == "" or (session.chat and #(session.chat.messages or {}) == 0)) then
+  if n == 1 and (first == "" or #msgs == 0) then
     start = 0
     table.remove(lines, 1)
   end
   vim.bo[buf].modifiable = true
   vim.api.nvim_buf_set_lines(buf, start, -1, false, lines)
   vim.bo[buf].modifiable = false
-  vim.api.nvim_buf_set_extmark(buf, ns, start + (start == 0 and 0 or 1), 0, { line_hl_group = "BB7User" })
+  if with_user then
+    vim.api.nvim_buf_set_extmark(buf, ns, start + (start == 0 and 0 or 1), 0, { line_hl_group = "BB7User" })
+  end
   local total = vim.api.nvim_buf_line_count(buf)
   vim.api.nvim_buf_set_extmark(buf, ns, total - 2, 0, { line_hl_group = "BB7Assistant" })
   local w = win()
@@ -248,16 +275,37 @@ local function start_stream(st)
       M.flush_times[#M.flush_times + 1] = ms
     end,
   })
+  if #(st.log or {}) > 0 then
+    for _, item in ipairs(st.log) do
+      push(item[1], item[2])
+    end
+    M.stream:flush()
+  end
+end
+
+local function start_stream(st)
+  if not buf then
+    return
+  end
+  if M.mode ~= "chat" then
+    M.mode, M.title = "chat", nil
+  end
+  M.detach()
+  M.jump_to_end = true
+  M.new_send = true -- the chat does not hold the message just sent yet
+  M.render()
+  M.new_send = false
+  if ui then
+    ui.update_titles()
+  end
 end
 
 local function on_chunk(kind, text)
   if M.stream then
-    -- A tool-log line (agent mode) starts on a line of its own.
-    if kind == "tool" and M.stream_tail and M.stream_tail ~= "\n" then
-      text = "\n" .. text
+    push(kind, text)
+    if kind == "tool" then
+      M.stream:flush() -- a tool's log line is shown at once (a question may follow it)
     end
-    M.stream:push(kind == "thinking" and "thinking" or "chunk", text)
-    M.stream_tail = text:sub(-1)
   end
 end
 

@@ -382,14 +382,17 @@ function M.approve()
     notify(comp .. " is already approved for everything it requests")
     return
   end
-  if vim.fn.confirm(M.approve_prompt(t), "&Yes\n&No", 2, "Question") ~= 1 then
-    notify("Not approved: " .. comp)
-    return
-  end
-  local u = apply_reply(session.tool_grant(comp, t), "approve " .. comp, t.name)
-  if u then
-    notify(("Approved %s: %s"):format(comp, M.caps(u.granted)))
-  end
+  -- The one confirmation style (vim.ui.select: the user's picker), "No" first.
+  vim.ui.select({ "No", "Yes" }, { prompt = M.approve_prompt(t) }, function(choice)
+    if choice ~= "Yes" then
+      notify("Not approved: " .. comp)
+      return
+    end
+    local u = apply_reply(session.tool_grant(comp, t), "approve " .. comp, t.name)
+    if u then
+      notify(("Approved %s: %s"):format(comp, M.caps(u.granted)))
+    end
+  end)
 end
 
 --- Revokes the grant of the tool under the cursor, after a confirmation.
@@ -406,21 +409,17 @@ function M.revoke()
     notify(comp .. " has no grant to revoke", L.WARN)
     return
   end
-  local choice = vim.fn.confirm(
+  session.confirm(
     ("Revoke the grant of %s (%s)? It stays installed but is not offered to the model until you approve it again."):format(
       comp,
       M.caps(t.granted)
     ),
-    "&Revoke\n&Cancel",
-    2,
-    "Question"
+    function()
+      if apply_reply(session.tool_revoke(comp), "revoke " .. comp, t.name) then
+        notify("Revoked the grant of " .. comp)
+      end
+    end
   )
-  if choice ~= 1 then
-    return
-  end
-  if apply_reply(session.tool_revoke(comp), "revoke " .. comp, t.name) then
-    notify("Revoked the grant of " .. comp)
-  end
 end
 
 --- Closes the list.
