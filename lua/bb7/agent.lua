@@ -159,7 +159,7 @@ function M.on_event(ev)
       named[#named + 1] = km.skip_question .. " skips"
     end
     local keys = table.concat(named, ", ")
-    return ("❓ %s\n   ↳ answer in the Input pane%s, or :BB7Answer {text} / :BB7Answer! to skip\n"):format(
+    return ("❓ %s\n   ↳ answer in the Input pane%s or with :BB7Answer\n"):format(
       util.oneline(d.question or "?"),
       keys ~= "" and (" (" .. keys .. ")") or ""
     )

@@ -22,12 +22,12 @@ function M.send(text)
   if S.stream then
     if S.stream.chat_id ~= S.chat.id then
       -- One reply at a time: the text stays in the input, to be sent when that reply ends.
-      notify(
-        ("A reply is streaming in chat %s: send this when it ends (your text stays in the input)"):format(
-          require("bb7.util").oneline(S.stream.chat_name or S.stream.chat_id)
-        ),
-        L.WARN
-      )
+      -- One short line (a long one stops the editor at a "Press ENTER" prompt).
+      local name = require("bb7.util").oneline(S.stream.chat_name or S.stream.chat_id)
+      if vim.fn.strchars(name) > 24 then
+        name = vim.fn.strcharpart(name, 0, 23) .. "…"
+      end
+      notify(("A reply streams in chat %s; send when it ends"):format(name), L.WARN)
     else
       notify("Another request is already in progress", L.WARN)
     end
@@ -191,6 +191,9 @@ function M.ask(q)
   }
   S.emit("question")
   S.emit("status")
+  if not (S.view and S.view.is_open()) then
+    notify("The agent waits for your answer (:BB7 or :BB7Answer)")
+  end
 end
 
 --- Answers the agent's waiting question with `answer` (nil or "": skipped, `no_user_answer`),

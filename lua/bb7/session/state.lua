@@ -62,10 +62,20 @@ end
 --- Asks before a destructive action (`vim.ui.select`, so the user's picker is used); runs `fn` on "Yes".
 function M.confirm(prompt, fn)
   vim.ui.select({ "No", "Yes" }, { prompt = prompt }, function(choice)
+    M.clear_prompt()
     if choice == "Yes" then
       fn()
     end
   end)
+end
+
+--- After Neovim's built-in `vim.ui.select` (an inputlist on the command line), the next message
+--- would stop at "Press ENTER": the prompt's lines are cleared first. A picker plugin's select
+--- leaves nothing there, and the redraw costs nothing.
+function M.clear_prompt()
+  if #vim.api.nvim_list_uis() > 0 then
+    pcall(vim.cmd, "redraw")
+  end
 end
 
 --- Notifies a failed host reply the way SPEC.md words it.

@@ -18,7 +18,7 @@ local function is(c, id, global)
   return c ~= nil and id ~= nil and c.id == id and not c.global == not global
 end
 
---- The spinner (and a waiting question) after the chat whose reply streams: redrawn by the UI's
+--- The spinner (or `?` while the agent's question waits) after the chat whose reply streams: redrawn by the UI's
 --- ticker, without re-rendering the list (the cursor stays where it is).
 function M.tick()
   if not buf or not vim.api.nvim_buf_is_valid(buf) then
@@ -35,7 +35,8 @@ function M.tick()
   local q = session.question
   for line, c in pairs(items) do
     if is(c, st.chat_id, st.global) then
-      local text = " " .. frame .. (q and " waiting for your answer" or " streaming")
+      -- Short: the pane is narrow (the Input footer says what it is).
+      local text = " " .. (q and "?" or frame)
       pcall(vim.api.nvim_buf_set_extmark, buf, ns_live, line - 1, 0, {
         virt_text = { { text, q and "WarningMsg" or "BB7Spinner" } },
         virt_text_pos = "eol",

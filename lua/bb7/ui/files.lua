@@ -172,7 +172,15 @@ function M.attach(b, u)
     },
     add = {
       function()
-        vim.ui.input({ prompt = "Add file (path or path:start:end): ", completion = "file" }, function(p)
+        -- The default is the file being edited when the UI opened (relative to the project).
+        local default = ""
+        local origin = ui and ui.origin_buf and ui.origin_buf()
+        local name = origin and vim.api.nvim_buf_is_valid(origin) and vim.api.nvim_buf_get_name(origin) or ""
+        if name ~= "" and vim.bo[origin].buftype == "" then
+          local root = (session.root or require("bb7.config").root()) .. "/"
+          default = name:sub(1, #root) == root and name:sub(#root + 1) or name
+        end
+        vim.ui.input({ prompt = "Add file (path or path:start:end): ", default = default, completion = "file" }, function(p)
           if p and p ~= "" then
             session.add(p)
           end

@@ -384,6 +384,7 @@ function M.approve()
   end
   -- The one confirmation style (vim.ui.select: the user's picker), "No" first.
   vim.ui.select({ "No", "Yes" }, { prompt = M.approve_prompt(t) }, function(choice)
+    session.clear_prompt()
     if choice ~= "Yes" then
       notify("Not approved: " .. comp)
       return
