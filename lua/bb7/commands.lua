@@ -205,13 +205,16 @@ function M.answer(opts)
   end
 end
 
---- `:BB7Global`: the chat list shows the global chats (again: the project's), in the open UI.
+--- `:BB7Global`: the chat list shows the global chats (again: the project's), in the open UI;
+--- outside a project, the host serves the global chats only.
 function M.global()
   session.hook()
-  if not session.ensure() and not host.running() then
+  local was = session.scope
+  if not session.ensure_global() then
     return
   end
-  require("bb7.ui.chats").set_scope(session.scope == "global" and "project" or "global")
+  -- Outside a project only the global chats exist; in one, the list toggles.
+  require("bb7.ui.chats").set_scope((session.global_only or was ~= "global") and "global" or "project")
   if not ui().is_open() then
     ui().open("chats")
   else

@@ -313,6 +313,37 @@ return {
     end,
   },
   {
+    ":BB7Global outside a project: the global chats are listed, created and used for a send",
+    function()
+      no_modal_input()
+      env = t.env({ script = { replies = { text_reply("a global reply") }, fallback = text_reply("fallback reply") } })
+      session, ui, preview, host = require("bb7.session"), require("bb7.ui"), require("bb7.ui.preview"), require("bb7.host")
+      t.cmd("BB7Global")
+      t.ok(ui.is_open(), "the UI opens on the chat list")
+      t.eq("global", session.scope, "global list")
+      t.ok(chats_pane_lines()[1]:find("Global chats", 1, true), table.concat(chats_pane_lines(), "\n"))
+      ui.focus("chats")
+      vim.api.nvim_feedkeys("t", "x", false)
+      t.eq("global", session.scope, "no project list here")
+      t.clear_notes()
+      vim.api.nvim_feedkeys("n", "x", false)
+      t.ok(session.chat and session.chat.global, "a global chat")
+      local input = require("bb7.ui.input")
+      vim.api.nvim_buf_set_lines(input.buf(), 0, -1, false, { "Hello from nowhere." })
+      input.send()
+      t.wait(function()
+        return session.stream == nil and preview_text():find("a global reply", 1, true)
+      end, 30000, "the reply")
+      t.ok(vim.fn.isdirectory(env.project .. "/.bb7") == 0, "no .bb7/ made in the directory")
+      -- The UI closes and opens again on the global chat.
+      ui.close()
+      t.cmd("BB7")
+      t.ok(ui.is_open(), "open again")
+      t.ok(session.chat and session.chat.global, "the global chat")
+      t.no_errors()
+    end,
+  },
+  {
     "the Input footer fits at 80 and 160 columns and keeps the state; titles follow a resize",
     function()
       no_modal_input()

@@ -103,7 +103,8 @@ function M.select_chat(id, global)
     return true
   end
   local st = S.stream
-  if st and st.chat_id == id and not st.global == not global and st.proc and st.proc ~= host.current() then
+  if st and st.chat_id == id and not st.global == not global and st.proc and st.proc ~= host.current()
+    and vim.tbl_contains(host.others(), st.proc) then
     -- Back to the chat whose reply streams: its process has it active.
     S.emit("leaving_chat")
     use(st.proc)

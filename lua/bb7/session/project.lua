@@ -45,6 +45,7 @@ function M.ensure()
     return false
   end
   S.root, S.initialized = root, not r.global_only
+  S.global_only = false
   S.default_model = r.default_model
   S.chat, S.statuses = nil, {}
   if S.chats_root ~= root then
@@ -62,9 +63,47 @@ function M.ensure()
   return S.initialized
 end
 
---- Like `ensure`, but notifies "Not initialized" when the project has no `.bb7/`.
+--- Whether the host serves the global chats only (`:BB7Global` outside a project).
+function M.global_only_here()
+  return S.global_only == true and S.root == config.root() and host.running()
+end
+
+--- `:BB7Global`: in a project, true (the global chats are listed beside the project's); outside
+--- one, the host is put in global-only mode (`init` without a project) and the chat list shows
+--- the global chats. Returns whether global chats can be used now.
+function M.ensure_global()
+  if M.ensure() then
+    return true
+  end
+  if M.global_only_here() then
+    return true
+  end
+  if not host.running() then
+    return false
+  end
+  local r = host.call("init", { project_root = "" })
+  if not ok(r) then
+    S.fail("open the global chats", r)
+    return false
+  end
+  S.root, S.initialized, S.global_only = config.root(), false, true
+  S.default_model = r.default_model
+  S.chat, S.statuses, S.chats = nil, {}, nil
+  S.scope = "global"
+  local a = host.call("chat_active", {})
+  if ok(a) and a.id then
+    chat.load_chat()
+  end
+  return true
+end
+
+--- Like `ensure`, but notifies "Not initialized" when the project has no `.bb7/` (in global-only
+--- mode, after `:BB7Global` outside a project, the global chats count as initialized).
 function M.ensure_initialized()
   if M.ensure() then
+    return true
+  end
+  if M.global_only_here() then
     return true
   end
   if host.running() then
@@ -136,7 +175,7 @@ function M.hook()
     if S.initialized and not host._stopping then
       S.reinit = true -- it died: the next start (from any request) puts it back in the project
     end
-    S.root, S.initialized = nil, false
+    S.root, S.initialized, S.global_only = nil, false, false
   end)
   host.on_start(function()
     -- A host started by any request after the last one died (not through `ensure`) is put back

@@ -10,6 +10,7 @@ local L = vim.log.levels
 
 M.root = nil ---@type string|nil  project root the host was initialized with
 M.initialized = false -- the project has `.bb7/` and the host is in project mode
+M.global_only = false -- the host serves the global chats only (`:BB7Global` outside a project)
 M.chat = nil ---@type table|nil  the active chat (`chat` reply)
 M.statuses = {} ---@type table[]  `file_statuses` of the active chat
 M.chats = nil ---@type table[]|nil  the chat list

@@ -47,6 +47,10 @@ end
 
 --- Shows the project's chats or the global ones (`scope`: "project" | "global").
 function M.set_scope(scope)
+  if scope == "project" and session.global_only then
+    session.notify("No project here: only the global chats (:BB7Init makes one)", vim.log.levels.WARN)
+    scope = "global"
+  end
   session.scope = scope
   M.query, M.results = nil, nil
   session.list_chats()
