@@ -403,6 +403,8 @@ end
 ---@param params table|nil
 ---@param cb fun(msg: table)
 ---@param on_event fun(msg: table)|nil
+---@param sync boolean|nil  a `call` waits for the reply (resolved in the stdout callback)
+---@param proc table|nil  the process to send it to (default: the current one; see `spawn`)
 ---@return string|nil
 function M.request(action, params, cb, on_event, sync, proc)
   if proc and not procs[proc.job] then
