@@ -334,6 +334,11 @@ return {
       t.wait(function()
         return session.stream == nil and preview_text():find("a global reply", 1, true)
       end, 30000, "the reply")
+      -- Pin and delete-free: pins go to the global state dir, never a .bb7/ here.
+      ui.focus("chats")
+      vim.api.nvim_win_set_cursor(ui.wins.chats, { 2, 0 })
+      vim.api.nvim_feedkeys("p", "x", false)
+      t.ok(vim.tbl_contains(session.pinned(), session.chat.id), "pinned")
       t.ok(vim.fn.isdirectory(env.project .. "/.bb7") == 0, "no .bb7/ made in the directory")
       -- The UI closes and opens again on the global chat.
       ui.close()

@@ -44,9 +44,13 @@ function M.toggle_favorite(id)
   return not found
 end
 
--- Pins (`.bb7/pinned_chats.json`) --------------------------------------------------------------------
+-- Pins (`.bb7/pinned_chats.json`; outside a project the global state dir's) --------------------------------------------------------------------
 
 local function pins_path()
+  if S.global_only then
+    -- Outside a project (global chats only): never a `.bb7/` made in the directory.
+    return config.state_dir() .. "/pinned_chats.json"
+  end
   return (S.root or config.root()) .. "/.bb7/pinned_chats.json"
 end
 
