@@ -267,6 +267,43 @@ return {
     end,
   },
   {
+    ":BB7Answer! from another chat skips; after the reply the streaming chat opens from there (its lock released)",
+    function()
+      no_modal_input()
+      start({
+        call_reply("c4", "clarify_user", { question = "Which file?" }),
+        text_reply("I assumed notes.txt."),
+      })
+      t.cmd("BB7NewChat elsewhere")
+      t.cmd("BB7NewChat asker")
+      t.cmd("BB7Agent on")
+      t.wait(function()
+        return session.chat.mode == "agent"
+      end, 5000, "agent mode")
+      local input = require("bb7.ui.input")
+      vim.api.nvim_buf_set_lines(input.buf(), 0, -1, false, { "Go." })
+      input.send()
+      t.wait(function()
+        return session.question ~= nil
+      end, 60000, "the question")
+      on_chat("elsewhere", "<CR>")
+      t.eq("elsewhere", session.chat.name, "another chat")
+      t.cmd("BB7Answer!")
+      t.wait(function()
+        return session.stream == nil
+      end, 60000, "the reply ends")
+      t.wait(function()
+        return #host.others() == 0
+      end, 10000, "the reply's process is gone")
+      t.eq("elsewhere", session.chat.name, "still in the other chat")
+      on_chat("asker", "<CR>")
+      t.eq("asker", session.chat.name, "the chat that asked opens")
+      t.ok(preview_text():find("⚙ clarify_user Which file? → skipped", 1, true), preview_text())
+      t.ok(preview_text():find("I assumed notes.txt.", 1, true), preview_text())
+      t.no_errors()
+    end,
+  },
+  {
     "global chats: listed with t, created with n, moved into the project and back with m",
     function()
       no_modal_input()
