@@ -42,10 +42,10 @@ function M.render()
   end
 end
 
---- Sends the buffer's text.
+--- Sends the buffer's text (its `#buffer` / `@path` mentions resolved first: lua/bb7/mentions.lua).
 function M.send()
-  local s = text()
-  if session.send(s) then
+  local s = require("bb7.mentions").prepare(text())
+  if s and session.send(s) then
     set_text("")
     if vim.fn.mode() == "i" then
       vim.cmd("stopinsert")
@@ -89,6 +89,7 @@ function M.attach(b, u)
       "fork a new chat from your last message",
     },
   })
+  require("bb7.mentions").attach(buf)
   session.subscribe("chat", M.render)
   -- Editing a message makes it the draft, replacing what the input held.
   session.subscribe("draft", function(content)
