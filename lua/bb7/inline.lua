@@ -175,12 +175,13 @@ local function open_hunks(st)
   return out
 end
 
+--- The keys named at each hunk and when the review starts. Every message stays one short line (at
+--- 80 columns a longer one stops the editor at a "Press ENTER" prompt).
 local function hint()
   return keymaps.hint("review", {
     { "accept", "accept" },
     { "reject", "reject" },
-    { "accept_all", "all" },
-    { "reject_all", "none" },
+    { "help", "keys" },
   }, " · ")
 end
 
@@ -253,7 +254,7 @@ local function finish(buf, why)
   if why then
     notify(why)
   else
-    notify(("Inline edit: %d hunk(s) accepted, %d rejected (u undoes the edit)"):format(st.accepted, st.rejected))
+    notify(("Inline edit done: %d accepted, %d rejected (u undoes it)"):format(st.accepted, st.rejected))
   end
 end
 
@@ -454,14 +455,18 @@ end
 
 local function start_spinner(j)
   local i = 0
+  j.started = vim.uv.hrtime()
   local function draw()
     if not vim.api.nvim_buf_is_valid(j.buf) then
       return
     end
     i = i % #SPIN + 1
+    local secs = math.floor((vim.uv.hrtime() - j.started) / 1e9)
     j.spin_id = vim.api.nvim_buf_set_extmark(j.buf, ns, j.l1 - 1, 0, {
       id = j.spin_id,
-      virt_text = { { ("%s BB-7: %s (:BB7InlineCancel stops it)"):format(SPIN[i], util.oneline(j.instruction)), "Comment" } },
+      virt_text = {
+        { ("  %s BB-7 %ds · %s · :BB7InlineCancel"):format(SPIN[i], secs, util.oneline(j.instruction)), "Comment" },
+      },
       virt_text_pos = "eol",
       strict = false,
     })
@@ -479,6 +484,45 @@ local function drop_chat(h, j)
   if j.chat_id then
     h.request("chat_delete", { id = j.chat_id, global = true }, function() end)
   end
+end
+
+--- Where lines `l1..l2` of `base` are in `cur` (the buffer now, changed while the reply was
+--- written): their new first line, or nil when a change touched them.
+---@param base string[]
+---@param cur string[]
+---@return integer|nil
+function M.rebase(base, cur, l1, l2)
+  if vim.deep_equal(base, cur) then
+    return l1
+  end
+  local a = #base > 0 and (table.concat(base, "\n") .. "\n") or ""
+  local b = #cur > 0 and (table.concat(cur, "\n") .. "\n") or ""
+  local offset = 0
+  for _, d in ipairs(vim.diff(a, b, { result_type = "indices" }) --[[@as integer[][] ]]) do
+    local sa, ca, _, cb = unpack(d)
+    if ca == 0 then -- lines inserted after base line `sa`
+      if sa >= l1 and sa < l2 then
+        return nil
+      elseif sa < l1 then
+        offset = offset + cb
+      end
+    else
+      local last = sa + ca - 1
+      if last >= l1 and sa <= l2 then
+        return nil
+      elseif last < l1 then
+        offset = offset + cb - ca
+      end
+    end
+  end
+  local at = l1 + offset
+  -- The lines must be there, unchanged (a diff may align repeated lines differently).
+  for i = l1, l2 do
+    if cur[at + i - l1] ~= base[i] then
+      return nil
+    end
+  end
+  return at
 end
 
 --- The reply arrived (or failed): the proposal is shown in the buffer.
@@ -506,16 +550,18 @@ local function settle(h, j, r)
   end
   local new = M.extract(reply)
   if not new then
-    local first = util.oneline(vim.trim(reply)):sub(1, 120)
-    notify("Inline edit: the reply has no code block, nothing to show" .. (first ~= "" and (": " .. first) or ""), L.WARN)
+    notify("Inline edit: no code block in the reply", L.WARN)
     return
   end
   local buf = j.buf
   if not vim.api.nvim_buf_is_valid(buf) or not vim.api.nvim_buf_is_loaded(buf) then
     return
   end
-  if not vim.deep_equal(vim.api.nvim_buf_get_lines(buf, 0, -1, false), j.lines) then
-    notify("Inline edit: the buffer changed while the reply was written; run :BB7Inline again", L.WARN)
+  -- Edits made meanwhile elsewhere in the buffer are fine: the proposal goes where the lines are now.
+  local now = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  local at = M.rebase(j.lines, now, j.l1, j.l2)
+  if not at then
+    notify("Inline edit dropped: the lines changed meanwhile", L.WARN)
     return
   end
   if not vim.bo[buf].modifiable then
@@ -523,16 +569,16 @@ local function settle(h, j, r)
     return
   end
   local old = { unpack(j.lines, j.l1, j.l2) }
-  local n = M.show(buf, j.l1, old, new)
+  local n = M.show(buf, at, old, new)
   if n == 0 then
     notify("Inline edit: the model proposes no change")
     return
   end
   if vim.api.nvim_get_current_buf() == buf then
-    goto_next(buf, reviews[buf], j.l1 - 1)
+    goto_next(buf, reviews[buf], at - 1)
   end
   local keys = hint()
-  notify(("Inline edit: %d hunk(s)%s"):format(n, keys ~= "" and (" — " .. keys) or ""))
+  notify(("%d inline hunk(s)%s"):format(n, keys ~= "" and (": " .. keys) or ""))
 end
 
 --- Starts an inline edit of lines `l1..l2` of `buf` with `instruction`.
@@ -546,7 +592,7 @@ function M.start(o)
     return false
   end
   if job then
-    notify("An inline edit is already running (:BB7InlineCancel stops it)", L.WARN)
+    notify("An inline edit is running (:BB7InlineCancel)", L.WARN)
     return false
   end
   if reviews[buf] then
@@ -646,7 +692,7 @@ end
 function M.command(opts)
   local buf = vim.api.nvim_get_current_buf()
   if vim.b[buf].bb7_pane then
-    notify("Run :BB7Inline in the buffer you are editing, not in a BB-7 pane", L.WARN)
+    notify("Run :BB7Inline in a file's buffer, not in a pane", L.WARN)
     return
   end
   local l1, l2 = opts.line1, opts.line2

@@ -147,7 +147,7 @@ function M.prepare(text)
     if m.kind == "buffer" then
       local b = current_buffer()
       if not b then
-        notify("#buffer: no file buffer to add (open the UI from the file you mean)", L.WARN)
+        notify("#buffer: open the UI from the file you mean", L.WARN)
         return nil
       end
       wanted[i] = { abs_of(b) }

@@ -107,7 +107,7 @@ return {
         { row = 1, hl = "DiffAdd", removed = { "function M.a()" } },
         { row = 5, hl = "DiffAdd", removed = { "  return 2" } },
       }, marks(buf), "inline hunks")
-      t.note("BB-7: Inline edit: 2 hunk(s) — ga accept · gr reject · gA all · gR none", I)
+      t.note("BB-7: 2 inline hunk(s): ga accept · gr reject · g? keys", I)
       t.eq(2, vim.api.nvim_win_get_cursor(0)[1], "cursor on the first hunk")
       t.eq(DISK, t.read(file), "nothing written yet")
 
@@ -116,7 +116,7 @@ return {
       t.eq({ { row = 5, hl = "DiffAdd", removed = { "  return 2" } } }, marks(buf), "one hunk left")
       press("gr")
       t.eq(nil, inline.review(buf), "review over")
-      t.note("BB-7: Inline edit: 1 hunk(s) accepted, 1 rejected (u undoes the edit)", I)
+      t.note("BB-7: Inline edit done: 1 accepted, 1 rejected (u undoes it)", I)
       t.eq({}, marks(buf), "no marks left")
       t.eq(0, #vim.api.nvim_buf_get_keymap(buf, "n"), "the review keys are gone")
       t.eq({
@@ -171,7 +171,7 @@ return {
       t.eq(2, #marks(buf), "two hunks")
       press("gR")
       t.eq(nil, inline.review(buf), "review over")
-      t.note("BB-7: Inline edit: 0 hunk(s) accepted, 2 rejected (u undoes the edit)", I)
+      t.note("BB-7: Inline edit done: 0 accepted, 2 rejected (u undoes it)", I)
       t.eq(before, lines(buf), "back as it was")
 
       t.cmd("%BB7Inline upper-case the odd lines and add four")
@@ -181,10 +181,43 @@ return {
       t.eq({ "ONE", "two", "THREE", "four" }, lines(buf), "proposed")
       press("gA")
       t.eq(nil, inline.review(buf), "review over")
-      t.note("BB-7: Inline edit: 2 hunk(s) accepted, 0 rejected (u undoes the edit)", I)
+      t.note("BB-7: Inline edit done: 2 accepted, 0 rejected (u undoes it)", I)
       t.eq({ "ONE", "two", "THREE", "four" }, lines(buf), "accepted")
       t.eq({}, marks(buf), "no marks")
       t.eq({}, global_chats(inline), "no chat left behind")
+      inline.stop()
+    end,
+  },
+  {
+    "editing while the reply is written: lines added above move the proposal with them; a change inside the selection drops it",
+    function()
+      t.env({ script = { replies = { reply("```\nB2\n```"), reply("```\nB2\n```") } } })
+      local inline = require("bb7.inline")
+      t.cmd("enew")
+      local buf = vim.api.nvim_get_current_buf()
+      vim.api.nvim_buf_set_lines(buf, 0, -1, false, { "a", "b", "c" })
+      t.cmd("2BB7Inline upper-case it")
+      -- Typed before the reply is read (it cannot be read before this test waits).
+      vim.api.nvim_buf_set_lines(buf, 0, 0, false, { "new 1", "new 2" })
+      vim.api.nvim_buf_set_lines(buf, -1, -1, false, { "z" })
+      t.wait(function()
+        return inline.review(buf)
+      end, 15000, "the review")
+      t.eq({ "new 1", "new 2", "a", "B2", "c", "z" }, lines(buf), "the proposal on the moved line")
+      t.eq({ { row = 3, hl = "DiffAdd", removed = { "b" } } }, marks(buf), "hunk")
+      press("gA")
+      t.note("BB-7: Inline edit done: 1 accepted, 0 rejected (u undoes it)", I)
+
+      t.cmd("3BB7Inline upper-case it")
+      vim.api.nvim_buf_set_lines(buf, 2, 3, false, { "changed" })
+      t.wait(function()
+        return not inline.running()
+      end, 15000, "the reply")
+      t.note("BB-7: Inline edit dropped: the lines changed meanwhile", vim.log.levels.WARN)
+      t.eq(nil, inline.review(buf), "no review")
+      t.eq({ "new 1", "new 2", "changed", "B2", "c", "z" }, lines(buf), "the buffer as the user left it")
+      t.eq(3, inline.rebase({ "x", "s", "y" }, { "x", "x2", "s", "y" }, 2, 2), "rebase: moved down")
+      t.eq(nil, inline.rebase({ "x", "s", "t", "y" }, { "x", "s", "new", "t", "y" }, 2, 3), "rebase: inserted inside")
       inline.stop()
     end,
   },

@@ -104,7 +104,7 @@ return {
       vim.api.nvim_buf_set_lines(input.buf(), 0, -1, false, { "Look at #buffer" })
       t.clear_notes()
       input.send() -- the UI was opened from no file: #buffer means nothing
-      t.note("BB-7: #buffer: no file buffer to add (open the UI from the file you mean)", vim.log.levels.WARN)
+      t.note("BB-7: #buffer: open the UI from the file you mean", vim.log.levels.WARN)
       t.eq("Look at #buffer", t.buf_text(input.buf()), "the text stays")
       t.eq(nil, require("bb7.session").stream, "nothing sent")
       t.eq("mail a@b.c about #buffered, @nobody", mentions.prepare("mail a@b.c about #buffered, @nobody"), "no mentions")
