@@ -535,6 +535,11 @@ local function settle(h, j, r)
     drop_chat(h, j)
     if r.message == "Response aborted by user." then
       notify("Inline edit cancelled")
+    elseif r.type == "diff_error" then
+      -- The model called a file tool instead of answering with a code block (none is offered).
+      local call = (r.tool_calls or {})[1]
+      local tool = type(call) == "table" and type(call.tool) == "string" and call.tool or "a tool"
+      notify("Inline edit failed: the model called " .. util.oneline(tool):sub(1, 24), L.ERROR)
     else
       notify("Inline edit failed: " .. util.oneline(r.message or r.type), L.ERROR)
     end

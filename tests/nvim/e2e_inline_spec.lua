@@ -222,6 +222,47 @@ return {
     end,
   },
   {
+    "a reply with no code block, or a tool call instead: the buffer stays, one short line says why, no chat left",
+    function()
+      local call = {
+        tool_call = {
+          index = 0,
+          id = "call_1",
+          name = "edit_file",
+          arguments = vim.json.encode({ edits = { { path = "x", file_id = "00000000", old_string = "a", new_string = "b" } } }),
+        },
+      }
+      t.env({
+        script = {
+          replies = {
+            reply("I would rather not."),
+            { stream = { call, { finish = "tool_calls" }, "done" } },
+          },
+        },
+      })
+      local inline = require("bb7.inline")
+      t.cmd("enew")
+      local buf = vim.api.nvim_get_current_buf()
+      vim.api.nvim_buf_set_lines(buf, 0, -1, false, { "a" })
+      t.cmd("BB7Inline change it")
+      t.wait(function()
+        return not inline.running()
+      end, 15000, "the first reply")
+      t.note("BB-7: Inline edit: no code block in the reply", vim.log.levels.WARN)
+      t.cmd("BB7Inline change it")
+      t.wait(function()
+        return not inline.running()
+      end, 15000, "the second reply")
+      t.note("BB-7: Inline edit failed: the model called edit_file", vim.log.levels.ERROR)
+      t.eq({ "a" }, lines(buf), "unchanged")
+      t.eq(nil, inline.review(buf), "no review")
+      t.wait(function()
+        return #global_chats(inline) == 0
+      end, 5000, "the chats deleted")
+      inline.stop()
+    end,
+  },
+  {
     "the reply's code block: the first complete one, its fence's indentation taken off; none -> nil",
     function()
       local inline = require("bb7.inline")
