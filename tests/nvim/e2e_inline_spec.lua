@@ -263,6 +263,34 @@ return {
     end,
   },
   {
+    ":BB7InlineCancel stops the reply being written; the spinner goes, the buffer stays",
+    function()
+      local slow = {}
+      for i = 1, 100 do
+        slow[#slow + 1] = { content = "w" .. i .. " " }
+        slow[#slow + 1] = { delay_ms = 100 }
+      end
+      slow[#slow + 1] = { finish = "stop" }
+      slow[#slow + 1] = "done"
+      t.env({ script = { replies = { { stream = slow } } } })
+      local inline = require("bb7.inline")
+      t.cmd("enew")
+      local buf = vim.api.nvim_get_current_buf()
+      vim.api.nvim_buf_set_lines(buf, 0, -1, false, { "a", "b" })
+      t.cmd("2BB7Inline change it")
+      local ns = vim.api.nvim_get_namespaces()[NS]
+      t.eq(1, #vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, {}), "the spinner")
+      t.cmd("BB7InlineCancel")
+      t.wait(function()
+        return not inline.running()
+      end, 15000, "cancelled")
+      t.note("BB-7: Inline edit cancelled", I)
+      t.eq(0, #vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, {}), "no spinner")
+      t.eq({ "a", "b" }, lines(buf), "unchanged")
+      inline.stop()
+    end,
+  },
+  {
     "the reply's code block: the first complete one, its fence's indentation taken off; none -> nil",
     function()
       local inline = require("bb7.inline")
