@@ -233,9 +233,11 @@ local function restore_keys(buf, st)
   for _, k in ipairs(st.mapped or {}) do
     pcall(vim.keymap.del, "n", k[1], { buffer = buf })
   end
-  for _, saved in ipairs(st.saved_maps or {}) do
-    pcall(vim.fn.mapset, "n", false, saved)
-  end
+  vim.api.nvim_buf_call(buf, function() -- mapset restores a buffer-local mapping in the current buffer
+    for _, saved in ipairs(st.saved_maps or {}) do
+      pcall(vim.fn.mapset, "n", false, saved)
+    end
+  end)
 end
 
 --- Ends the review of `buf`: marks, hints and keys go; the buffer keeps what was accepted.
@@ -372,15 +374,17 @@ local function map_keys(buf, st)
   }
   -- The user's own buffer-local mappings of these keys come back when the review ends.
   st.saved_maps = {}
-  for name in pairs(actions) do
-    local lhs = keymaps.key("review", name)
-    if lhs then
-      local m = vim.fn.maparg(lhs, "n", false, true)
-      if type(m) == "table" and m.buffer == 1 then
-        st.saved_maps[#st.saved_maps + 1] = m
+  vim.api.nvim_buf_call(buf, function() -- maparg sees the current buffer's mappings
+    for name in pairs(actions) do
+      local lhs = keymaps.key("review", name)
+      if lhs then
+        local m = vim.fn.maparg(lhs, "n", false, true)
+        if type(m) == "table" and m.buffer == 1 then
+          st.saved_maps[#st.saved_maps + 1] = m
+        end
       end
     end
-  end
+  end)
   st.mapped = keymaps.map(buf, "review", actions)
   keymaps.registered.inline = vim.deepcopy(st.mapped)
 end

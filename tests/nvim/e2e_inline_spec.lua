@@ -162,17 +162,23 @@ return {
       local buf = vim.api.nvim_get_current_buf()
       vim.api.nvim_buf_set_lines(buf, 0, -1, false, { "one", "two", "three" })
       local before = lines(buf)
+      -- A buffer-local mapping of the user's on a review key: taken during the review, given back.
+      vim.keymap.set("n", "ga", "<Nop>", { buffer = buf, desc = "mine" })
 
       t.cmd("%BB7Inline upper-case the odd lines")
+      t.cmd("new") -- another buffer is current when the reply arrives
       t.wait(function()
         return inline.review(buf)
       end, 15000, "the first review")
+      t.cmd("close")
+      t.eq(buf, vim.api.nvim_get_current_buf(), "back in the edited buffer")
       t.eq({ "ONE", "two", "THREE" }, lines(buf), "proposed")
       t.eq(2, #marks(buf), "two hunks")
       press("gR")
       t.eq(nil, inline.review(buf), "review over")
       t.note("BB-7: Inline edit done: 0 accepted, 2 rejected (u undoes it)", I)
       t.eq(before, lines(buf), "back as it was")
+      t.eq("mine", vim.fn.maparg("ga", "n", false, true).desc, "the user's ga is back")
 
       t.cmd("%BB7Inline upper-case the odd lines and add four")
       t.wait(function()
