@@ -551,6 +551,10 @@ local function settle(h, j, r)
   end
   local c = h.call("chat_get", {})
   drop_chat(h, j)
+  if c.type == "error" then
+    notify("Inline edit failed: " .. util.oneline(c.message), L.ERROR)
+    return
+  end
   local reply = ""
   for _, m in ipairs(c.type == "chat" and c.messages or {}) do
     if m.role == "assistant" then
