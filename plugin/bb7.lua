@@ -80,3 +80,10 @@ cmd("BB7MoveChat", "move_chat", {
   end,
   desc = "BB-7: move the active chat to the global chats or into the project",
 })
+-- Inline edits (lua/bb7/inline.lua).
+vim.api.nvim_create_user_command("BB7Inline", function(o)
+  require("bb7.inline").command(o)
+end, { nargs = "*", range = true, desc = "BB-7: inline edit of the selected lines, reviewed hunk by hunk in the buffer" })
+vim.api.nvim_create_user_command("BB7InlineCancel", function()
+  require("bb7.inline").cancel()
+end, { desc = "BB-7: cancel the inline edit waiting for its reply" })

@@ -33,6 +33,9 @@ M.defaults = {
   collapse_reasoning = true,
   -- Largest file (bytes) `:BB7Add` sends; larger files, binaries and non-UTF-8 files are refused.
   max_file_bytes = 1024 * 1024,
+  -- The file pickers (`A` in Files, `@` completion in Input) also list the files of the agent's
+  -- deny list (`.env`, keys, credentials: lua/bb7/deny.lua), which they hide by default.
+  show_denied = false,
   -- Keymaps inside the plugin's windows (buffer-local). Set a key to `false` to disable it.
   keymaps = {
     all = {
@@ -93,6 +96,7 @@ M.defaults = {
       edit_last = "<M-e>", -- asks first
       fork_last = "<M-f>",
       skip_question = "<M-s>", -- skip the agent's waiting question (it goes on without an answer)
+      mention = "<M-m>", -- pick a file with vim.ui.select and insert @path (normal and insert)
     },
     -- The help window of `all.help` (the `all.help` key closes it too).
     help = {
@@ -118,6 +122,12 @@ M.defaults = {
       help = "g?",
       help_alt = "?",
       close = "q",
+    },
+    -- Inline edits (:BB7Inline). `start` is a Visual-mode key mapped by `setup()` (not buffer-local):
+    -- it puts `:'<,'>BB7Inline ` on the command line for the instruction. The hunks shown in the
+    -- buffer are reviewed with the `review` keys (accept, reject, accept_all, reject_all, help).
+    inline = {
+      start = "<leader>bi",
     },
     -- The checkpoint list (:BB7Checkpoints).
     checkpoints = {

@@ -19,6 +19,9 @@ local listeners = {} ---@type table<string, fun(msg: table)[]> async events with
 local exit_handlers = {} ---@type fun(code: integer)[]
 M.version = nil ---@type string|nil
 M.bin_path = nil ---@type string|nil
+--- The autocommand group that stops this host with Neovim. A second instance of this module (the
+--- inline edits' own host, lua/bb7/inline.lua) sets its own, so each instance stops its own process.
+M.augroup = "bb7_host"
 
 --- The directory of this plugin (the one holding `lua/bb7/host.lua`).
 function M.plugin_root()
@@ -319,7 +322,7 @@ function M.start()
   M._stopping = false
   -- Shut the host down with Neovim.
   vim.api.nvim_create_autocmd("VimLeavePre", {
-    group = vim.api.nvim_create_augroup("bb7_host", { clear = true }),
+    group = vim.api.nvim_create_augroup(M.augroup, { clear = true }),
     callback = function()
       M.stop()
     end,

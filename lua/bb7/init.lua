@@ -10,6 +10,7 @@ function M.setup(opts)
   require("bb7.config").setup(opts)
   require("bb7.session").hook()
   require("bb7.agent").attach()
+  require("bb7.inline").map_start_key()
 end
 
 --- Toggles the UI (same as `:BB7`).

@@ -146,11 +146,13 @@ function M.add(arg, opts)
 end
 
 --- Files of the project for a picker: relative paths, sorted, at most `limit` (`.git/`, `.bb7/`,
---- `node_modules/` and `target/` are skipped).
+--- `node_modules/` and `target/` are skipped, and so are the files of the agent's deny list unless
+--- `show_denied` is set: lua/bb7/deny.lua).
 function M.project_files(limit)
   limit = limit or 5000
   local root = S.root or config.root()
   local skip = { [".git"] = true, [".bb7"] = true, node_modules = true, target = true }
+  local denied = require("bb7.deny").matcher()
   local out = {}
   for name, type in vim.fs.dir(root, {
     depth = 20,
@@ -158,7 +160,7 @@ function M.project_files(limit)
       return not skip[vim.fs.basename(dir)]
     end,
   }) do
-    if type == "file" then
+    if type == "file" and not (denied and denied(name)) then
       out[#out + 1] = name
       if #out >= limit then
         break

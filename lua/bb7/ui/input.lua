@@ -66,7 +66,8 @@ function M.skip()
   session.answer_question(nil)
 end
 
---- Sends the buffer's text (while the agent's question waits in this chat: answers it).
+--- Sends the buffer's text, its `#buffer` / `@path` mentions resolved first (lua/bb7/mentions.lua);
+--- while the agent's question waits in this chat, the text answers it instead.
 function M.send()
   local s = text()
   if M.question() then
@@ -84,7 +85,8 @@ function M.send()
     end
     return
   end
-  if session.send(s) then
+  s = require("bb7.mentions").prepare(s)
+  if s and session.send(s) then
     set_text("")
     if vim.fn.mode() == "i" then
       vim.cmd("stopinsert")
@@ -129,6 +131,7 @@ function M.attach(b, u)
       "fork a new chat from your last message",
     },
   })
+  require("bb7.mentions").attach(buf)
   session.subscribe("chat", M.render)
   -- Editing a message makes it the draft, replacing what the input held.
   session.subscribe("draft", function(content)
