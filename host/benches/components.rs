@@ -802,7 +802,7 @@ fn main() {
         // The project-read view of a 2,000-file project.
         let vp = fresh_dir(&ip.join("view-proj"));
         make_project(&vp, VIEW_FILES);
-        let settings = bb7::agent::config::AgentConfig::default().tool_settings();
+        let settings = bb7::config::agent::AgentConfig::default().tool_settings();
         let (mut build, mut drop_t) = (Vec::new(), Vec::new());
         let mut held = 0;
         for r in 0..=runs.max(10) {

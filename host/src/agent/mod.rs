@@ -5,11 +5,10 @@
 //! - [`request`]: the request bodies of a reply (first attempt and hidden retry).
 //! - [`reply`]: stream → tool calls → commit all or nothing → [`reply::ReplyOutcome`].
 //! - [`steps`]: agent mode, the multi-step loop; [`retrieval`] its read-only project tools,
-//!   [`clarify`] its questions to the user, [`events`] and [`trace`] what it reports, [`config`]
-//!   its limits and deny list; [`third_party`] the installed components it may offer.
+//!   [`clarify`] its questions to the user, [`events`] and [`trace`] what it reports (its limits and
+//!   deny list live in [`crate::config::agent`]); [`third_party`] the installed components it may offer.
 
 pub mod clarify;
-pub mod config;
 pub mod events;
 pub mod mode;
 pub mod reply;

@@ -12,12 +12,12 @@ use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
 use super::clarify::{self, NO_USER_ANSWER};
-use super::config::AgentConfig;
 use super::events::{JobEvents, new_job_id};
 use super::reply::{Ending, ReplyJob, ReplyOutcome, ReplySink};
 use super::retrieval::{self, CallOutcome, Project};
 use super::tools::call_record;
 use super::trace::Trace;
+use crate::config::agent::AgentConfig;
 use crate::llm::prompt::printable;
 use crate::llm::request::{ToolResult, Turn};
 use crate::llm::tool_calls::{MAX_TOOL_CALLS_PER_STEP, ToolCall};

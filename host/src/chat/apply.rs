@@ -50,19 +50,19 @@ pub fn stage(chat: &Chat, dir: &Dir, dest: &str, content: &[u8]) -> Result<Stage
 impl Staged {
     /// After the project file was written: the snapshot of `dest` follows (joining the context,
     /// writable, when it was not there), `kind` is recorded (with `source` as the original path of
-    /// a save-as) and the output of `source` goes. An error here is a reason for
-    /// [`ChatError::HalfApplied`]; the returned `Err` inside `Ok` is a failed output removal, to
-    /// report after the chat is saved.
+    /// a save-as) and the output of `source` goes. An error here is the reason of the workspace's
+    /// half-applied error (the project file was already written); the returned `Err` inside `Ok` is
+    /// a failed output removal, to report after the chat is saved.
     pub fn settle(
         self,
         chat: &mut Chat,
         dir: &Dir,
         source: &str,
         kind: EventKind,
-    ) -> Result<io::Result<()>, String> {
+    ) -> Result<io::Result<()>, ChatError> {
         self.pending
             .commit()
-            .map_err(|e| format!("updating the snapshot failed: {e}"))?;
+            .map_err(ChatError::io("updating the snapshot failed"))?;
         let mut ev = ContextEvent::new(kind, &self.file.path).version(&self.file.version);
         let prev = match self.existing {
             Some(i) => Some(std::mem::replace(&mut chat.context_files[i], self.file).version),
@@ -163,9 +163,7 @@ pub fn record_rejected(chat: &mut Chat, path: &str, output: Option<&[u8]>) {
 /// Removes the output of `path` and records the rejection.
 pub fn reject_output(chat: &mut Chat, dir: &Dir, path: &str) -> Result<(), ChatError> {
     let Some(out) = snapshots::read_output(dir, path) else {
-        return Err(ChatError::Other(format!(
-            "No output: {path} not found in output"
-        )));
+        return Err(ChatError::NothingToReject(path.to_string()));
     };
     crate::store::remove_file_if_exists(dir, paths::output_rel(path))
         .map_err(ChatError::io("Failed to remove output"))?;

@@ -26,11 +26,9 @@ fn record_external(scope: &str, cp: &ClientPath) -> Result<(), ChatError> {
     };
     ExternalRecord::of_user()
         .add(scope, [abs.as_str()])
-        .map_err(|e| {
-            ChatError::Other(format!(
-                "Failed to add file: cannot record it in ~/.bb7: {e}"
-            ))
-        })
+        .map_err(ChatError::io(
+            "Failed to add file: cannot record it in ~/.bb7",
+        ))
 }
 
 /// Adds whole file `cp` with `content` (external files are always read-only).
@@ -43,7 +41,7 @@ pub fn add_file(
     readonly: bool,
 ) -> Result<(), ChatError> {
     if find_file(chat, cp).is_some() {
-        return Err(ChatError::Other("Context file already exists".into()));
+        return Err(ChatError::AlreadyInContext);
     }
     let cf = ContextFile {
         path: cp.as_str().to_string(),
@@ -74,9 +72,7 @@ pub fn add_section(
         .iter()
         .any(|c| c.path == cp.as_str() && c.start_line == Some(start) && c.end_line == Some(end))
     {
-        return Err(ChatError::Other(
-            "Context file already exists (this section is already in context)".into(),
-        ));
+        return Err(ChatError::SectionAlreadyInContext);
     }
     let cf = ContextFile {
         path: cp.as_str().to_string(),
@@ -156,7 +152,7 @@ pub fn remove_section(
         .position(|c| {
             c.path == cp.as_str() && c.start_line == Some(start) && c.end_line == Some(end)
         })
-        .ok_or_else(|| ChatError::Other("Section not found in context".into()))?;
+        .ok_or(ChatError::SectionNotInContext)?;
     let cf = chat.context_files.remove(i);
     chat.record_event(ContextEvent::about(EventKind::UserRemoveSection, &cf));
     Ok(())
@@ -172,14 +168,10 @@ pub fn set_readonly(
 ) -> Result<(), ChatError> {
     let i = find_file(chat, cp).ok_or(ChatError::NotInContext)?;
     if cp.is_external() && !readonly {
-        return Err(ChatError::Other(
-            "External files are always read-only".into(),
-        ));
+        return Err(ChatError::ExternalReadOnly);
     }
     if readonly && snapshots::read_output(dir, cp.as_str()).is_some() {
-        return Err(ChatError::Other(
-            "Cannot set read-only on a file with pending output".into(),
-        ));
+        return Err(ChatError::PendingOutput);
     }
     let cf = &mut chat.context_files[i];
     if cf.readonly == readonly {

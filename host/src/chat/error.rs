@@ -3,6 +3,8 @@
 
 use std::io;
 
+use super::paths::PathError;
+
 /// A failed chat operation.
 #[derive(Debug, thiserror::Error)]
 pub enum ChatError {
@@ -50,18 +52,33 @@ pub enum ChatError {
         /// The I/O error.
         source: io::Error,
     },
-    /// The project file was written, but settling the chat afterwards failed: never reported as a
-    /// plain failure, since the project did change.
-    #[error("{path} was written to the project, but {reason}")]
-    HalfApplied {
-        /// The project path written.
-        path: String,
-        /// What failed after the write.
-        reason: String,
-    },
-    /// An error from a lower layer whose message is already the client's (paths, the store).
+    /// A path the client gave, or one stored in chat.json, that is not acceptable.
+    #[error(transparent)]
+    Path(#[from] PathError),
+    /// chat.json does not parse.
+    #[error("invalid chat.json: {0}")]
+    Corrupt(#[source] serde_json::Error),
+    /// The chat's lock could not be taken (held by another live process, or not a lock file).
     #[error("{0}")]
-    Other(String),
+    Lock(#[source] io::Error),
+    /// The whole file is already in the context.
+    #[error("Context file already exists")]
+    AlreadyInContext,
+    /// That section of the file is already in the context.
+    #[error("Context file already exists (this section is already in context)")]
+    SectionAlreadyInContext,
+    /// No such section in the context.
+    #[error("Section not found in context")]
+    SectionNotInContext,
+    /// External files cannot be made writable.
+    #[error("External files are always read-only")]
+    ExternalReadOnly,
+    /// A file with an output waiting for review cannot be made read-only.
+    #[error("Cannot set read-only on a file with pending output")]
+    PendingOutput,
+    /// `output_delete` of a path with no output.
+    #[error("No output: {0} not found in output")]
+    NothingToReject(String),
 }
 
 impl ChatError {
@@ -69,17 +86,5 @@ impl ChatError {
     pub fn io(what: impl Into<String>) -> impl FnOnce(io::Error) -> ChatError {
         let what = what.into();
         move |source| ChatError::Io { what, source }
-    }
-}
-
-impl From<String> for ChatError {
-    fn from(s: String) -> Self {
-        ChatError::Other(s)
-    }
-}
-
-impl From<ChatError> for String {
-    fn from(e: ChatError) -> Self {
-        e.to_string()
     }
 }

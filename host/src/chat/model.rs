@@ -369,9 +369,8 @@ pub fn now() -> String {
 impl Chat {
     /// Parses chat.json, migrating version 0/1 (legacy `content` → `parts`). Returns the chat and
     /// whether it was migrated (and so should be re-saved).
-    pub fn parse(bytes: &[u8]) -> Result<(Chat, bool), String> {
-        let mut chat: Chat =
-            serde_json::from_slice(bytes).map_err(|e| format!("invalid chat.json: {e}"))?;
+    pub fn parse(bytes: &[u8]) -> Result<(Chat, bool), serde_json::Error> {
+        let mut chat: Chat = serde_json::from_slice(bytes)?;
         let mut migrated = false;
         for m in &mut chat.messages {
             if let Some(legacy) = m.content.take() {

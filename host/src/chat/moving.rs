@@ -77,11 +77,9 @@ pub fn prepare(
     chat.context_files = files.iter().map(|(cf, _)| cf.clone()).collect();
     ExternalRecord::of_user()
         .add(to_scope, trusted.iter().map(String::as_str))
-        .map_err(|e| {
-            ChatError::Other(format!(
-                "Failed to move chat: cannot record its external files: {e}"
-            ))
-        })?;
+        .map_err(ChatError::io(
+            "Failed to move chat: cannot record its external files",
+        ))?;
     Ok(Move {
         chat,
         files,

@@ -27,15 +27,40 @@ impl ClientPath {
     }
 }
 
+/// Why a path is not acceptable; each message is the one the client is told.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    /// An empty path.
+    #[error("Invalid path: empty")]
+    Empty,
+    /// A path holding a NUL byte.
+    #[error("Invalid path: contains a NUL byte")]
+    Nul,
+    /// A relative path where there is no project to resolve it against.
+    #[error("Invalid path: {0} (global chats take absolute paths)")]
+    RelativeWithoutProject(String),
+    /// A path that does not normalise (the reason), or a stored external path that is not absolute.
+    #[error("Invalid path: {0}")]
+    Invalid(String),
+    /// A path inside `.bb7/` or `.git/`.
+    #[error("Invalid path: {path} is inside {dir}/, which BB-7 does not touch")]
+    Reserved {
+        /// The path as given.
+        path: String,
+        /// The reserved directory it names, as spelled in the path.
+        dir: String,
+    },
+}
+
 /// Classifies `path`: absolute paths inside `project` become relative; other absolute paths are
 /// external; relative paths must stay inside the project (no `..`) and may not name BB-7's own state
 /// (`.bb7/`) or git's (`.git/`).
-pub fn classify(path: &str, project: Option<&Path>) -> Result<ClientPath, String> {
+pub fn classify(path: &str, project: Option<&Path>) -> Result<ClientPath, PathError> {
     if path.is_empty() {
-        return Err("Invalid path: empty".into());
+        return Err(PathError::Empty);
     }
     if path.contains('\0') {
-        return Err("Invalid path: contains a NUL byte".into());
+        return Err(PathError::Nul);
     }
     let p = Path::new(path);
     if p.is_absolute() {
@@ -49,25 +74,24 @@ pub fn classify(path: &str, project: Option<&Path>) -> Result<ClientPath, String
         return Ok(ClientPath::External(abs.to_string_lossy().into_owned()));
     }
     if project.is_none() {
-        return Err(format!(
-            "Invalid path: {path} (global chats take absolute paths)"
-        ));
+        return Err(PathError::RelativeWithoutProject(path.to_string()));
     }
     internal(path, path)
 }
 
-fn internal(rel: &str, original: &str) -> Result<ClientPath, String> {
+fn internal(rel: &str, original: &str) -> Result<ClientPath, PathError> {
     let norm = bb7_tool_logic::paths::normalize("path", rel, false)
-        .map_err(|e| format!("Invalid path: {}", e.message))?;
+        .map_err(|e| PathError::Invalid(e.message))?;
     // Any component, in any case (case-insensitive filesystems): nested repositories have their own
     // `.git/` too.
     if let Some(c) = norm
         .split('/')
         .find(|c| c.eq_ignore_ascii_case(".bb7") || c.eq_ignore_ascii_case(".git"))
     {
-        return Err(format!(
-            "Invalid path: {original} is inside {c}/, which BB-7 does not touch"
-        ));
+        return Err(PathError::Reserved {
+            path: original.to_string(),
+            dir: c.to_string(),
+        });
     }
     Ok(ClientPath::Internal(norm))
 }
@@ -121,11 +145,11 @@ pub fn output_rel(path: &str) -> String {
 
 /// The stored form of a context file's path, re-classified (paths in chat.json were validated when
 /// added, but a hand-edited or foreign chat.json is input like any other).
-pub fn stored(path: &str, external: bool) -> Result<ClientPath, String> {
+pub fn stored(path: &str, external: bool) -> Result<ClientPath, PathError> {
     if external {
         let p = Path::new(path);
         if !p.is_absolute() {
-            return Err(format!("Invalid path: {path}"));
+            return Err(PathError::Invalid(path.to_string()));
         }
         Ok(ClientPath::External(
             lexical_normalize(p).to_string_lossy().into_owned(),

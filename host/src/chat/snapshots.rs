@@ -5,11 +5,11 @@ use std::io;
 use cap_std::fs::Dir;
 
 use super::model::ContextFile;
-use super::paths::{self, ClientPath};
+use super::paths::{self, ClientPath, PathError};
 use crate::store::write_atomic;
 
 /// Where `cf`'s snapshot lives in the chat directory.
-pub fn location(cf: &ContextFile) -> Result<String, String> {
+pub fn location(cf: &ContextFile) -> Result<String, PathError> {
     match (cf.start_line, cf.end_line) {
         (Some(s), Some(e)) => Ok(paths::section_rel(&cf.path, s, e)),
         _ => Ok(paths::snapshot_rel(&paths::stored(&cf.path, cf.external)?)),
@@ -147,7 +147,7 @@ pub fn heal_versions(chat_dir: &Dir, files: &mut [ContextFile]) -> bool {
 }
 
 /// The classified path of a context entry.
-pub fn client_path(cf: &ContextFile) -> Result<ClientPath, String> {
+pub fn client_path(cf: &ContextFile) -> Result<ClientPath, PathError> {
     paths::stored(&cf.path, cf.external)
 }
 

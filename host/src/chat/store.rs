@@ -5,6 +5,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
+use super::error::ChatError;
 use super::model::{CHAT_VERSION, Chat, now};
 use crate::store::index::{self, Index, IndexEntry};
 use crate::store::{StateDir, lock, write_atomic};
@@ -167,22 +168,22 @@ impl ChatStore {
     }
 
     /// Loads a chat, migrating (and re-saving) legacy formats.
-    pub fn load(&self, id: &str) -> Result<Chat, String> {
+    pub fn load(&self, id: &str) -> Result<Chat, ChatError> {
         if !valid_id(id) {
-            return Err("Chat not found".into());
+            return Err(ChatError::NotFound);
         }
         let bytes = crate::store::read_regular(self.chats.dir(), format!("{id}/chat.json"))
             .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => "Chat not found".to_string(),
-                _ => format!("Cannot read chat {id}: {e}"),
+                io::ErrorKind::NotFound => ChatError::NotFound,
+                _ => ChatError::io(format!("Cannot read chat {id}"))(e),
             })?;
-        let (mut chat, migrated) = Chat::parse(&bytes)?;
+        let (mut chat, migrated) = Chat::parse(&bytes).map_err(ChatError::Corrupt)?;
         // The directory name is the id: a copied chat directory must not write into its original.
         let renamed = chat.id != id;
         chat.id = id.to_string();
         if migrated || renamed {
             self.save(&chat)
-                .map_err(|e| format!("Failed to save chat: {e}"))?;
+                .map_err(ChatError::io("Failed to save chat"))?;
         }
         Ok(chat)
     }
@@ -203,27 +204,27 @@ impl ChatStore {
     }
 
     /// Renames a chat (chat.json and index).
-    pub fn rename(&mut self, id: &str, name: &str) -> Result<(), String> {
+    pub fn rename(&mut self, id: &str, name: &str) -> Result<(), ChatError> {
         let mut chat = self.load(id)?;
         chat.name = name.to_string();
         self.save(&chat)
-            .map_err(|e| format!("Failed to rename chat: {e}"))?;
+            .map_err(ChatError::io("Failed to rename chat"))?;
         self.update_index(|ix| {
             if let Some(e) = ix.entries.iter_mut().find(|e| e.id == id) {
                 e.name = name.to_string();
             }
         })
-        .map_err(|e| format!("Failed to rename chat: {e}"))
+        .map_err(ChatError::io("Failed to rename chat"))
     }
 
     /// Deletes a chat directory and its index entry.
-    pub fn delete(&mut self, id: &str) -> Result<(), String> {
+    pub fn delete(&mut self, id: &str) -> Result<(), ChatError> {
         if !self.exists(id) {
-            return Err("Chat not found".into());
+            return Err(ChatError::NotFound);
         }
         // Retire the directory with one rename first: a crash while deleting its files leaves a
         // `.trash-<id>` (removed on the next open), never a half-deleted chat that would be re-indexed.
-        let fail = |e: io::Error| format!("Failed to delete chat: {e}");
+        let fail = |e: io::Error| ChatError::io("Failed to delete chat")(e);
         let retired = format!(".trash-{id}");
         let _ = self.chats.dir().remove_dir_all(&retired);
         self.chats
@@ -278,19 +279,19 @@ impl ChatStore {
 
     /// Fails unless chat `id` exists and no other live process holds it (what every change to a
     /// chat that is not the active one requires).
-    pub fn require_usable(&mut self, id: &str) -> Result<(), super::error::ChatError> {
+    pub fn require_usable(&mut self, id: &str) -> Result<(), ChatError> {
         if !self.exists(id) {
-            return Err(super::error::ChatError::NotFound);
+            return Err(ChatError::NotFound);
         }
         if let lock::LockState::Other(_) = self.lock_state(id) {
-            return Err(super::error::ChatError::Locked);
+            return Err(ChatError::Locked);
         }
         Ok(())
     }
 
     /// Takes chat `id`'s lock for this process; fails when another live process holds it.
-    pub fn acquire(&self, id: &str) -> Result<(), String> {
-        lock::acquire(self.chats.dir(), id).map_err(|e| e.to_string())
+    pub fn acquire(&self, id: &str) -> Result<(), ChatError> {
+        lock::acquire(self.chats.dir(), id).map_err(ChatError::Lock)
     }
 
     /// Releases chat `id`'s lock if this process holds it.

@@ -148,7 +148,7 @@ impl ReplyRecord {
 pub fn update_stored(dir: &Dir, id: &str, f: impl FnOnce(&mut Chat)) -> Result<(), ChatError> {
     let bytes = crate::store::read_regular(dir, "chat.json")
         .map_err(ChatError::io(format!("Cannot read chat {id}")))?;
-    let (mut chat, _) = Chat::parse(&bytes)?;
+    let (mut chat, _) = Chat::parse(&bytes).map_err(ChatError::Corrupt)?;
     f(&mut chat);
     crate::store::write_atomic(dir, "chat.json", &chat.to_json())
         .map_err(ChatError::io("Failed to save chat"))

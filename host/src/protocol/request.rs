@@ -23,6 +23,39 @@ pub struct BadRequest {
     pub message: String,
 }
 
+/// Why a field of a request is not usable; the text is the client's error message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FieldError {
+    /// A required field is absent, null or (for `nonempty`) empty.
+    #[error("Missing required field: {0}")]
+    Missing(String),
+    /// A field of the wrong type; `expected` says what it should be.
+    #[error("Invalid field: {name} (expected {expected})")]
+    Invalid {
+        /// The field.
+        name: String,
+        /// What it should be ("a string", "true or false", …).
+        expected: &'static str,
+    },
+    /// `start_line`/`end_line` that are not a 1-based range.
+    #[error("Invalid line range {start}-{end} (lines are 1-based and start_line <= end_line)")]
+    LineRange {
+        /// The first line given.
+        start: u64,
+        /// The last line given.
+        end: u64,
+    },
+}
+
+impl FieldError {
+    fn invalid(name: &str, expected: &'static str) -> FieldError {
+        FieldError::Invalid {
+            name: name.to_string(),
+            expected,
+        }
+    }
+}
+
 impl Request {
     /// Parses one line.
     pub fn parse(line: &[u8]) -> Result<Request, BadRequest> {
@@ -58,61 +91,85 @@ impl Request {
     }
 
     /// A required string field.
-    pub fn str(&self, name: &str) -> Result<&str, String> {
+    pub fn str(&self, name: &str) -> Result<&str, FieldError> {
         match self.fields.get(name) {
             Some(Value::String(s)) => Ok(s),
-            None | Some(Value::Null) => Err(format!("Missing required field: {name}")),
-            Some(_) => Err(format!("Invalid field: {name} (expected a string)")),
+            None | Some(Value::Null) => Err(FieldError::Missing(name.to_string())),
+            Some(_) => Err(FieldError::invalid(name, "a string")),
         }
     }
 
     /// A required, non-empty string field.
-    pub fn nonempty(&self, name: &str) -> Result<&str, String> {
+    pub fn nonempty(&self, name: &str) -> Result<&str, FieldError> {
         match self.str(name)? {
-            "" => Err(format!("Missing required field: {name}")),
+            "" => Err(FieldError::Missing(name.to_string())),
             s => Ok(s),
         }
     }
 
     /// An optional string field.
-    pub fn opt_str(&self, name: &str) -> Result<Option<&str>, String> {
+    pub fn opt_str(&self, name: &str) -> Result<Option<&str>, FieldError> {
         match self.fields.get(name) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s)),
-            Some(_) => Err(format!("Invalid field: {name} (expected a string)")),
+            Some(_) => Err(FieldError::invalid(name, "a string")),
         }
     }
 
     /// An optional boolean field (false when absent).
-    pub fn flag(&self, name: &str) -> Result<bool, String> {
+    pub fn flag(&self, name: &str) -> Result<bool, FieldError> {
         match self.fields.get(name) {
             None | Some(Value::Null) => Ok(false),
             Some(Value::Bool(b)) => Ok(*b),
-            Some(_) => Err(format!("Invalid field: {name} (expected true or false)")),
+            Some(_) => Err(FieldError::invalid(name, "true or false")),
         }
     }
 
     /// A required boolean field.
-    pub fn bool(&self, name: &str) -> Result<bool, String> {
+    pub fn bool(&self, name: &str) -> Result<bool, FieldError> {
         match self.fields.get(name) {
-            None | Some(Value::Null) => Err(format!("Missing required field: {name}")),
+            None | Some(Value::Null) => Err(FieldError::Missing(name.to_string())),
             Some(Value::Bool(b)) => Ok(*b),
-            Some(_) => Err(format!("Invalid field: {name} (expected true or false)")),
+            Some(_) => Err(FieldError::invalid(name, "true or false")),
         }
     }
 
     /// A required non-negative integer field.
-    pub fn uint(&self, name: &str) -> Result<u64, String> {
+    pub fn uint(&self, name: &str) -> Result<u64, FieldError> {
         match self.fields.get(name) {
-            None | Some(Value::Null) => Err(format!("Missing required field: {name}")),
+            None | Some(Value::Null) => Err(FieldError::Missing(name.to_string())),
             Some(v) => v
                 .as_u64()
-                .ok_or_else(|| format!("Invalid field: {name} (expected a non-negative integer)")),
+                .ok_or_else(|| FieldError::invalid(name, "a non-negative integer")),
         }
     }
 
+    /// A list of strings (`hunk_ids`); `required` makes a missing one an error, else it is empty.
+    pub fn string_list(&self, name: &str, required: bool) -> Result<Vec<String>, FieldError> {
+        let invalid = || FieldError::invalid(name, "a list of strings");
+        match self.fields.get(name) {
+            None | Some(Value::Null) if !required => Ok(Vec::new()),
+            None | Some(Value::Null) => Err(FieldError::Missing(name.to_string())),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| v.as_str().map(str::to_string).ok_or_else(invalid))
+                .collect(),
+            Some(_) => Err(invalid()),
+        }
+    }
+
+    /// `start_line` and `end_line`: a 1-based range with `start_line <= end_line`.
+    pub fn line_range(&self) -> Result<(u64, u64), FieldError> {
+        let start = self.uint("start_line")?;
+        let end = self.uint("end_line")?;
+        if start == 0 || end < start {
+            return Err(FieldError::LineRange { start, end });
+        }
+        Ok((start, end))
+    }
+
     /// `global: true` on the request.
-    pub fn global(&self) -> Result<bool, String> {
+    pub fn global(&self) -> Result<bool, FieldError> {
         self.flag("global")
     }
 }

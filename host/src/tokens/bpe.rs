@@ -15,6 +15,29 @@ use rustc_hash::FxHashMap;
 
 type Rank = u32;
 
+/// Why the table cannot be built or a text counted.
+#[derive(Debug, thiserror::Error)]
+pub enum BpeError {
+    /// A line of the embedded ranks file that is not `<base64 token> <rank>`.
+    #[error("bad ranks line {0:?}")]
+    BadLine(String),
+    /// A rank that is not a number.
+    #[error("bad rank in {0:?}")]
+    BadRank(String),
+    /// A token that is not base64.
+    #[error("bad token in {line:?}: {source}")]
+    BadToken {
+        /// The line.
+        line: String,
+        /// The decoder's error.
+        source: base64::DecodeError,
+    },
+    /// The split pattern does not compile, or the regex engine gave up on a text (its
+    /// backtracking limit).
+    #[error(transparent)]
+    Regex(#[from] fancy_regex::Error),
+}
+
 /// The cl100k pre-tokenizer pattern, as tiktoken uses it.
 const CL100K_PATTERN: &str = "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s";
 
@@ -29,7 +52,7 @@ pub struct Bpe {
 
 impl Bpe {
     /// Builds the table from the embedded ranks file.
-    pub fn cl100k() -> Result<Bpe, String> {
+    pub fn cl100k() -> Result<Bpe, BpeError> {
         let text = include_str!("../../assets/cl100k_base.tiktoken");
         let b64 = base64::engine::general_purpose::STANDARD;
         let mut arena: Vec<u8> = Vec::with_capacity(800 << 10);
@@ -37,11 +60,16 @@ impl Bpe {
         for line in text.lines() {
             let (token, rank) = line
                 .split_once(' ')
-                .ok_or_else(|| format!("bad ranks line {line:?}"))?;
-            let rank: Rank = rank.parse().map_err(|_| format!("bad rank in {line:?}"))?;
+                .ok_or_else(|| BpeError::BadLine(line.to_string()))?;
+            let rank: Rank = rank
+                .parse()
+                .map_err(|_| BpeError::BadRank(line.to_string()))?;
             let start = arena.len();
             b64.decode_vec(token, &mut arena)
-                .map_err(|e| format!("bad token in {line:?}: {e}"))?;
+                .map_err(|source| BpeError::BadToken {
+                    line: line.to_string(),
+                    source,
+                })?;
             spans.push((start as u32, (arena.len() - start) as u32, rank));
         }
         let arena: &'static [u8] = Box::leak(arena.into_boxed_slice());
@@ -50,16 +78,16 @@ impl Bpe {
             let (s, l) = (start as usize, len as usize);
             ranks.insert(&arena[s..s + l], rank);
         }
-        let split = Regex::new(CL100K_PATTERN).map_err(|e| e.to_string())?;
+        let split = Regex::new(CL100K_PATTERN)?;
         Ok(Bpe { ranks, split })
     }
 
     /// The number of tokens tiktoken's `encode_ordinary` gives `text`. `Err` when the regex engine
     /// gives up (its backtracking limit), as tiktoken would panic.
-    pub fn count(&self, text: &str) -> Result<usize, String> {
+    pub fn count(&self, text: &str) -> Result<usize, BpeError> {
         let mut n = 0;
         for m in self.split.find_iter(text) {
-            let piece = m.map_err(|e| e.to_string())?.as_str().as_bytes();
+            let piece = m?.as_str().as_bytes();
             n += self.count_piece(piece);
         }
         Ok(n)

@@ -487,7 +487,7 @@ mod tests {
             include_str!("mod.rs"),
             include_str!("split.rs"),
             include_str!("../instructions.rs"),
-            include_str!("../config.rs"),
+            include_str!("../config/mod.rs"),
             include_str!("../../prompts/system.md"),
         ] {
             assert_eq!(fast(text), reference(text));

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::{ChatKey, Workspace};
+use super::{ChatKey, Workspace, WorkspaceError};
 use crate::chat::ChatError;
 use crate::chat::fork::{self, ContextWarning, Forked};
 use crate::chat::local::LocalFiles;
@@ -50,7 +50,7 @@ impl Workspace {
         &mut self,
         target: &ChatRef,
         f: impl FnOnce(&mut Chat),
-    ) -> Result<(), String> {
+    ) -> Result<(), WorkspaceError> {
         if let Some(a) = self.active_if_mut(&target.key()) {
             f(&mut a.chat);
             return self.save_active();
@@ -67,7 +67,7 @@ impl Workspace {
     fn store_and_files(
         &mut self,
         global: bool,
-    ) -> Result<(&mut ChatStore, LocalFiles<'_>), String> {
+    ) -> Result<(&mut ChatStore, LocalFiles<'_>), WorkspaceError> {
         self.store(global)?;
         let global_chat = self.is_global(global);
         let files = LocalFiles {
@@ -79,7 +79,7 @@ impl Workspace {
         } else {
             self.project_store.as_mut()
         };
-        Ok((store.ok_or("Not initialized")?, files))
+        Ok((store.ok_or(WorkspaceError::StoreClosed)?, files))
     }
 
     /// The model a new chat starts with: an explicit `default_model` in config wins, then the
@@ -101,7 +101,7 @@ impl Workspace {
         global: bool,
         name: Option<&str>,
         model: Option<&str>,
-    ) -> Result<String, String> {
+    ) -> Result<String, WorkspaceError> {
         if let Some(n) = name {
             check_name(n)?;
         }
@@ -117,7 +117,7 @@ impl Workspace {
     }
 
     /// Opens chat `id` as the active one (it must exist and not be held by another process).
-    pub fn select_chat(&mut self, id: &str, global: bool) -> Result<(), String> {
+    pub fn select_chat(&mut self, id: &str, global: bool) -> Result<(), WorkspaceError> {
         let is_global = self.is_global(global);
         let store = self.store(global)?;
         store.require_usable(id)?;
@@ -126,17 +126,34 @@ impl Workspace {
     }
 
     /// Deletes chat `id` (releasing it first when it is the active one).
-    pub fn delete_chat(&mut self, id: &str, global: bool) -> Result<(), String> {
+    pub fn delete_chat(&mut self, id: &str, global: bool) -> Result<(), WorkspaceError> {
         let key = self.key(id, global);
         self.store(global)?.require_usable(id)?;
         if self.active_if(&key).is_some() {
             self.release_active();
         }
-        self.store(global)?.delete(id)
+        Ok(self.store(global)?.delete(id)?)
+    }
+
+    /// `chat_force_unlock`: removes chat `id`'s lock whoever holds it (the user's way out of a lock
+    /// a process left that is not provably dead).
+    pub fn force_unlock(&mut self, id: &str, global: bool) -> Result<(), WorkspaceError> {
+        let store = self.store(global)?;
+        if !store.exists(id) {
+            return Err(ChatError::NotFound.into());
+        }
+        crate::store::lock::force_remove(store.chats.dir(), id)
+            .map_err(ChatError::io("Failed to unlock chat"))?;
+        Ok(())
     }
 
     /// Renames chat `id` after checking the name is one line (see [`Self::rename_chat`]).
-    pub fn rename_checked(&mut self, id: &str, global: bool, name: &str) -> Result<(), String> {
+    pub fn rename_checked(
+        &mut self,
+        id: &str,
+        global: bool,
+        name: &str,
+    ) -> Result<(), WorkspaceError> {
         check_name(name)?;
         self.rename_chat(global, id, name)
     }
@@ -144,7 +161,12 @@ impl Workspace {
     /// The chat `id` in the store (the active chat's copy when it is the active one). `for_change`
     /// also requires that no other live process holds it; forking only reads its source, whoever
     /// holds it.
-    fn load_chat(&mut self, id: &str, global: bool, for_change: bool) -> Result<Chat, String> {
+    fn load_chat(
+        &mut self,
+        id: &str,
+        global: bool,
+        for_change: bool,
+    ) -> Result<Chat, WorkspaceError> {
         if let Some(a) = self.active_if(&self.key(id, global)) {
             return Ok(a.chat.clone());
         }
@@ -154,7 +176,7 @@ impl Workspace {
         } else if !store.exists(id) {
             return Err(ChatError::NotFound.into());
         }
-        store.load(id)
+        Ok(store.load(id)?)
     }
 
     /// `chat_edit`: edits user message `index` of chat `id` (the active chat when `None`) in place;
@@ -165,7 +187,7 @@ impl Workspace {
         global: bool,
         index: usize,
         content: String,
-    ) -> Result<Vec<ContextWarning>, String> {
+    ) -> Result<Vec<ContextWarning>, WorkspaceError> {
         let id = match id {
             Some(id) => id.to_string(),
             None => self.active()?.id.clone(),
@@ -188,7 +210,12 @@ impl Workspace {
 
     /// `fork_chat`: forks chat `id` at user message `index` (see [`fork::fork`]) and makes the fork
     /// the active chat.
-    pub fn fork_chat(&mut self, id: &str, global: bool, index: usize) -> Result<Forked, String> {
+    pub fn fork_chat(
+        &mut self,
+        id: &str,
+        global: bool,
+        index: usize,
+    ) -> Result<Forked, WorkspaceError> {
         let source = self.load_chat(id, global, false)?;
         let (store, files) = self.store_and_files(global)?;
         let forked = fork::fork(store, &files, &source, index)?;
@@ -203,7 +230,7 @@ impl Workspace {
         &mut self,
         source_id: &str,
         global: bool,
-    ) -> Result<String, String> {
+    ) -> Result<String, WorkspaceError> {
         let source = self.load_chat(source_id, global, false)?;
         let (store, files) = self.store_and_files(global)?;
         let chat = fork::new_with_context(store, &files, &source)?;
@@ -215,9 +242,9 @@ impl Workspace {
 
     /// `chat_move`: moves chat `id` to the global store or to the project's (see
     /// [`moving`]), and makes it the active chat there.
-    pub fn move_chat(&mut self, id: &str, to_global: bool) -> Result<(), String> {
+    pub fn move_chat(&mut self, id: &str, to_global: bool) -> Result<(), WorkspaceError> {
         let Some(root) = self.project.as_ref().map(|p| p.root().to_path_buf()) else {
-            return Err("Moving chats needs a project (started without a project root)".into());
+            return Err(WorkspaceError::MoveNeedsProject);
         };
         let from_global = !to_global;
         let to_scope = self.external_scope(to_global);
@@ -231,7 +258,7 @@ impl Workspace {
         let (Some(project), Some(global)) =
             (self.project_store.as_mut(), self.global_store.as_mut())
         else {
-            return Err("Not initialized".into());
+            return Err(WorkspaceError::StoreClosed);
         };
         let (src, dst) = if to_global {
             (project, global)

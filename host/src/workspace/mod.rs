@@ -4,12 +4,17 @@
 //! the chat domain's operations (`crate::chat`) where they need the stores or the active chat.
 
 mod chats;
+mod error;
 mod files;
+mod review;
 
 pub use chats::ChatRef;
+pub use error::WorkspaceError;
+pub use review::HunkSource;
 
 use std::path::Path;
 
+use crate::chat::ChatError;
 use crate::chat::local::LocalFiles;
 use crate::chat::model::Chat;
 use crate::chat::paths::ClientPath;
@@ -96,7 +101,7 @@ impl Workspace {
     /// Opens `root` as the project (its `.bb7/` must exist), or global-only mode for `None`. A project
     /// that cannot be opened is an error and changes nothing: the session keeps serving what it served
     /// before (a failed re-`init` never turns into global-only behind the client's back).
-    pub fn init(&mut self, root: Option<&Path>) -> Result<(), String> {
+    pub fn init(&mut self, root: Option<&Path>) -> Result<(), WorkspaceError> {
         let opened = match root {
             Some(root) => Self::open_project(root)?,
             None => None,
@@ -121,23 +126,20 @@ impl Workspace {
     }
 
     /// The project at `root` with its chat store; `None` when `root` serves global chats only.
-    fn open_project(root: &Path) -> Result<Option<(ProjectDir, ChatStore)>, String> {
+    fn open_project(root: &Path) -> Result<Option<(ProjectDir, ChatStore)>, WorkspaceError> {
         let root = root
             .canonicalize()
-            .map_err(|e| format!("Cannot open project {}: {e}", root.display()))?;
+            .map_err(|source| WorkspaceError::OpenProject {
+                path: root.to_path_buf(),
+                source,
+            })?;
         if !root.is_dir() {
-            return Err(format!(
-                "Cannot open project {}: not a directory",
-                root.display()
-            ));
+            return Err(WorkspaceError::NotADirectory(root));
         }
         let state = root.join(".bb7");
         // A repository could ship `.bb7` as a symlink and so redirect every state write.
         if std::fs::symlink_metadata(&state).is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(format!(
-                "{} is a symbolic link; BB-7 keeps its state only in a real .bb7/ directory",
-                state.display()
-            ));
+            return Err(WorkspaceError::StateIsSymlink(state));
         }
         // Like the reference backend: a directory without .bb7/ serves global chats only (the
         // client always sends its working directory and branches on `global_only`). So does the
@@ -145,10 +147,14 @@ impl Workspace {
         if !state.is_dir() || is_global_state_dir(&state) {
             return Ok(None);
         }
-        let project = ProjectDir::open(&root)
-            .map_err(|e| format!("Cannot open project {}: {e}", root.display()))?;
-        let store = ChatStore::open(&state, false)
-            .map_err(|e| format!("Cannot open {}: {e}", state.display()))?;
+        let project = ProjectDir::open(&root).map_err(|source| WorkspaceError::OpenProject {
+            path: root.clone(),
+            source,
+        })?;
+        let store = ChatStore::open(&state, false).map_err(|source| WorkspaceError::OpenStore {
+            path: state.clone(),
+            source,
+        })?;
         Ok(Some((project, store)))
     }
 
@@ -242,31 +248,35 @@ impl Workspace {
 
     /// The store a request addresses: the global one when `global` (or in global-only mode), else
     /// the project's.
-    pub fn store(&mut self, global: bool) -> Result<&mut ChatStore, String> {
+    pub fn store(&mut self, global: bool) -> Result<&mut ChatStore, WorkspaceError> {
         if !self.initialized {
-            return Err("Not initialized: send init first".into());
+            return Err(WorkspaceError::NotInitialized);
         }
         if global || self.project_store.is_none() {
             if self.global_store.is_none() {
-                let dir = crate::paths::state_dir()
-                    .ok_or("Cannot find the home directory for global chats")?;
+                let dir = crate::paths::state_dir().ok_or(WorkspaceError::NoHome)?;
                 let store = ChatStore::open(&dir, true)
-                    .map_err(|e| format!("Cannot open {}: {e}", dir.display()))?;
-                self.global_store = Some(store);
+                    .map_err(|source| WorkspaceError::OpenStore { path: dir, source })?;
+                return Ok(self.global_store.insert(store));
             }
             return self
                 .global_store
                 .as_mut()
-                .ok_or_else(|| "Global chats are unavailable".to_string());
+                .ok_or(WorkspaceError::StoreClosed);
         }
         self.project_store
             .as_mut()
-            .ok_or_else(|| "Not initialized".to_string())
+            .ok_or(WorkspaceError::StoreClosed)
     }
 
     /// Renames chat `id` in the store `global` addresses, and the active chat in memory when it is
     /// that one (so a later save keeps the name).
-    pub fn rename_chat(&mut self, global: bool, id: &str, name: &str) -> Result<(), String> {
+    pub fn rename_chat(
+        &mut self,
+        global: bool,
+        id: &str,
+        name: &str,
+    ) -> Result<(), WorkspaceError> {
         let key = self.key(id, global);
         self.store(global)?.rename(id, name)?;
         if let Some(a) = self.active_if_mut(&key) {
@@ -308,31 +318,28 @@ impl Workspace {
     }
 
     /// The active chat; `No active chat` when there is none.
-    pub fn active(&self) -> Result<&Active, String> {
-        self.active
-            .as_ref()
-            .ok_or_else(|| "No active chat".to_string())
+    pub fn active(&self) -> Result<&Active, WorkspaceError> {
+        self.active.as_ref().ok_or(WorkspaceError::NoActiveChat)
     }
 
     /// [`Self::active`], mutably.
-    pub fn active_mut(&mut self) -> Result<&mut Active, String> {
-        self.active
-            .as_mut()
-            .ok_or_else(|| "No active chat".to_string())
+    pub fn active_mut(&mut self) -> Result<&mut Active, WorkspaceError> {
+        self.active.as_mut().ok_or(WorkspaceError::NoActiveChat)
     }
 
     /// Saves the active chat.
-    pub fn save_active(&mut self) -> Result<(), String> {
+    pub fn save_active(&mut self) -> Result<(), WorkspaceError> {
         let global = self.active()?.global;
         let chat = self.active()?.chat.clone();
         self.store(global)?
             .save(&chat)
-            .map_err(|e| format!("Failed to save chat: {e}"))
+            .map_err(ChatError::io("Failed to save chat"))?;
+        Ok(())
     }
 
     /// Makes `chat` (in the `global` store) the active chat, taking its lock and releasing the
     /// previous one.
-    pub fn activate(&mut self, global: bool, mut chat: Chat) -> Result<(), String> {
+    pub fn activate(&mut self, global: bool, mut chat: Chat) -> Result<(), WorkspaceError> {
         let same = self
             .active_if(&ChatKey {
                 id: chat.id.clone(),
@@ -343,7 +350,7 @@ impl Workspace {
         store.acquire(&chat.id)?;
         let dir = store
             .chat_dir(&chat.id)
-            .map_err(|e| format!("Cannot open chat: {e}"))?;
+            .map_err(ChatError::io("Cannot open chat"))?;
         if !same {
             self.release_active();
             // The chat is ours now (locked): clear what a crashed writer left mid-write, and bring
@@ -382,7 +389,7 @@ impl Workspace {
 
     /// Classifies a client path for a chat: inside the project for project chats; for global chats
     /// every file is external (a relative path is taken relative to the open project, if any).
-    pub fn classify(&self, path: &str, global_chat: bool) -> Result<ClientPath, String> {
+    pub fn classify(&self, path: &str, global_chat: bool) -> Result<ClientPath, WorkspaceError> {
         let root = self.project.as_ref().map(|p| p.root());
         let cp = crate::chat::paths::classify(path, root)?;
         match (cp, global_chat, root) {

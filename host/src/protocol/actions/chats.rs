@@ -159,13 +159,7 @@ pub fn move_chat(s: &mut Workspace, req: &Request) -> Handled {
 
 pub fn force_unlock(s: &mut Workspace, req: &Request) -> Handled {
     let id = req.nonempty("id")?;
-    let global = req.global()?;
-    let store = s.store(global)?;
-    if !store.exists(id) {
-        return Err(crate::chat::ChatError::NotFound.into());
-    }
-    crate::store::lock::force_remove(store.chats.dir(), id)
-        .map_err(|e| format!("Failed to unlock chat: {e}"))?;
+    s.force_unlock(id, req.global()?)?;
     Ok(ok())
 }
 

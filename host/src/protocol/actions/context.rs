@@ -8,17 +8,6 @@ use crate::protocol::request::Request;
 use crate::protocol::{ok, reply};
 use crate::workspace::Workspace;
 
-fn lines(req: &Request) -> Result<(u64, u64), String> {
-    let start = req.uint("start_line")?;
-    let end = req.uint("end_line")?;
-    if start == 0 || end < start {
-        return Err(format!(
-            "Invalid line range {start}-{end} (lines are 1-based and start_line <= end_line)"
-        ));
-    }
-    Ok((start, end))
-}
-
 pub fn add(s: &mut Workspace, req: &Request) -> Handled {
     let path = req.nonempty("path")?;
     s.add_context_file(path, req.str("content")?, req.flag("readonly")?)?;
@@ -28,7 +17,7 @@ pub fn add(s: &mut Workspace, req: &Request) -> Handled {
 pub fn add_section(s: &mut Workspace, req: &Request) -> Handled {
     let path = req.nonempty("path")?;
     let content = req.str("content")?;
-    s.add_context_section(path, content, lines(req)?)?;
+    s.add_context_section(path, content, req.line_range()?)?;
     Ok(ok())
 }
 
@@ -45,7 +34,7 @@ pub fn remove(s: &mut Workspace, req: &Request) -> Handled {
 
 pub fn remove_section(s: &mut Workspace, req: &Request) -> Handled {
     let path = req.nonempty("path")?;
-    s.remove_context_section(path, lines(req)?)?;
+    s.remove_context_section(path, req.line_range()?)?;
     Ok(ok())
 }
 

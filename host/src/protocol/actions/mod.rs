@@ -17,6 +17,21 @@ use super::{Ctx, Outcome};
 /// The result of one action: a reply, or an error message for the client.
 pub type Handled = Result<Outcome, String>;
 
+// The protocol edge: the one place a typed error becomes the client's message, through `Display`
+// (each error's text is the message the client is told).
+
+impl From<crate::protocol::request::FieldError> for String {
+    fn from(e: crate::protocol::request::FieldError) -> Self {
+        e.to_string()
+    }
+}
+
+impl From<crate::workspace::WorkspaceError> for String {
+    fn from(e: crate::workspace::WorkspaceError) -> Self {
+        e.to_string()
+    }
+}
+
 /// Runs `req`: the model-backed actions and `get_hunks` (a diff can take a while) start
 /// background work; every other action runs against the locked session.
 pub fn dispatch(ctx: &Ctx, req: &Request) -> Handled {

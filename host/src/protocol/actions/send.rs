@@ -179,7 +179,7 @@ fn prepare(
         if let Ok(a) = s.active_mut() {
             turn::unrecord_user_message(&mut a.chat);
         }
-        return Err(e);
+        return Err(e.into());
     }
     let request = RequestBuilder {
         config: config.clone(),

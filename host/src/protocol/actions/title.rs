@@ -38,7 +38,7 @@ pub fn generate_title(ctx: &Ctx, req: &Request) -> Handled {
         let mut s = ctx.lock();
         let p: Arc<dyn Provider> = Arc::new(crate::llm::LlmClient::from_config(&s.config)?);
         if !s.store(global)?.exists(&chat_id) {
-            return Err(crate::chat::ChatError::NotFound.into());
+            return Err(crate::chat::ChatError::NotFound.to_string());
         }
         let key = s.key(&chat_id, global);
         let job = TitleJob {

@@ -3,6 +3,8 @@
 //! A missing or broken config never stops the host: it falls back to the defaults and keeps the reason, which
 //! the actions that need the API key (sending, titles, balance, models) report instead of calling the network.
 
+pub mod agent;
+
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -119,7 +121,7 @@ pub struct Config {
     /// while a reply streams.
     pub stream_idle_timeout_ms: u64,
     /// Agent mode: the tool-call budget, retrieval limits and the secret deny list (`agent`).
-    pub agent: crate::agent::config::AgentConfig,
+    pub agent: agent::AgentConfig,
 }
 
 impl Default for Config {
@@ -237,7 +239,7 @@ impl Config {
         }
         match p.map.get("agent") {
             None | Some(Value::Null) => {}
-            Some(v) => match crate::agent::config::AgentConfig::parse(v) {
+            Some(v) => match agent::AgentConfig::parse(v) {
                 Ok(a) => config.agent = a,
                 Err(ps) => ps.into_iter().for_each(|e| p.problem(e)),
             },
