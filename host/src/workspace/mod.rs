@@ -5,8 +5,10 @@
 
 mod chats;
 mod files;
+mod reply;
 
 pub use chats::ChatRef;
+pub use reply::{ReplyError, StartedReply};
 
 use std::path::Path;
 
@@ -75,6 +77,8 @@ pub struct Workspace {
     pub tokens: crate::tokens::TokenCounter,
     /// The global config, reloaded by every `init`.
     pub config: crate::config::ConfigState,
+    /// Runs the session's tool calls (its sandbox is made on the first call), passed to each reply.
+    pub tools: std::sync::Arc<crate::toolhost::ToolHost>,
 }
 
 impl Workspace {
@@ -90,6 +94,7 @@ impl Workspace {
             global_search: SearchIndex::default(),
             tokens: crate::tokens::TokenCounter::new(),
             config: crate::config::load(),
+            tools: std::sync::Arc::new(crate::toolhost::ToolHost::new()),
         }
     }
 
