@@ -14,10 +14,10 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bb7::agent::events::AgentEvent;
 use bb7::agent::retrieval::{self, Project};
-use bb7::agent::steps::AgentJob;
 use bb7::agent::tools::ToolRunner;
-use bb7::agent::{ReplyJob, ReplySink, RequestBuilder};
+use bb7::agent::{AgentJob, ReplyJob, ReplySink, RequestBuilder};
 use bb7::config::{Config, DiffMode};
 use bb7::llm::tool_calls::ToolCall;
 use bb7::llm::{LlmError, Provider, StreamEvent, StreamSummary, Usage};
@@ -70,7 +70,17 @@ fn runner(root: &Path) -> (ToolRunner, tempfile::TempDir) {
     let chat = tempfile::tempdir().unwrap();
     let dir =
         cap_std::fs::Dir::open_ambient_dir(chat.path(), cap_std::ambient_authority()).unwrap();
-    let mut r = ToolRunner::new(DiffMode::SearchReplaceMulti, root, dir, &[]).unwrap();
+    // One tool host for the process, as one session has.
+    static HOST: std::sync::OnceLock<Arc<bb7::toolhost::ToolHost>> = std::sync::OnceLock::new();
+    let host = HOST.get_or_init(|| Arc::new(bb7::toolhost::ToolHost::new()));
+    let mut r = ToolRunner::new(
+        Arc::clone(host),
+        DiffMode::SearchReplaceMulti,
+        root,
+        dir,
+        &[],
+    )
+    .unwrap();
     r.set_agent(true);
     (r, chat)
 }
@@ -202,7 +212,7 @@ struct Quiet(usize);
 impl ReplySink for Quiet {
     fn chunk(&mut self, _t: &str) {}
     fn thinking(&mut self, _t: &str) {}
-    fn agent_event(&mut self, _c: u64, _k: &str, _d: &Value) {
+    fn agent_event(&mut self, _c: u64, _e: &AgentEvent) {
         self.0 += 1;
     }
 }

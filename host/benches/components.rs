@@ -22,7 +22,7 @@
 //!    how much of it is code is printed), cold (fresh HOME and empty `BB7_CACHE_DIR` per run) and
 //!    warm (fresh HOME per run, one cache filled beforehand); the release build for comparison.
 //! 3. In-process, through the library: the per-call overhead of a third-party call as agent mode
-//!    makes it (`ops::load_granted` — a process-wide cache hit after the first — then
+//!    makes it (`ops::load_granted` — a cache hit after the first — then
 //!    `ops::call_caps` and `Sandbox::call_with`) on the hostile fixture's `{"attack":"ok"}`,
 //!    installed with `ops::add` + `ops::grant` under `host_sandbox(None)` (no audit log), with
 //!    files `none` and with a directory grant (an empty directory, read-only); the built-in
@@ -750,8 +750,9 @@ fn main() {
                 })
                 .collect()
         };
+        let loaded = Default::default();
         let third_party = |st: &Status, dir: Option<Grant>| {
-            let c = ops::load_granted(&sb, st).expect("load_granted");
+            let c = ops::load_granted(&sb, st, &loaded).expect("load_granted");
             let granted = st.granted.as_ref().expect("granted");
             let caps = ops::call_caps(granted, dir);
             let (r, _rec) = sb.call_with(&c, &caps, &[], args);
@@ -760,7 +761,7 @@ fn main() {
         };
         let tp_none = bench(Box::new(|| third_party(&st_none, None)));
         let tp_dir = bench(Box::new(|| third_party(&st_dir, Some(grant.clone()))));
-        let bare = ops::load_granted(&sb, &st_none).expect("load_granted");
+        let bare = ops::load_granted(&sb, &st_none, &loaded).expect("load_granted");
         let tp_bare = bench(Box::new(|| {
             let (r, _rec) = sb.call_with(&bare, &CallCaps::none(), &[], args);
             r.expect("third-party call");

@@ -274,12 +274,14 @@ fn edit_reply() {
         });
         context.push(cf);
     }
+    let host = std::sync::Arc::new(bb7::toolhost::ToolHost::new());
     let run = |calls: &[ToolCall]| -> (Duration, Duration) {
         let out = tempfile::tempdir().unwrap();
         let out_dir =
             cap_std::fs::Dir::open_ambient_dir(out.path(), cap_std::ambient_authority()).unwrap();
         let t0 = Instant::now();
         let mut runner = ToolRunner::new(
+            std::sync::Arc::clone(&host),
             DiffMode::SearchReplaceMulti,
             &proj,
             chat_dir.try_clone().unwrap(),

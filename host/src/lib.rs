@@ -14,6 +14,7 @@ pub mod protocol;
 pub mod sandbox;
 pub mod store;
 pub mod tokens;
+pub mod toolhost;
 pub mod workspace;
 
 /// The host's version, as `bb7 --version` and the `version` action report it.

@@ -89,7 +89,7 @@ pub fn answer(question_id: &str, answer: &str) -> Result<(), ClarifyError> {
 /// The `clarify_user` tool as offered to the model.
 pub fn spec() -> ToolSpec {
     ToolSpec {
-        name: "clarify_user".into(),
+        name: super::builtin::BuiltinTool::ClarifyUser.name().into(),
         description: "Ask the user one short question when the request is ambiguous and a wrong guess \
             would waste work. The reply pauses until the user answers; the answer is this call's \
             result. If the result is `no_user_answer` the user chose not to answer: proceed with your \

@@ -1,10 +1,121 @@
-//! The events of one agent job (AGENT-PROTOCOL.md §1): `agent_event`s with a cursor that starts at
-//! 1 and increases by one per event, each also written to the job's trace.
+//! What a reply reports while it runs: its live output goes to a [`ReplySink`] (text, reasoning,
+//! and in agent mode the [`AgentEvent`]s of AGENT-PROTOCOL.md §1, with a cursor that starts at 1
+//! and increases by one per event). Each agent event is also written to the job's trace. The wire
+//! form of an event is the protocol's business (`crate::protocol::events`); here events are typed.
 
+use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::reply::ReplySink;
 use super::trace::Trace;
+
+/// Where a reply's live output goes (the protocol's `chunk` and `thinking` events).
+pub trait ReplySink: Send {
+    /// Streams a piece of reply text or a status line (`chunk`).
+    fn chunk(&mut self, text: &str);
+    /// Streams a piece of reasoning text (`thinking`).
+    fn thinking(&mut self, text: &str);
+    /// An agent-mode event (`cursor` starts at 1 per reply). Chat-mode replies emit none.
+    fn agent_event(&mut self, _cursor: u64, _event: &AgentEvent) {}
+}
+
+/// One event of an agent job (AGENT-PROTOCOL.md §1): serialised as `{"kind": …, "data": {…}}`,
+/// the data's fields as the protocol names them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", content = "data")]
+pub enum AgentEvent {
+    /// The job started.
+    #[serde(rename = "job.started")]
+    JobStarted {
+        /// The job's id.
+        job_id: String,
+        /// Always `agent`.
+        mode: &'static str,
+        /// The model requested.
+        model: String,
+        /// The tool-call budget.
+        max_tool_calls: usize,
+    },
+    /// The model called a tool.
+    #[serde(rename = "tool.call.requested")]
+    ToolCallRequested {
+        /// The call's id.
+        id: String,
+        /// The tool called.
+        tool: String,
+        /// Its arguments as stored (see `steps::stored_args`).
+        args: Value,
+        /// The step it was made in.
+        step: usize,
+    },
+    /// A call finished (run or refused).
+    #[serde(rename = "tool.call.completed")]
+    ToolCallCompleted {
+        /// The call's id.
+        id: String,
+        /// The tool called.
+        tool: String,
+        /// Whether it succeeded.
+        ok: bool,
+        /// One line for the event log.
+        summary: String,
+        /// The bytes of the result the model reads.
+        bytes: usize,
+        /// How long the call took, in milliseconds.
+        duration_ms: f64,
+        /// The step it was made in.
+        step: usize,
+        /// Why it failed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// `clarify_user`: the job waits for the user's answer.
+    #[serde(rename = "clarification.requested")]
+    ClarificationRequested {
+        /// The id the `clarify` action answers with.
+        question_id: String,
+        /// The question, printable.
+        question: String,
+        /// The call's id.
+        id: String,
+    },
+    /// The user answered (or skipped) the question.
+    #[serde(rename = "clarification.received")]
+    ClarificationReceived {
+        /// The question answered.
+        question_id: String,
+        /// The answer (`no_user_answer` when skipped).
+        answer: String,
+        /// Whether the user skipped it.
+        skipped: bool,
+    },
+    /// The job's edits were committed to the output.
+    #[serde(rename = "edits.proposed")]
+    EditsProposed {
+        /// The files proposed.
+        files: Vec<String>,
+    },
+    /// The job failed (the terminal event follows).
+    #[serde(rename = "job.failed")]
+    JobFailed {
+        /// Why.
+        error: String,
+    },
+}
+
+impl AgentEvent {
+    /// The event's `kind` as the protocol names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AgentEvent::JobStarted { .. } => "job.started",
+            AgentEvent::ToolCallRequested { .. } => "tool.call.requested",
+            AgentEvent::ToolCallCompleted { .. } => "tool.call.completed",
+            AgentEvent::ClarificationRequested { .. } => "clarification.requested",
+            AgentEvent::ClarificationReceived { .. } => "clarification.received",
+            AgentEvent::EditsProposed { .. } => "edits.proposed",
+            AgentEvent::JobFailed { .. } => "job.failed",
+        }
+    }
+}
 
 /// The job's event stream.
 pub struct JobEvents {
@@ -25,36 +136,28 @@ impl JobEvents {
         }
     }
 
-    /// Emits event `kind` with `data` to the client, and traces it with `extra` (fields only the
-    /// trace carries: component hash, grants, the text the model read).
-    pub fn emit(
-        &mut self,
-        sink: &mut dyn ReplySink,
-        kind: &str,
-        data: Value,
-        extra: Option<Value>,
-    ) {
+    /// Emits `event` to the client, and traces it with `extra` (fields only the trace carries:
+    /// component hash, grants, the text the model read).
+    pub fn emit(&mut self, sink: &mut dyn ReplySink, event: AgentEvent, extra: Option<Value>) {
         self.cursor += 1;
-        sink.agent_event(self.cursor, kind, &data);
-        let mut line = json!({
-            "cursor": self.cursor,
-            "time": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            "job": self.job_id,
-            "kind": kind,
-            "data": data,
-        });
+        sink.agent_event(self.cursor, &event);
+        let mut line = match serde_json::to_value(&event) {
+            Ok(Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        };
+        line.insert("cursor".into(), json!(self.cursor));
+        line.insert("time".into(), json!(now()));
+        line.insert("job".into(), json!(self.job_id));
         if let Some(Value::Object(extra)) = extra {
-            for (k, v) in extra {
-                line[k] = v;
-            }
+            line.extend(extra);
         }
-        self.trace.line(&line);
+        self.trace.line(&Value::Object(line));
     }
 
     /// Traces a line that is not an event (each step's request summary).
     pub fn note(&mut self, kind: &str, data: Value) {
         self.trace.line(&json!({
-            "time": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "time": now(),
             "job": self.job_id,
             "kind": kind,
             "data": data,
@@ -67,6 +170,10 @@ impl JobEvents {
     }
 }
 
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
 /// A new job id: UTC time plus random hex (sortable, unique enough per chat).
 pub fn new_job_id() -> String {
     use rand::Rng;
@@ -77,8 +184,47 @@ pub fn new_job_id() -> String {
     )
 }
 
-/// The `agent` summary stored on an agent reply's message in chat.json.
-pub fn message_summary(a: &super::steps::AgentSummary) -> Value {
-    json!({"job_id": a.job_id, "steps": a.steps, "tool_calls": a.tool_calls,
-           "tool_calls_run": a.tool_calls_run})
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The serialised form is the protocol's: `kind` plus `data` with the protocol's field names;
+    /// `error` only on a failed call.
+    #[test]
+    fn events_serialise_as_kind_and_data() {
+        let ok = AgentEvent::ToolCallCompleted {
+            id: "c1".into(),
+            tool: "read_file".into(),
+            ok: true,
+            summary: "a.rs lines 1-2 of 2".into(),
+            bytes: 10,
+            duration_ms: 1.5,
+            step: 1,
+            error: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&ok).unwrap(),
+            json!({"kind": "tool.call.completed", "data": {"id": "c1", "tool": "read_file",
+                   "ok": true, "summary": "a.rs lines 1-2 of 2", "bytes": 10,
+                   "duration_ms": 1.5, "step": 1}})
+        );
+        let failed = AgentEvent::JobFailed { error: "x".into() };
+        assert_eq!(
+            serde_json::to_value(&failed).unwrap(),
+            json!({"kind": "job.failed", "data": {"error": "x"}})
+        );
+        for e in [
+            ok,
+            failed,
+            AgentEvent::EditsProposed { files: vec![] },
+            AgentEvent::JobStarted {
+                job_id: "j".into(),
+                mode: "agent",
+                model: "m".into(),
+                max_tool_calls: 3,
+            },
+        ] {
+            assert_eq!(serde_json::to_value(&e).unwrap()["kind"], e.kind());
+        }
+    }
 }

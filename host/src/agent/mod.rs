@@ -1,25 +1,40 @@
-//! The reply loop: one assistant reply with its tool calls.
+//! The reply engine: one assistant reply with its tool calls, in chat mode or agent mode.
 //!
-//! - [`staging`]: the reply's private staging directory, the edit tools' only capability.
-//! - [`tools`]: which tools are offered, and running each call against staging with EDITS.md's rules.
-//! - [`request`]: the request bodies of a reply (first attempt and hidden retry).
-//! - [`reply`]: stream → tool calls → commit all or nothing → [`reply::ReplyOutcome`].
-//! - [`steps`]: agent mode, the multi-step loop; [`retrieval`] its read-only project tools,
-//!   [`clarify`] its questions to the user, [`events`] and [`trace`] what it reports (its limits and
-//!   deny list live in [`crate::config::agent`]); [`third_party`] the installed components it may offer.
+//! - [`job`]: the types every part shares — [`ReplyJob`] (what a reply needs, set up by
+//!   [`ReplyJob::prepare`] in [`prepare`]), [`Ending`], [`ReplyOutcome`], [`AgentError`].
+//! - [`reply`]: [`reply::run`], the entry point; chat mode (one step, one hidden repair attempt).
+//! - [`steps`]: agent mode, the multi-step loop; [`gate`] its call gate (budget, loop detector),
+//!   [`emit`] what it reports per call and at the end.
+//! - [`stream`]: what both modes share: streaming a request, running an edit, the commit.
+//! - [`events`]: the [`ReplySink`] a reply streams to and the typed [`events::AgentEvent`]s.
+//! - [`builtin`]: the built-in tools ([`builtin::BuiltinTool`]: name, kind, grant) defined once.
+//! - [`tools`]: running edit calls against the reply's [`staging`] directory with EDITS.md's rules;
+//!   [`retrieval`] the read-only project tools, [`clarify`] questions to the user,
+//!   [`third_party`] the installed components offered (limits and deny list: [`crate::config::agent`]).
+//! - [`request`]: the request bodies; [`trace`] and [`usage_log`] what is written down.
+//!
+//! Tools run on a [`crate::toolhost::ToolHost`], passed in with the job: nothing here owns a
+//! sandbox.
 
+pub mod builtin;
 pub mod clarify;
+pub mod emit;
 pub mod events;
+pub mod gate;
+pub mod job;
 pub mod mode;
+pub mod prepare;
 pub mod reply;
 pub mod request;
 pub mod retrieval;
 pub mod staging;
 pub mod steps;
+pub mod stream;
 pub mod third_party;
 pub mod tools;
 pub mod trace;
 pub mod usage_log;
 
-pub use reply::{Ending, ReplyJob, ReplyOutcome, ReplySink};
+pub use events::ReplySink;
+pub use job::{AgentError, AgentJob, Ending, ReplyJob, ReplyOutcome};
 pub use request::RequestBuilder;

@@ -14,17 +14,11 @@ use std::path::{Path, PathBuf};
 use cap_std::fs::{Dir, MetadataExt as _};
 use serde_json::{Value, json};
 
+use super::builtin::BuiltinTool;
+use super::job::AgentError;
 use super::tools::ToolRunner;
 use crate::llm::tool_calls::ToolCall;
 use crate::sandbox::{Access, CallRecord, Grant};
-
-/// The retrieval tools, in the order they are offered.
-pub const RETRIEVAL_TOOLS: [&str; 3] = ["search_project", "read_file", "list_files"];
-
-/// Whether `name` is a retrieval tool.
-pub fn is_retrieval(name: &str) -> bool {
-    RETRIEVAL_TOOLS.contains(&name)
-}
 
 /// The project as the retrieval tools see it.
 pub struct Project {
@@ -37,11 +31,13 @@ pub struct Project {
 
 impl Project {
     /// Opens `root` and grants it read-only, with `settings` (limits and deny list) for every call.
-    pub fn open(root: &Path, settings: Vec<(String, String)>) -> Result<Project, String> {
-        let dir = Dir::open_ambient_dir(root, cap_std::ambient_authority())
-            .map_err(|e| format!("Cannot open the project {}: {e}", root.display()))?;
-        let grant = Grant::new(root, Access::ReadOnly)
-            .map_err(|e| format!("Cannot grant the project {}: {e}", root.display()))?;
+    pub fn open(root: &Path, settings: Vec<(String, String)>) -> Result<Project, AgentError> {
+        let dir = Dir::open_ambient_dir(root, cap_std::ambient_authority()).map_err(|e| {
+            AgentError::Project(format!("Cannot open the project {}: {e}", root.display()))
+        })?;
+        let grant = Grant::new(root, Access::ReadOnly).map_err(|e| {
+            AgentError::Project(format!("Cannot grant the project {}: {e}", root.display()))
+        })?;
         Ok(Project {
             root: root.to_path_buf(),
             dir,
@@ -115,15 +111,22 @@ pub fn run(runner: &mut ToolRunner, project: &Project, call: &ToolCall) -> CallO
         Ok(a) => a.clone(),
         Err(e) => return CallOutcome::failed(format!("{tool}: invalid arguments: {e}"), None),
     };
-    let component = match runner.sandbox().registry().builtin(tool) {
+    let which = match BuiltinTool::parse(tool) {
+        Some(t) if t.kind() == super::builtin::ToolKind::Retrieval => t,
+        _ => return CallOutcome::failed(format!("{tool} is not a retrieval tool"), None),
+    };
+    let sandbox = match runner.sandbox() {
+        Ok(s) => s,
+        Err(e) => return CallOutcome::failed(format!("{tool}: {e}"), None),
+    };
+    let component = match sandbox.registry().builtin(tool) {
         Ok(c) => c,
         Err(e) => {
             return CallOutcome::failed(format!("{tool}: the tool is unavailable: {e:#}"), None);
         }
     };
-    let sandbox = runner.sandbox().clone();
-    match tool {
-        "read_file" => {
+    match which {
+        BuiltinTool::ReadFile => {
             let raw = args.get("file_path").and_then(Value::as_str).unwrap_or("");
             // A path the component will reject gets the component's own message.
             let rel = runner.project_path(tool, raw).ok();
@@ -181,7 +184,7 @@ pub fn run(runner: &mut ToolRunner, project: &Project, call: &ToolCall) -> CallO
             }
             read_outcome(&path, file_id.as_deref(), source, &value, record)
         }
-        "search_project" | "list_files" => {
+        BuiltinTool::SearchProject | BuiltinTool::ListFiles => {
             let (result, record) = sandbox.call(
                 &component,
                 &project.grant,
@@ -192,7 +195,7 @@ pub fn run(runner: &mut ToolRunner, project: &Project, call: &ToolCall) -> CallO
                 Ok(v) => v,
                 Err(e) => return CallOutcome::failed(prefixed(tool, &e.to_string()), Some(record)),
             };
-            let summary = if tool == "search_project" {
+            let summary = if which == BuiltinTool::SearchProject {
                 let mut hidden = 0;
                 if let Some(results) = value.get_mut("results").and_then(Value::as_array_mut) {
                     let before = results.len();
@@ -225,7 +228,7 @@ pub fn run(runner: &mut ToolRunner, project: &Project, call: &ToolCall) -> CallO
                 record: Some(record),
             }
         }
-        other => CallOutcome::failed(format!("{other} is not a retrieval tool"), None),
+        _ => CallOutcome::failed(format!("{tool} is not a retrieval tool"), None),
     }
 }
 
@@ -277,9 +280,11 @@ fn prefixed(tool: &str, message: &str) -> String {
 
 /// The retrieval tools as offered to the model, described as their components describe themselves
 /// under `settings` (the limits show in the descriptions).
-pub fn specs(settings: &[(String, String)]) -> Result<Vec<crate::llm::request::ToolSpec>, String> {
-    RETRIEVAL_TOOLS
+pub fn specs(
+    settings: &[(String, String)],
+) -> Result<Vec<crate::llm::request::ToolSpec>, AgentError> {
+    BuiltinTool::RETRIEVAL
         .iter()
-        .map(|name| super::tools::describe_builtin(name, settings))
+        .map(|&tool| super::tools::describe_builtin(tool, settings))
         .collect()
 }

@@ -118,8 +118,11 @@ impl ThirdParty {
         let Some(granted) = tool.status.granted.clone() else {
             return CallOutcome::failed(format!("{name}: the tool is not granted"), None);
         };
-        let sandbox = runner.sandbox().clone();
-        let component = match ops::load_granted(&sandbox, &tool.status) {
+        let sandbox = match runner.sandbox() {
+            Ok(s) => s,
+            Err(e) => return CallOutcome::failed(format!("{name}: {e}"), None),
+        };
+        let component = match runner.host().load_granted(&tool.status) {
             Ok(c) => c,
             Err(e) => {
                 return CallOutcome::failed(format!("{name}: the tool is unavailable: {e}"), None);

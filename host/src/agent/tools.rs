@@ -4,11 +4,13 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use cap_std::fs::Dir;
 use serde_json::{Value, json};
 
+use super::builtin::BuiltinTool;
+use super::job::AgentError;
 use super::staging::StagingDir;
 use crate::chat::model::ContextFile;
 use crate::chat::paths::{self, ClientPath};
@@ -16,20 +18,8 @@ use crate::chat::snapshots;
 use crate::config::DiffMode;
 use crate::llm::request::ToolSpec;
 use crate::llm::tool_calls::ToolCall;
-use crate::sandbox::{Access, AuditLog, CallError, Grant, Sandbox, ToolComponent};
-
-/// The process's sandbox for model tool calls, created on first use.
-pub fn sandbox() -> Result<Arc<Sandbox>, String> {
-    static SANDBOX: OnceLock<Result<Arc<Sandbox>, String>> = OnceLock::new();
-    SANDBOX
-        .get_or_init(|| {
-            let audit = crate::paths::audit_log().map(AuditLog::new);
-            crate::sandbox::host_sandbox(audit)
-                .map(Arc::new)
-                .map_err(|e| format!("The tool sandbox is unavailable: {e:#}"))
-        })
-        .clone()
-}
+use crate::sandbox::{Access, CallError, Grant, Sandbox, ToolComponent};
+use crate::toolhost::{ToolHost, ToolHostError};
 
 fn settings(mode: DiffMode) -> Vec<(String, String)> {
     vec![("diff-mode".to_string(), mode.as_str().to_string())]
@@ -37,10 +27,10 @@ fn settings(mode: DiffMode) -> Vec<(String, String)> {
 
 /// The tools offered in project chats for `mode` (EDITS.md: `write_file`, plus `edit_file` unless
 /// `off`), as the components describe themselves.
-pub fn offered(mode: DiffMode) -> Result<Vec<ToolSpec>, String> {
-    tool_names(mode)
+pub fn offered(mode: DiffMode) -> Result<Vec<ToolSpec>, AgentError> {
+    BuiltinTool::edit_tools(mode)
         .iter()
-        .map(|name| describe_builtin(name, &settings(mode)))
+        .map(|&tool| describe_builtin(tool, &settings(mode)))
         .collect()
 }
 
@@ -48,25 +38,27 @@ pub fn offered(mode: DiffMode) -> Result<Vec<ToolSpec>, String> {
 /// the component runs for `describe` (`bb7_tool_logic::tools::describe`, which its WIT export
 /// forwards to unchanged; a test holds the two equal), so offering the tools loads no component:
 /// one is loaded only when the model calls it.
-pub fn describe_builtin(name: &str, settings: &[(String, String)]) -> Result<ToolSpec, String> {
+pub fn describe_builtin(
+    tool: BuiltinTool,
+    settings: &[(String, String)],
+) -> Result<ToolSpec, AgentError> {
+    let name = tool.name();
     let parsed = bb7_tool_logic::Settings::from_pairs(
         settings.iter().map(|(k, v)| (k.as_str(), v.as_str())),
     )
-    .map_err(|e| format!("The {name} tool cannot describe itself: {}", e.message))?;
+    .map_err(|e| {
+        AgentError::Describe(format!(
+            "The {name} tool cannot describe itself: {}",
+            e.message
+        ))
+    })?;
     let info = bb7_tool_logic::tools::describe(name, &parsed)
-        .ok_or_else(|| format!("unknown built-in tool {name}"))?;
+        .ok_or_else(|| AgentError::Describe(format!("unknown built-in tool {name}")))?;
     Ok(ToolSpec {
         name: info.name,
         description: info.description,
         parameters: info.parameters,
     })
-}
-
-fn tool_names(mode: DiffMode) -> &'static [&'static str] {
-    match mode {
-        DiffMode::Off => &["write_file"],
-        _ => &["write_file", "edit_file"],
-    }
 }
 
 /// How a reply changed a path.
@@ -120,7 +112,8 @@ pub struct CallDone {
 
 /// Runs the tool calls of one reply.
 pub struct ToolRunner {
-    sandbox: Arc<Sandbox>,
+    /// Runs the calls (its sandbox is created on the first call).
+    host: Arc<ToolHost>,
     mode: DiffMode,
     staging: StagingDir,
     project_root: PathBuf,
@@ -151,17 +144,17 @@ pub struct ToolRunner {
 const TAINTED: &str = "a tool call was abandoned while it could still write to this reply's staging directory, so the reply's file changes are discarded";
 
 impl ToolRunner {
-    /// A runner with a new staging directory; `context` decides which paths are writable and
-    /// which read-only.
+    /// A runner with a new staging directory, running its calls on `host`; `context` decides
+    /// which paths are writable and which read-only. Sets up no sandbox: `host` does that on the
+    /// first call.
     pub fn new(
+        host: Arc<ToolHost>,
         mode: DiffMode,
         project_root: &Path,
         chat_dir: Dir,
         context: &[ContextFile],
-    ) -> Result<ToolRunner, String> {
-        let sandbox = sandbox()?;
-        let staging =
-            StagingDir::new().map_err(|e| format!("Cannot create the staging directory: {e}"))?;
+    ) -> Result<ToolRunner, AgentError> {
+        let staging = StagingDir::new().map_err(AgentError::Staging)?;
         let mut writable = HashMap::new();
         let mut read_only = BTreeSet::new();
         let mut sections = BTreeSet::new();
@@ -176,7 +169,7 @@ impl ToolRunner {
         }
         read_only.extend(sections.into_iter().filter(|p| !writable.contains_key(p)));
         Ok(ToolRunner {
-            sandbox,
+            host,
             mode,
             staging,
             project_root: project_root.to_path_buf(),
@@ -203,9 +196,14 @@ impl ToolRunner {
         self.last_record.take()
     }
 
-    /// The sandbox the calls run in.
-    pub fn sandbox(&self) -> &Arc<Sandbox> {
-        &self.sandbox
+    /// The tool host the calls run on.
+    pub fn host(&self) -> &Arc<ToolHost> {
+        &self.host
+    }
+
+    /// The sandbox the calls run in (created by the first call that needs it).
+    pub fn sandbox(&self) -> Result<Arc<Sandbox>, ToolHostError> {
+        self.host.sandbox()
     }
 
     /// The staging directory's host path.
@@ -307,11 +305,15 @@ impl ToolRunner {
             .arguments
             .as_ref()
             .map_err(|e| format!("{tool}: invalid arguments: {e}"))?;
-        let change = match tool {
-            "write_file" => Change::Write,
-            "edit_file" if self.mode != DiffMode::Off => Change::Edit,
+        let change = match BuiltinTool::parse(tool) {
+            Some(BuiltinTool::WriteFile) => Change::Write,
+            Some(BuiltinTool::EditFile) if self.mode != DiffMode::Off => Change::Edit,
             _ => {
-                let offered = tool_names(self.mode).join(", ");
+                let offered = BuiltinTool::edit_tools(self.mode)
+                    .iter()
+                    .map(|t| t.name())
+                    .collect::<Vec<_>>()
+                    .join(", ");
                 return Err(format!(
                     "unknown tool {tool:?}; the tools offered are {offered}"
                 ));
@@ -372,7 +374,8 @@ impl ToolRunner {
             }
             bases.push((rel.clone(), prior, base_id));
         }
-        let component = self.component(tool)?;
+        let sandbox = self.sandbox().map_err(|e| format!("{tool}: {e}"))?;
+        let component = self.component(&sandbox, tool)?;
         let grant = Grant::new(self.staging.path(), component.policy.access)
             .map_err(|e| format!("{tool}: cannot grant the staging directory: {e}"))?;
         // The ids of the staged files this call starts from, and results without ids: the host
@@ -385,8 +388,7 @@ impl ToolRunner {
         call_settings.push(("known-file-ids".to_string(), known));
         call_settings.push(("result-file-ids".to_string(), "omit".to_string()));
         let (result, record) =
-            self.sandbox
-                .call(&component, &grant, &call_settings, &call.arguments_raw);
+            sandbox.call(&component, &grant, &call_settings, &call.arguments_raw);
         if matches!(result, Err(CallError::Abandoned(_))) && grant.access == Access::ReadWrite {
             self.tainted = true;
         }
@@ -506,8 +508,8 @@ impl ToolRunner {
         }
     }
 
-    fn component(&self, tool: &str) -> Result<Arc<ToolComponent>, String> {
-        self.sandbox
+    fn component(&self, sandbox: &Sandbox, tool: &str) -> Result<Arc<ToolComponent>, String> {
+        sandbox
             .registry()
             .builtin(tool)
             .map_err(|e| format!("{tool}: the tool is unavailable: {e:#}"))
@@ -667,7 +669,7 @@ mod describe_tests {
     /// its WIT `describe`, for every diff mode and for retrieval limits.
     #[test]
     fn native_descriptions_equal_the_components_own() {
-        let sb = sandbox().unwrap();
+        let sb = ToolHost::with_audit(None).sandbox().unwrap();
         let mut cases: Vec<Vec<(String, String)>> =
             ["search_replace_multi", "search_replace", "anchored", "off"]
                 .iter()
@@ -680,7 +682,8 @@ mod describe_tests {
         ]);
         for settings in &cases {
             for name in bb7_tool_logic::tools::BUILTIN {
-                let native = describe_builtin(name, settings).unwrap();
+                let tool = BuiltinTool::parse(name).expect("a built-in tool");
+                let native = describe_builtin(tool, settings).unwrap();
                 let tool = sb.registry().builtin(name).unwrap();
                 let info = sb.describe(&tool, settings).unwrap();
                 assert_eq!(native.name, info.name);
@@ -689,5 +692,41 @@ mod describe_tests {
                 assert_eq!(native.parameters, schema, "{name} {settings:?}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod host_tests {
+    use super::*;
+
+    /// Setting up a reply's tools sets up no sandbox (a reply that calls no tool never pays for
+    /// one); the first call makes it, on the host the runner was given.
+    #[test]
+    fn the_sandbox_is_made_by_the_first_call_not_by_the_runner() {
+        let project = tempfile::tempdir().unwrap();
+        let chat = tempfile::tempdir().unwrap();
+        let chat_dir = Dir::open_ambient_dir(chat.path(), cap_std::ambient_authority()).unwrap();
+        let host = Arc::new(ToolHost::with_audit(None));
+        let mut runner = ToolRunner::new(
+            Arc::clone(&host),
+            DiffMode::SearchReplaceMulti,
+            project.path(),
+            chat_dir,
+            &[],
+        )
+        .unwrap();
+        assert!(!host.sandbox_created());
+        let args = json!({"path": "new.txt", "content": "hello\n"});
+        let done = runner
+            .run(&ToolCall {
+                id: "c1".into(),
+                name: "write_file".into(),
+                arguments_raw: args.to_string(),
+                arguments: Ok(args),
+            })
+            .unwrap();
+        assert!(host.sandbox_created());
+        assert_eq!(done.status, "\n[Assistant added: new.txt]\n");
+        assert_eq!(runner.staged("new.txt").unwrap(), b"hello\n");
     }
 }

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use serde_json::json;
 
-use super::reply::ReplyOutcome;
+use super::job::ReplyOutcome;
 
 /// Appends the line for a reply by `model` in chat `chat_id`.
 pub fn append(chat_id: &str, global: bool, model: &str, o: &ReplyOutcome) {

@@ -621,7 +621,9 @@ fn prepare_and_call(a: CallArgs) -> anyhow::Result<ExitCode> {
                     st.name
                 );
             };
-            let tool = ops::load_granted(&sb, st).map_err(|e| anyhow::anyhow!(e))?;
+            // One call per run: nothing to keep loaded (the lead ports this to a `ToolHost`).
+            let tool =
+                ops::load_granted(&sb, st, &Default::default()).map_err(|e| anyhow::anyhow!(e))?;
             files = granted.files;
             let (dir, view) = files_dir(&granted, &a.dir)?;
             project_view = view;

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -358,8 +358,13 @@ pub fn check(project: &Path) -> Result<Vec<String>, String> {
 
 /// The component of an offered `status`, ready to run under its grant: the stored binary is read
 /// and must still hash to the approved sha256 (a replaced file is refused), and it is linked with
-/// exactly the interfaces the grant allows. Loaded components are kept for the process.
-pub fn load_granted(sandbox: &Sandbox, status: &Status) -> Result<Arc<ToolComponent>, String> {
+/// exactly the interfaces the grant allows. Loaded components are kept in `loaded` (the
+/// [`crate::toolhost::ToolHost`]'s, which calls this).
+pub fn load_granted(
+    sandbox: &Sandbox,
+    status: &Status,
+    loaded: &Mutex<HashMap<String, Arc<ToolComponent>>>,
+) -> Result<Arc<ToolComponent>, String> {
     let granted = status
         .granted
         .clone()
@@ -368,8 +373,6 @@ pub fn load_granted(sandbox: &Sandbox, status: &Status) -> Result<Arc<ToolCompon
     let limits = status.installed.effective_limits();
     let network = !granted.network.is_empty();
     let key = format!("{sha}/{network}/{limits:?}/{:?}", granted.files);
-    static LOADED: OnceLock<Mutex<HashMap<String, Arc<ToolComponent>>>> = OnceLock::new();
-    let loaded = LOADED.get_or_init(Default::default);
     if let Some(c) = loaded.lock().ok().and_then(|m| m.get(&key).cloned()) {
         if c.name == status.name {
             return Ok(c);

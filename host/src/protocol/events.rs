@@ -5,8 +5,8 @@
 use serde_json::{Map, Value, json};
 
 use super::Ctx;
-use crate::agent::reply::{ABORTED, Ending, ReplyOutcome, ReplySink};
-use crate::agent::steps::AgentSummary;
+use crate::agent::events::{AgentEvent, ReplySink};
+use crate::agent::job::{ABORTED, AgentSummary, Ending, ReplyOutcome};
 
 /// Event and reply `type`s written outside a handler's own reply.
 pub mod kind {
@@ -75,16 +75,21 @@ impl ReplySink for ProtocolSink {
     fn thinking(&mut self, text: &str) {
         self.text(kind::THINKING, text);
     }
-    fn agent_event(&mut self, cursor: u64, kind: &str, data: &Value) {
-        emit(
-            &self.ctx,
-            &event(
-                kind::AGENT_EVENT,
-                self.id.as_deref(),
-                json!({"cursor": cursor, "kind": kind, "data": data}),
-            ),
-        );
+    fn agent_event(&mut self, cursor: u64, e: &AgentEvent) {
+        emit(&self.ctx, &agent_event(self.id.as_deref(), cursor, e));
     }
+}
+
+/// The wire form of an agent event: `{"type":"agent_event","cursor":N,"kind":K,"data":{…}}`
+/// (AGENT-PROTOCOL.md §1), the only place an [`AgentEvent`] becomes JSON for the client.
+pub fn agent_event(id: Option<&str>, cursor: u64, e: &AgentEvent) -> Map<String, Value> {
+    let mut fields = match serde_json::to_value(e) {
+        Ok(Value::Object(m)) => m,
+        // An enum of plain fields always serialises to an object.
+        _ => Map::from_iter([("kind".to_string(), json!(e.kind()))]),
+    };
+    fields.insert("cursor".into(), json!(cursor));
+    event(kind::AGENT_EVENT, id, Value::Object(fields))
 }
 
 /// The `warning` of kind `stale_context`: files in context whose local copy changed since their
@@ -142,4 +147,102 @@ pub fn terminal(id: Option<&str>, o: &ReplyOutcome) -> Map<String, Value> {
         add_counts(&mut m, a);
     }
     m
+}
+
+/// The terminal event of a reply that could not be recorded in its chat (`error`): when the reply
+/// got through, its outputs were committed before the chat could not be saved, so the event says
+/// so and names them (nothing the model changed sits in the output unannounced). A reply that did
+/// not get through keeps its own terminal event.
+pub fn unsaved(id: Option<&str>, o: &ReplyOutcome, error: &str) -> Map<String, Value> {
+    if !o.ending.answered() {
+        return terminal(id, o);
+    }
+    let written: Vec<&str> = o.written.iter().map(|w| w.path.as_str()).collect();
+    let msg = if written.is_empty() {
+        format!("The reply could not be saved: {error}")
+    } else {
+        format!(
+            "The reply could not be saved: {error}. Its file changes were written to the output and wait for your review: {}",
+            written.join(", ")
+        )
+    };
+    event(kind::ERROR, id, json!({"message": msg}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The wire form of each agent event is exactly what clients got before events were typed.
+    #[test]
+    fn agent_events_keep_their_wire_form() {
+        let cases = [
+            (
+                AgentEvent::JobStarted {
+                    job_id: "j".into(),
+                    mode: "agent",
+                    model: "m".into(),
+                    max_tool_calls: 40,
+                },
+                json!({"job_id": "j", "mode": "agent", "model": "m", "max_tool_calls": 40}),
+            ),
+            (
+                AgentEvent::ToolCallRequested {
+                    id: "c".into(),
+                    tool: "read_file".into(),
+                    args: json!({"file_path": "a"}),
+                    step: 2,
+                },
+                json!({"id": "c", "tool": "read_file", "args": {"file_path": "a"}, "step": 2}),
+            ),
+            (
+                AgentEvent::ToolCallCompleted {
+                    id: "c".into(),
+                    tool: "read_file".into(),
+                    ok: false,
+                    summary: "error".into(),
+                    bytes: 7,
+                    duration_ms: 0.25,
+                    step: 2,
+                    error: Some("nope".into()),
+                },
+                json!({"id": "c", "tool": "read_file", "ok": false, "summary": "error",
+                       "bytes": 7, "duration_ms": 0.25, "step": 2, "error": "nope"}),
+            ),
+            (
+                AgentEvent::ClarificationRequested {
+                    question_id: "q".into(),
+                    question: "?".into(),
+                    id: "c".into(),
+                },
+                json!({"question_id": "q", "question": "?", "id": "c"}),
+            ),
+            (
+                AgentEvent::ClarificationReceived {
+                    question_id: "q".into(),
+                    answer: "yes".into(),
+                    skipped: false,
+                },
+                json!({"question_id": "q", "answer": "yes", "skipped": false}),
+            ),
+            (
+                AgentEvent::EditsProposed {
+                    files: vec!["a.rs".into()],
+                },
+                json!({"files": ["a.rs"]}),
+            ),
+            (
+                AgentEvent::JobFailed { error: "x".into() },
+                json!({"error": "x"}),
+            ),
+        ];
+        for (e, data) in cases {
+            let m = agent_event(Some("r1"), 3, &e);
+            assert_eq!(
+                Value::Object(m),
+                json!({"type": "agent_event", "request_id": "r1", "cursor": 3,
+                       "kind": e.kind(), "data": data})
+            );
+        }
+    }
 }

@@ -6,10 +6,12 @@
 mod chats;
 mod error;
 mod files;
+mod reply;
 mod review;
 
 pub use chats::ChatRef;
 pub use error::WorkspaceError;
+pub use reply::{ReplyError, StartedReply};
 pub use review::HunkSource;
 
 use std::path::Path;
@@ -80,6 +82,8 @@ pub struct Workspace {
     pub tokens: crate::tokens::TokenCounter,
     /// The global config, reloaded by every `init`.
     pub config: crate::config::ConfigState,
+    /// Runs the session's tool calls (its sandbox is made on the first call), passed to each reply.
+    pub tools: std::sync::Arc<crate::toolhost::ToolHost>,
 }
 
 impl Workspace {
@@ -95,6 +99,7 @@ impl Workspace {
             global_search: SearchIndex::default(),
             tokens: crate::tokens::TokenCounter::new(),
             config: crate::config::load(),
+            tools: std::sync::Arc::new(crate::toolhost::ToolHost::new()),
         }
     }
 

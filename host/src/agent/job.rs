@@ -1,0 +1,193 @@
+//! The types of one reply, shared by every part of the engine: what a reply needs ([`ReplyJob`],
+//! plus [`AgentJob`] in agent mode), how it ended ([`Ending`]), what it produced
+//! ([`ReplyOutcome`], [`AgentSummary`]), and why one could not be set up ([`AgentError`]).
+
+use std::sync::Arc;
+
+use cap_std::fs::Dir;
+use serde_json::{Map, Value, json};
+use tokio::sync::watch;
+
+use super::request::RequestBuilder;
+use super::retrieval::Project;
+use super::third_party::ThirdParty;
+use super::tools::{ToolRunner, Written};
+use crate::llm::Provider;
+use crate::llm::Usage;
+use crate::llm::prompt::RetryContext;
+
+/// The chunk streamed before the host's own repair attempt (EDITS.md).
+pub const REATTEMPT_CHUNK: &str = "\n[Reattempting to apply file changes...]\n";
+
+/// The terminal error after a cancel, also stored as a system message (clients match it exactly).
+pub const ABORTED: &str = "Response aborted by user.";
+
+/// Why a reply could not be set up (before anything is sent to the model). The `Display` text is
+/// the message the client gets.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// Agent mode was asked for in a chat without a project.
+    #[error("{}", super::mode::GLOBAL_AGENT_ERROR)]
+    GlobalAgent,
+    /// The project's instructions file could not be read.
+    #[error("Project instructions error: {0}")]
+    Instructions(String),
+    /// A tool could not describe itself.
+    #[error("{0}")]
+    Describe(String),
+    /// The project could not be opened for the retrieval tools.
+    #[error("{0}")]
+    Project(String),
+    /// The chat directory could not be opened again for the reply.
+    #[error("Cannot open chat: {0}")]
+    ChatDir(std::io::Error),
+    /// The reply's staging directory could not be created.
+    #[error("Cannot create the staging directory: {0}")]
+    Staging(std::io::Error),
+    /// The chat, the config or the model client refused (its own message).
+    #[error("{0}")]
+    Workspace(String),
+}
+
+/// Everything one reply needs.
+pub struct ReplyJob {
+    /// The model API the reply streams from.
+    pub provider: Arc<dyn Provider>,
+    /// The parts of every request the reply sends.
+    pub request: RequestBuilder,
+    /// The client's `retry_context`, rendered into the first request.
+    pub retry: Option<RetryContext>,
+    /// One hidden repair attempt after failed edits (`auto_retry_partial_edits`).
+    pub auto_retry: bool,
+    /// `None` in global chats (no tools).
+    pub tools: Option<ToolRunner>,
+    /// The chat directory, for the commit into `output/`.
+    pub chat_dir: Dir,
+    /// Becomes `true` on `cancel`.
+    pub cancel: watch::Receiver<bool>,
+    /// Agent mode: the multi-step loop of [`super::steps`]; `None` is chat mode (one step).
+    pub agent: Option<AgentJob>,
+}
+
+/// What an agent reply needs beyond a [`ReplyJob`].
+pub struct AgentJob {
+    /// The tool-call budget, the retrieval limits and the deny list.
+    pub config: crate::config::agent::AgentConfig,
+    /// The project the retrieval tools read.
+    pub project: Project,
+    /// The third-party tools enabled and granted for the project.
+    pub third_party: ThirdParty,
+}
+
+/// How a reply ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ending {
+    /// Every tool call succeeded; the changes are in `output/`.
+    Done,
+    /// At least one tool call failed; nothing was committed.
+    DiffError {
+        /// One message per failed tool call.
+        errors: Vec<String>,
+        /// One [`super::tools::call_record`] per call, failed or not (in agent mode, per edit
+        /// call).
+        tool_calls: Vec<Value>,
+    },
+    /// The request or the stream failed.
+    Failed(String),
+    /// The user cancelled.
+    Cancelled,
+}
+
+impl Ending {
+    /// How the usage log names the ending.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Ending::Done => "done",
+            Ending::DiffError { .. } => "diff_error",
+            Ending::Failed(_) => "error",
+            Ending::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the reply got through (its changes, if any, are in the output): done, or an edit
+    /// error the client may retry.
+    pub fn answered(&self) -> bool {
+        matches!(self, Ending::Done | Ending::DiffError { .. })
+    }
+}
+
+/// What the agent loop adds to a [`ReplyOutcome`].
+#[derive(Debug, Clone, Default)]
+pub struct AgentSummary {
+    /// The job's id (names its trace file).
+    pub job_id: String,
+    /// Steps started (one model request each).
+    pub steps: usize,
+    /// Every call the model made (each got a result, run or not).
+    pub tool_calls: usize,
+    /// The calls that ran.
+    pub tool_calls_run: usize,
+    /// chat.json parts in order: each step's text, then its calls.
+    pub parts: Vec<Map<String, Value>>,
+}
+
+impl AgentSummary {
+    /// The `agent` summary stored on an agent reply's message in chat.json.
+    pub fn message_summary(&self) -> Value {
+        json!({"job_id": self.job_id, "steps": self.steps, "tool_calls": self.tool_calls,
+               "tool_calls_run": self.tool_calls_run})
+    }
+}
+
+/// What a reply produced.
+#[derive(Debug, Clone)]
+pub struct ReplyOutcome {
+    /// The reply text as streamed (in agent mode, with the status line of each edit).
+    pub text: String,
+    /// The reasoning text as streamed; empty when the model sent none.
+    pub thinking: String,
+    /// The files committed to `output/`; empty when nothing was committed.
+    pub written: Vec<Written>,
+    /// Token accounting summed over every request of the reply.
+    pub usage: Usage,
+    /// How the reply ended.
+    pub ending: Ending,
+    /// Wall-clock time of the whole reply, in seconds.
+    pub duration: f64,
+    /// Agent mode only: steps, calls and the chat.json parts of the loop.
+    pub agent: Option<AgentSummary>,
+}
+
+impl ReplyOutcome {
+    /// What the reply leaves in its chat: the reply by `model` and, after an error or a cancel,
+    /// the system message saying so.
+    pub fn record(&self, model: &str) -> crate::chat::turn::ReplyRecord {
+        let parts = match &self.agent {
+            Some(a) => a.parts.clone(),
+            None if !self.text.is_empty() => vec![crate::chat::model::text_part(&self.text)],
+            None => Vec::new(),
+        };
+        crate::chat::turn::ReplyRecord {
+            thinking: self.thinking.clone(),
+            parts,
+            written: self
+                .written
+                .iter()
+                .map(|w| crate::chat::turn::WrittenFile {
+                    path: w.path.clone(),
+                    version: w.version.clone(),
+                    prev_version: w.prev_version.clone(),
+                    adopted: w.adopted.clone(),
+                })
+                .collect(),
+            model: model.to_string(),
+            usage: serde_json::to_value(&self.usage).unwrap_or(Value::Null),
+            agent: self.agent.as_ref().map(AgentSummary::message_summary),
+            system_note: match &self.ending {
+                Ending::Failed(msg) => Some(msg.clone()),
+                Ending::Cancelled => Some(ABORTED.to_string()),
+                _ => None,
+            },
+        }
+    }
+}

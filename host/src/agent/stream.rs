@@ -1,0 +1,144 @@
+//! The parts every reply shares, whatever its mode: streaming one model request into the reply's
+//! text and reasoning ([`Acc`], [`stream_once`]), running an edit call off the async threads
+//! ([`run_edit`]), and committing the staged changes at the end ([`commit`]).
+
+use cap_std::fs::Dir;
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::events::ReplySink;
+use super::job::Ending;
+use super::tools::{CallDone, ToolRunner, Written};
+use crate::llm::tool_calls::ToolCall;
+use crate::llm::{Provider, StreamEvent, StreamSummary};
+
+/// The reply's text and reasoning so far, and the step's own text (agent mode stores each step's
+/// text as a part).
+pub struct Acc<'s> {
+    /// The reply text as streamed (in agent mode, with status lines).
+    pub text: String,
+    /// The reasoning text as streamed.
+    pub thinking: String,
+    /// The current step's text.
+    pub step_text: String,
+    /// Where the reply's live output goes.
+    pub sink: &'s mut dyn ReplySink,
+    /// Whether status lines are part of the reply text (agent mode) or only streamed (chat mode,
+    /// whose statuses the client renders from the output).
+    status_in_text: bool,
+}
+
+impl<'s> Acc<'s> {
+    /// An empty reply streaming to `sink`.
+    pub fn new(sink: &'s mut dyn ReplySink, status_in_text: bool) -> Acc<'s> {
+        Acc {
+            text: String::new(),
+            thinking: String::new(),
+            step_text: String::new(),
+            sink,
+            status_in_text,
+        }
+    }
+
+    fn event(&mut self, ev: &StreamEvent) {
+        match ev {
+            StreamEvent::Text(t) if !t.is_empty() => {
+                self.text.push_str(t);
+                self.step_text.push_str(t);
+                self.sink.chunk(t);
+            }
+            StreamEvent::Reasoning(t) if !t.is_empty() => {
+                self.thinking.push_str(t);
+                self.sink.thinking(t);
+            }
+            _ => {}
+        }
+    }
+
+    /// Streams a status line (`[Assistant modified: …]`, the reattempt notice).
+    pub fn status(&mut self, line: &str) {
+        if self.status_in_text {
+            self.text.push_str(line);
+        }
+        self.sink.chunk(line);
+    }
+}
+
+/// How one model request ended.
+pub enum Streamed {
+    /// The stream finished; its tool calls and usage.
+    Ok(StreamSummary),
+    /// The request or the stream failed (the message the client sees).
+    Err(String),
+    /// The user cancelled.
+    Cancelled,
+}
+
+/// Streams one request with `body` into `acc`, stopping at a cancel.
+pub async fn stream_once(
+    provider: &dyn Provider,
+    body: &Value,
+    acc: &mut Acc<'_>,
+    cancel: &mut watch::Receiver<bool>,
+) -> Streamed {
+    if *cancel.borrow() {
+        return Streamed::Cancelled;
+    }
+    let mut on_event = |ev: &StreamEvent| acc.event(ev);
+    tokio::select! {
+        r = provider.stream(body, &mut on_event) => match r {
+            Ok(s) => Streamed::Ok(s),
+            Err(e) => Streamed::Err(e.to_string()),
+        },
+        _ = cancel.wait_for(|c| *c) => Streamed::Cancelled,
+    }
+}
+
+/// Runs an edit call on a blocking thread. The runner comes back with the result; if the task is
+/// lost the runner (and its staging directory) is lost with it and `tools` stays `None`, so the
+/// reply fails rather than commit anything.
+pub async fn run_edit(tools: &mut Option<ToolRunner>, call: &ToolCall) -> Result<CallDone, String> {
+    let Some(mut runner) = tools.take() else {
+        return Err(format!(
+            "{}: this chat has no tools (global chats cannot change files)",
+            call.name
+        ));
+    };
+    let c = call.clone();
+    match tokio::task::spawn_blocking(move || {
+        let r = runner.run(&c);
+        (runner, r)
+    })
+    .await
+    {
+        Ok((runner, r)) => {
+            *tools = Some(runner);
+            r
+        }
+        Err(e) => Err(format!(
+            "{}: the tool call failed unexpectedly: {e}",
+            call.name
+        )),
+    }
+}
+
+/// Commits the staged changes when the reply is done, and on a cancel (SPEC.md: writes that
+/// completed before it stay). A failed commit turns a done reply into a failed one.
+pub fn commit(
+    tools: Option<&ToolRunner>,
+    chat_dir: &Dir,
+    ending: Ending,
+) -> (Ending, Vec<Written>) {
+    let mut ending = ending;
+    let mut written = Vec::new();
+    if matches!(ending, Ending::Done | Ending::Cancelled)
+        && let Some(tools) = tools
+    {
+        match tools.commit(chat_dir) {
+            Ok(w) => written = w,
+            Err(e) if ending == Ending::Done => ending = Ending::Failed(e),
+            Err(e) => tracing::warn!("cancelled reply: {e}"),
+        }
+    }
+    (ending, written)
+}

@@ -1,0 +1,117 @@
+//! The tool host: the one owner of what running tools needs — the sandbox (wasmtime engine, the
+//! built-in components, the audit log) and the third-party components loaded under their grants.
+//!
+//! It sits between the reply engine ([`crate::agent`]) and [`crate::components`] +
+//! [`crate::sandbox`]. Nothing here knows of a reply or of the protocol: the workspace holds one
+//! and passes it to each reply, the CLI (`bb7 tools`) makes its own with [`ToolHost::with_audit`],
+//! and later hosts (`bb7 mcp`, hooks) can hold theirs. The sandbox is created on the first tool
+//! call, never up front: a reply that calls no tool never sets it up.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::components::installed::Status;
+use crate::sandbox::{AuditLog, Sandbox, ToolComponent};
+
+/// Why the tool host cannot run a tool.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolHostError {
+    /// The sandbox could not be created (the message is its cause, with context).
+    #[error("The tool sandbox is unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Which audit log the sandbox writes to, decided when the host is made.
+enum Audit {
+    /// `~/.bb7/audit.log` (when the state directory is known): the host's default.
+    Default,
+    /// The given log, or none.
+    Given(Option<AuditLog>),
+}
+
+/// The third-party components loaded so far, by what they were loaded as (see
+/// [`crate::components::ops::load_granted`]).
+pub type LoadedComponents = Mutex<HashMap<String, Arc<ToolComponent>>>;
+
+/// The sandbox and the loaded components of one host (a session, a CLI run).
+pub struct ToolHost {
+    audit: Mutex<Option<Audit>>,
+    sandbox: OnceLock<Result<Arc<Sandbox>, ToolHostError>>,
+    loaded: LoadedComponents,
+}
+
+impl Default for ToolHost {
+    fn default() -> Self {
+        ToolHost::new()
+    }
+}
+
+impl std::fmt::Debug for ToolHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolHost")
+            .field("sandbox_created", &self.sandbox.get().is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolHost {
+    /// A host whose sandbox (made on first use) audits to the default log. Creates nothing yet.
+    pub fn new() -> ToolHost {
+        ToolHost::with(Audit::Default)
+    }
+
+    /// A host whose sandbox (made on first use) audits to `audit` (`None`: no audit log).
+    pub fn with_audit(audit: Option<AuditLog>) -> ToolHost {
+        ToolHost::with(Audit::Given(audit))
+    }
+
+    fn with(audit: Audit) -> ToolHost {
+        ToolHost {
+            audit: Mutex::new(Some(audit)),
+            sandbox: OnceLock::new(),
+            loaded: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The sandbox, created on the first call (a failure is kept: every later call gets it too).
+    pub fn sandbox(&self) -> Result<Arc<Sandbox>, ToolHostError> {
+        self.sandbox
+            .get_or_init(|| {
+                let audit = match self.audit.lock().ok().and_then(|mut a| a.take()) {
+                    Some(Audit::Given(a)) => a,
+                    Some(Audit::Default) | None => crate::paths::audit_log().map(AuditLog::new),
+                };
+                crate::sandbox::host_sandbox(audit)
+                    .map(Arc::new)
+                    .map_err(|e| ToolHostError::Unavailable(format!("{e:#}")))
+            })
+            .clone()
+    }
+
+    /// Whether the sandbox has been created (a reply without tool calls leaves it uncreated).
+    pub fn sandbox_created(&self) -> bool {
+        self.sandbox.get().is_some()
+    }
+
+    /// The component of an offered third-party tool, ready to run under its grant: loaded once per
+    /// host and kept (see [`crate::components::ops::load_granted`]).
+    pub fn load_granted(&self, status: &Status) -> Result<Arc<ToolComponent>, String> {
+        let sandbox = self.sandbox().map_err(|e| e.to_string())?;
+        crate::components::ops::load_granted(&sandbox, status, &self.loaded)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sandbox_is_made_on_first_use_and_kept() {
+        let host = ToolHost::with_audit(None);
+        assert!(!host.sandbox_created());
+        let a = host.sandbox().expect("sandbox");
+        assert!(host.sandbox_created());
+        let b = host.sandbox().expect("sandbox");
+        assert!(Arc::ptr_eq(&a, &b));
+    }
+}

@@ -1,0 +1,127 @@
+//! A reply as the workspace sees it: starting one in the active chat (the job set up by
+//! [`ReplyJob::prepare`], then the user message recorded before anything is sent), recording its
+//! outcome in its chat when it ends (whichever chat is active by then), and the decision whether the
+//! chat gets an automatic title.
+
+use crate::agent::job::{AgentError, ReplyJob, ReplyOutcome};
+use crate::agent::prepare::{ChatView, ReplyRequest};
+use crate::chat::turn;
+
+use super::{ChatRef, Workspace, WorkspaceError};
+
+/// Why a reply could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplyError {
+    /// The reply could not be set up.
+    #[error(transparent)]
+    Setup(#[from] AgentError),
+    /// The chat refused (no active chat, or the user message could not be saved).
+    #[error(transparent)]
+    Chat(#[from] WorkspaceError),
+    /// The chat directory could not be held for the reply.
+    #[error("Cannot open chat: {0}")]
+    ChatDir(std::io::Error),
+}
+
+/// A reply ready to run, and what its end needs.
+pub struct StartedReply {
+    /// The job to run.
+    pub job: ReplyJob,
+    /// The chat the reply belongs to.
+    pub target: ChatRef,
+    /// The model it asks.
+    pub model: String,
+    /// Whether this is the chat's first exchange.
+    pub first_exchange: bool,
+    /// The user's message.
+    pub first_message: String,
+}
+
+impl Workspace {
+    /// Files in the active chat's context whose local copy changed since their snapshot (the user
+    /// may want to update them; a send goes on). `None` without an active chat.
+    pub fn stale_context(&self) -> Option<Vec<String>> {
+        let a = self.active().ok()?;
+        // Read as the context itself is: the project path rule, and external files only when this
+        // user added them.
+        Some(crate::chat::review::stale_files(
+            a.dir.dir(),
+            &a.chat.context_files,
+            |p| self.read_local(p, a.global),
+        ))
+    }
+
+    /// Sets up the reply `req` asks for in the active chat and records the user message (with its
+    /// context snapshot) before anything is sent: a crash from here on loses at most the reply.
+    pub fn start_reply(&mut self, req: ReplyRequest) -> Result<StartedReply, ReplyError> {
+        let first_message = req.content.clone();
+        let a = self.active().map_err(ReplyError::Chat)?;
+        let prepared = ReplyJob::prepare(
+            req,
+            ChatView {
+                id: &a.id,
+                chat: &a.chat,
+                dir: a.dir.dir(),
+                global: a.global,
+                project: self.project.as_ref(),
+                config: &self.config,
+                tools: &self.tools,
+            },
+        )?;
+        let target = ChatRef {
+            id: a.id.clone(),
+            global: a.global,
+            dir: a.dir.dir().try_clone().map_err(ReplyError::ChatDir)?,
+        };
+        let msg = turn::user_message(&a.chat, &first_message, &prepared.model, &prepared.effort);
+        let a = self.active_mut().map_err(ReplyError::Chat)?;
+        turn::record_user_message(&mut a.chat, msg);
+        if let Err(e) = self.save_active() {
+            if let Ok(a) = self.active_mut() {
+                turn::unrecord_user_message(&mut a.chat);
+            }
+            return Err(ReplyError::Chat(e));
+        }
+        Ok(StartedReply {
+            job: prepared.job,
+            target,
+            model: prepared.model,
+            first_exchange: prepared.first_exchange,
+            first_message,
+        })
+    }
+
+    /// Records the outcome of a reply by `model` in its chat `target` (nothing when it left
+    /// nothing to record).
+    pub fn record_reply(
+        &mut self,
+        target: &ChatRef,
+        model: &str,
+        outcome: &ReplyOutcome,
+    ) -> Result<(), WorkspaceError> {
+        let record = outcome.record(model);
+        if record.messages_are_empty() {
+            return Ok(());
+        }
+        self.update_chat(target, |chat| record.record_in(chat))
+    }
+
+    /// Whether the chat `target` gets an automatic title after a reply: after its first exchange,
+    /// when the reply got through and the chat still has a default name. `Some` with the context
+    /// paths to name it from (those of the active chat only if it is this one).
+    pub fn wants_title(
+        &mut self,
+        target: &ChatRef,
+        first_exchange: bool,
+        outcome: &ReplyOutcome,
+    ) -> Option<Vec<String>> {
+        if !first_exchange || !outcome.ending.answered() {
+            return None;
+        }
+        // The active chat only if it is this one, in this store (ids are unique per store only).
+        let files = self.context_paths_if_active(&target.key());
+        self.current_name(target.global, &target.id)
+            .is_some_and(|n| crate::chat::naming::is_default_name(&n))
+            .then_some(files)
+    }
+}
