@@ -7,10 +7,11 @@
 //!    is in chat.json, an answered apply is in the project, an answered move is where it went), and
 //!    the next process takes the dead one's lock and finds the chat in exactly one store.
 //!    `BB7_FAULT_ROUNDS=<n>` (default 50; the long run in the README uses 1000) and
-//!    `BB7_FAULT_SEED=<seed>` to replay, `BB7_FAULT_SECONDS=<s>` to stop early. Figures are printed
+//!    `BB7_TEST_SEED=<seed>` to replay, `BB7_FAULT_SECONDS=<s>` to stop early. Figures are printed
 //!    (run with `--nocapture`).
-//! 2. Disk full: the project and home on a 3 MiB tmpfs filled to the last byte (needs root to mount;
-//!    without it the test says so and checks nothing else). Every request is answered, failures are
+//! 2. Disk full: the project and home on a 3 MiB tmpfs filled to the last byte (needs root to mount:
+//!    `#[ignore]`d, scripts/test runs them with `--ignored` as root, where a failed mount fails
+//!    the test). Every request is answered, failures are
 //!    error replies, acknowledged changes are on disk, nothing is torn; after space is freed the same
 //!    requests succeed.
 //! 3. A read-only `.bb7/` (a read-only bind mount as root, `chmod` otherwise): every change is an
@@ -25,45 +26,14 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bb7_mock_llm::{MockServer, Reply, Script, ToolCall};
 use common::proto::*;
+use common::seed::Rng;
 use serde_json::{Value, json};
 
 const MODEL: &str = "mock/model";
-
-struct Rng(u64);
-
-impl Rng {
-    fn new(var: &str) -> Rng {
-        let seed = std::env::var(var)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .unwrap()
-                    .as_nanos() as u64
-                    ^ ((std::process::id() as u64) << 32)
-            });
-        eprintln!("fault-injection seed: {seed} (rerun with {var}={seed})");
-        Rng(seed | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
-    }
-}
 
 fn write_config(env_home: &Path, server: &MockServer) {
     write_file(
@@ -134,6 +104,10 @@ struct Figures {
     rounds: usize,
     kills: BTreeMap<String, usize>,
     killed_before_reply: usize,
+    /// Per step (in `STEPS` order): kills that landed before the step's reply, i.e. inside it.
+    landed: [usize; 4],
+    /// Sends killed after their request reached the model server and before their reply.
+    sends_killed_streaming: usize,
     torn: Vec<String>,
     lost: Vec<String>,
     acked_sends: usize,
@@ -158,7 +132,7 @@ fn kill9_during_send_apply_commit_and_move() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(50);
-    let mut rng = Rng::new("BB7_FAULT_SEED");
+    let mut rng = Rng::from_env("fault injection, kill -9");
     let server = MockServer::start(Script::new([]).with_fallback(Reply::text(["ok"])));
     let env = Env::new();
     write_config(&env.home(), &server);
@@ -186,10 +160,20 @@ fn kill9_during_send_apply_commit_and_move() {
         .ok()
         .and_then(|s| s.parse::<u64>().ok())
         .map(Duration::from_secs);
-    for round in 0..rounds {
-        if budget.is_some_and(|b| started.elapsed() > b) {
+    // Every step must be killed inside at least once (before its reply): rounds go on past
+    // `rounds` (up to four times as many) until that happened, and the budget cannot stop the
+    // run before it.
+    let mut round = 0;
+    loop {
+        let all_landed = f.landed.iter().all(|&n| n > 0) && f.sends_killed_streaming > 0;
+        if round >= rounds.max(1) && (all_landed || round >= rounds.max(1) * 4 + 8) {
             break;
         }
+        if all_landed && round > 0 && budget.is_some_and(|b| started.elapsed() > b) {
+            break;
+        }
+        round += 1;
+        let round = round - 1;
         f.rounds += 1;
         let mut s = env.start();
         let in_proj = env.chat_dir(&id).join("chat.json").exists();
@@ -274,6 +258,7 @@ fn kill9_during_send_apply_commit_and_move() {
             let mut req = req;
             req["request_id"] = json!(rid);
             let t0 = Instant::now();
+            let model_requests = server.requests().len();
             s.send(&req);
             if i == kill_at {
                 thread::sleep(Duration::from_micros(delay));
@@ -290,8 +275,14 @@ fn kill9_during_send_apply_commit_and_move() {
                         .iter()
                         .any(|v| v.get("request_id") == Some(&want) && v["type"] != "error");
                     acked[i] = ok;
+                    // Too late: the next kill of this step comes sooner.
+                    typical[i] = typical[i] * 2 / 3;
                 } else {
                     f.killed_before_reply += 1;
+                    f.landed[i] += 1;
+                    if *step == Step::Send && server.requests().len() > model_requests {
+                        f.sends_killed_streaming += 1;
+                    }
                 }
                 break;
             }
@@ -414,13 +405,14 @@ fn kill9_during_send_apply_commit_and_move() {
 
     println!(
         "fault injection, kill -9: {} rounds in {:.1} s; kills per step {:?}; killed before the \
-         reply {}; acknowledged: {} sends, {} applies, {} moves; torn files {}; lost acknowledged \
+         reply {} (per step {:?}); acknowledged: {} sends, {} applies, {} moves; torn files {}; lost acknowledged \
          changes {}; temporary files of interrupted writes still there after a restart {} (offered \
          to the user as outputs in {} rounds)",
         f.rounds,
         started.elapsed().as_secs_f64(),
         f.kills,
         f.killed_before_reply,
+        f.landed,
         f.acked_sends,
         f.acked_applies,
         f.acked_moves,
@@ -432,6 +424,14 @@ fn kill9_during_send_apply_commit_and_move() {
     for t in f.leftover_tmp.iter().take(5) {
         println!("  left behind: {t}");
     }
+    assert!(
+        f.rounds > 0 && f.landed.iter().all(|&n| n > 0) && f.sends_killed_streaming > 0,
+        "every step must be killed inside at least once, and a send after its model request: {} \
+         rounds, kills before the reply per step {:?} ({STEPS:?}), sends killed streaming {}",
+        f.rounds,
+        f.landed,
+        f.sends_killed_streaming
+    );
     assert!(
         f.torn.is_empty(),
         "torn files: {:#?}",
@@ -447,6 +447,17 @@ fn kill9_during_send_apply_commit_and_move() {
 // ---------------------------------------------------------------------------------------------
 // 2. Disk full
 // ---------------------------------------------------------------------------------------------
+
+/// Why the tmpfs tests are `#[ignore]`d: as a user they cannot run, and say so as ignored; run
+/// (as root, by scripts/test) a mount that fails fails the test.
+const NEEDS_ROOT: &str = "the disk-full tests mount a tmpfs, which needs root; scripts/test runs \
+                          them with --ignored as root";
+
+/// Whether this process runs as root.
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
 
 /// A small tmpfs mounted at a new directory; unmounted on drop.
 struct SmallFs {
@@ -495,16 +506,9 @@ fn fill(dir: &Path) -> PathBuf {
 /// `chat_new_with_context` (and `fork_chat`, same code path) on a disk with room for a new chat but
 /// not for its context: the request fails and leaves no empty chat behind.
 #[test]
+#[ignore = "mounts a tmpfs, which needs root: scripts/test runs it with --ignored as root"]
 fn a_new_chat_with_context_that_runs_out_of_space_leaves_no_empty_chat() {
-    let small = match SmallFs::mount("3m") {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!(
-                "SKIPPED out-of-space chat_new_with_context: cannot mount a small tmpfs here ({e}); run as root"
-            );
-            return;
-        }
-    };
+    let small = SmallFs::mount("3m").unwrap_or_else(|e| panic!("{e} ({NEEDS_ROOT})"));
     let server = MockServer::start(Script::new([]).with_fallback(Reply::text(["ok"])));
     let root = small.path.clone();
     let env = Env::new();
@@ -588,14 +592,9 @@ fn attempt(s: &mut Bb7, req: Value) -> (bool, Value) {
 }
 
 #[test]
+#[ignore = "mounts a tmpfs, which needs root: scripts/test runs it with --ignored as root"]
 fn disk_full_fails_cleanly_and_recovers() {
-    let small = match SmallFs::mount("3m") {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("SKIPPED disk-full: cannot mount a small tmpfs here ({e}); run as root");
-            return;
-        }
-    };
+    let small = SmallFs::mount("3m").unwrap_or_else(|e| panic!("{e} ({NEEDS_ROOT})"));
     let server = MockServer::start(Script::new([]).with_fallback(Reply::text(["ok"])));
     let root = small.path.clone();
     let env = Env::new();
@@ -733,8 +732,8 @@ fn chat_on_disk_view(v: &ProjView, id: &str) -> Value {
 // 3. Read-only .bb7/
 // ---------------------------------------------------------------------------------------------
 
-/// Makes `dir` read-only: a read-only bind mount as root (root ignores permission bits), `chmod`
-/// otherwise. Undone on drop.
+/// Makes `dir` read-only: a read-only bind mount as root (root ignores permission bits, so as
+/// root the mount must work or the test fails), `chmod` otherwise. Undone on drop.
 struct ReadOnly {
     path: PathBuf,
     mounted: bool,
@@ -743,8 +742,17 @@ struct ReadOnly {
 impl ReadOnly {
     fn make(path: &Path) -> ReadOnly {
         let p = path.to_path_buf();
-        let bind = Command::new("mount").arg("--bind").arg(&p).arg(&p).output();
-        if bind.is_ok_and(|o| o.status.success()) {
+        if is_root() {
+            let bind = Command::new("mount")
+                .arg("--bind")
+                .arg(&p)
+                .arg(&p)
+                .output()
+                .expect("run mount");
+            assert!(
+                bind.status.success(),
+                "as root the read-only .bb7/ is a bind mount, and it failed: {bind:?}"
+            );
             let ro = Command::new("mount")
                 .args(["-o", "remount,bind,ro"])
                 .arg(&p)

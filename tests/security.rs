@@ -19,7 +19,6 @@ mod common;
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use common::proto::*;
 use serde_json::{Value, json};
@@ -559,7 +558,8 @@ fn fifos_in_the_state_dir_never_block_the_host() {
     fs::remove_file(env.chats().join("index.json")).unwrap();
     mkfifo(&env.chats().join("index.json"));
 
-    let t0 = Instant::now();
+    // Every request is answered within the client's timeout (10 s per reply): a host blocked on
+    // a FIFO would fail that wait, so no clock is needed here.
     let mut s = env.start();
     s.ok(json!({"action": "chat_list"}));
     s.ok(json!({"action": "chat_select", "id": id}));
@@ -568,7 +568,7 @@ fn fifos_in_the_state_dir_never_block_the_host() {
     s.req(json!({"action": "chat_select", "id": other}));
     s.req(json!({"action": "chat_select", "id": locked}));
     s.ok(json!({"action": "ping"}));
-    assert!(t0.elapsed() < Duration::from_secs(20));
+    s.shutdown_noisy();
 }
 
 #[test]
@@ -648,7 +648,6 @@ fn an_oversized_component_is_refused_before_compiling() {
     let f = fs::File::create(&big).unwrap();
     f.set_len(17 << 20).unwrap();
     fs::create_dir_all(home.path().join("d")).unwrap();
-    let t0 = Instant::now();
     let out = home.run(&[
         "tools",
         "call",
@@ -662,8 +661,10 @@ fn an_oversized_component_is_refused_before_compiling() {
     ]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
+    // Refused by its size, before anything read or compiled it: 17 MiB of zeros is no
+    // component, and compiling it would fail with another error.
     assert!(err.contains("at most 16 MiB"), "{err}");
-    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert!(!err.contains("compil"), "{err}");
 }
 
 #[test]

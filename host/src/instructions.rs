@@ -696,23 +696,27 @@ mod tests {
     #[test]
     fn fifos_are_refused_without_blocking() {
         let f = fixture();
-        let made = std::process::Command::new("mkfifo")
-            .arg(f.root.join("pipe"))
-            .status()
-            .is_ok_and(|s| s.success());
-        if !made {
-            return;
-        }
+        // A FIFO can always be made in a temporary directory: failing to is a failed test.
+        let mkfifo = |p: &std::path::Path| {
+            let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+            // SAFETY: a valid NUL-terminated path.
+            let r = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+            assert_eq!(
+                r,
+                0,
+                "mkfifo {}: {}",
+                p.display(),
+                std::io::Error::last_os_error()
+            );
+        };
+        mkfifo(&f.root.join("pipe"));
         f.project_file("@include pipe");
         assert_eq!(
             f.project().unwrap_err(),
             ".bb7/instructions line 1: @include: not a regular file: pipe"
         );
         std::fs::remove_file(f.root.join(PROJECT_INSTRUCTIONS_PATH)).unwrap();
-        std::process::Command::new("mkfifo")
-            .arg(f.root.join(PROJECT_INSTRUCTIONS_PATH))
-            .status()
-            .unwrap();
+        mkfifo(&f.root.join(PROJECT_INSTRUCTIONS_PATH));
         assert!(f.project().unwrap_err().contains("not a regular file"));
     }
 
@@ -789,7 +793,14 @@ mod tests {
         symlink(f.outside.join("evil"), f.root.join(".bb7")).unwrap();
         assert_eq!(load_project(&pd), Ok(Some("MINE\n".to_string())));
         std::fs::remove_file(f.outside.join("evil/instructions")).unwrap();
-        assert!(prepare("project", Some(&f.config), Some(&pd)).is_err());
+        let e = prepare("project", Some(&f.config), Some(&pd))
+            .err()
+            .expect("a replaced .bb7 is refused");
+        assert!(
+            e.starts_with(&format!("Cannot open {PROJECT_INSTRUCTIONS_PATH}: "))
+                && e.ends_with("was replaced since the project was opened; run init again"),
+            "{e}"
+        );
         assert!(!f.outside.join("evil/instructions").exists());
     }
 
@@ -904,12 +915,18 @@ mod tests {
             prepare("user", Some(&f.config), Some(&f.pd())).unwrap_err(),
             "Invalid level: user (must be project, global or system)"
         );
-        assert!(prepare("project", Some(&f.config), None).is_err());
+        assert_eq!(
+            prepare("project", Some(&f.config), None).err().as_deref(),
+            Some("No project: project instructions are not available in global-only mode")
+        );
         assert!(
             ProjectDir::open(&f.outside).is_err(),
             "a project needs a .bb7 directory"
         );
-        assert!(prepare("global", None, Some(&f.pd())).is_err());
+        assert_eq!(
+            prepare("global", None, Some(&f.pd())).err().as_deref(),
+            Some("Cannot locate ~/.config/bb7: HOME is not set")
+        );
     }
 
     #[test]

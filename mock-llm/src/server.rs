@@ -104,6 +104,8 @@ struct State {
     key: Reply,
     stall_timeout: Duration,
     requests: Vec<RecordedRequest>,
+    /// Connections accepted and not closed yet.
+    open_connections: usize,
 }
 
 /// The state the server threads and the test thread share.
@@ -176,6 +178,7 @@ impl MockServer {
                 key: script.key,
                 stall_timeout: Duration::from_millis(script.stall_timeout_ms),
                 requests: Vec::new(),
+                open_connections: 0,
             }),
             changed: Condvar::new(),
         });
@@ -290,6 +293,34 @@ impl MockServer {
         self.requests()
     }
 
+    /// Connections that are open now (accepted, not yet closed by either side).
+    pub fn open_connections(&self) -> usize {
+        self.shared.lock().open_connections
+    }
+
+    /// Waits until every connection is closed (or `timeout` passes); returns whether they are. A
+    /// client closes its idle keep-alive connections when it is dropped, so this tells a test that
+    /// the client that made them is gone.
+    pub fn wait_connections_closed(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.shared.lock();
+        loop {
+            if state.open_connections == 0 {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            state = self
+                .shared
+                .changed
+                .wait_timeout(state, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
     /// Waits until request `index` has an outcome other than `Responding`; returns it (or `None` on timeout).
     pub fn wait_for_outcome(&self, index: usize, timeout: Duration) -> Option<Outcome> {
         let settled = |r: &[RecordedRequest]| {
@@ -340,6 +371,16 @@ async fn accept_loop(
 }
 
 async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
+    /// Counts the connection as open while it is served (also when the task is cancelled).
+    struct Open(Arc<Shared>);
+    impl Drop for Open {
+        fn drop(&mut self) {
+            self.0.lock().open_connections -= 1;
+            self.0.changed.notify_all();
+        }
+    }
+    shared.lock().open_connections += 1;
+    let _open = Open(shared.clone());
     let abort = Arc::new(AtomicBool::new(false));
     let io = TokioIo::new(AbortableIo {
         inner: stream,

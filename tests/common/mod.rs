@@ -7,6 +7,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
 pub mod proto;
+pub mod seed;
 pub mod snapshot;
 pub mod wasm;
 

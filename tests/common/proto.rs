@@ -165,6 +165,11 @@ enum Out {
 }
 
 /// A running `bb7` serving the protocol on its stdio.
+///
+/// Every test host ends checked: [`Bb7::shutdown`] (exit 0, stderr silent) or
+/// [`Bb7::shutdown_noisy`] (exit 0, for tests that fed bad input and expect warnings) or
+/// [`Bb7::kill9`]. One still running when it is dropped is shut down by `Drop` with the same checks
+/// as `shutdown` (a test that is already failing only kills it).
 pub struct Bb7 {
     child: Child,
     pub pid: u32,
@@ -175,6 +180,10 @@ pub struct Bb7 {
     answered: bool,
     eof: bool,
     seq: u64,
+    /// The test ended this process itself (shutdown or kill): `Drop` has nothing to check.
+    settled: bool,
+    /// The thread collecting stderr: joined after the exit, so that no late line is missed.
+    stderr_reader: Option<thread::JoinHandle<()>>,
 }
 
 impl Bb7 {
@@ -241,7 +250,7 @@ impl Bb7 {
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let mut pipe = child.stderr.take().expect("stderr");
         let sink = stderr.clone();
-        thread::spawn(move || {
+        let stderr_reader = thread::spawn(move || {
             let mut buf = [0u8; 4096];
             loop {
                 match pipe.read(&mut buf) {
@@ -261,6 +270,8 @@ impl Bb7 {
             answered: false,
             eof: false,
             seq: 0,
+            settled: false,
+            stderr_reader: Some(stderr_reader),
         }
     }
 
@@ -419,6 +430,8 @@ impl Bb7 {
 
     /// Waits for the process to exit; kills it and fails after the timeout.
     pub fn wait_exit(&mut self) -> ExitStatus {
+        // The caller has the exit status: `Drop` leaves checking it to them.
+        self.settled = true;
         let deadline = Instant::now() + TIMEOUT;
         loop {
             if let Some(st) = self.child.try_wait().expect("try_wait") {
@@ -443,6 +456,7 @@ impl Bb7 {
 
     /// SIGKILL, then reap.
     pub fn kill9(&mut self) {
+        self.settled = true;
         let _ = self.child.kill();
         let _ = self.child.wait();
         self.input = None;
@@ -471,10 +485,26 @@ impl Bb7 {
         self.shutdown_inner(false);
     }
 
+    /// After the exit: waits until stderr is read to its end (the pipe closes with the process).
+    /// (Bounded: a descendant still holding the pipe cannot hang the test.)
+    fn stderr_complete(&mut self) {
+        let deadline = Instant::now() + TIMEOUT;
+        if let Some(h) = self.stderr_reader.take() {
+            while !h.is_finished() && Instant::now() < deadline {
+                thread::sleep(Duration::from_millis(5));
+            }
+            if h.is_finished() {
+                let _ = h.join();
+            }
+        }
+    }
+
     fn shutdown_inner(&mut self, quiet: bool) {
+        self.settled = true;
         self.stash.clear();
         self.send(&json!({"request_id": "bye", "action": "shutdown"}));
         let st = self.wait_exit();
+        self.stderr_complete();
         assert!(
             st.success(),
             "shutdown must exit 0, got {st:?}\nstderr: {}",
@@ -501,7 +531,26 @@ pub fn assert_quiet(s: &Bb7) {
 
 impl Drop for Bb7 {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
+        let running = matches!(self.child.try_wait(), Ok(None));
+        if !self.settled && !thread::panicking() {
+            // The test let its host go without ending it: end it the way the editor does and
+            // check what `shutdown` checks (this panics, failing the test, if it does not hold).
+            if running && self.input.is_some() {
+                self.shutdown_inner(true);
+                return;
+            }
+            // Its stdin was closed (it exits by itself), or it exited unobserved: exit 0, silent.
+            let st = self.wait_exit();
+            self.stderr_complete();
+            assert!(
+                st.success(),
+                "bb7 must exit 0, got {st:?}\nstderr: {}",
+                self.stderr_text()
+            );
+            assert_quiet(self);
+            return;
+        }
+        if running {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }

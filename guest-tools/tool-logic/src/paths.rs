@@ -131,6 +131,10 @@ mod tests {
             let e = normalize("path", bad, false).unwrap_err();
             assert_eq!(e.kind, crate::ErrorKind::InvalidArguments, "{bad:?}");
         }
-        assert!(normalize("path", ".", false).is_err());
+        let e = normalize("path", ".", false)
+            .err()
+            .expect("`.` names no file");
+        assert_eq!(e.kind, crate::ErrorKind::InvalidArguments);
+        assert_eq!(e.message, "path `.` does not name a file");
     }
 }

@@ -169,7 +169,13 @@ mod tests {
         assert_eq!(s.max_search_results_cap, 10);
         let e = Settings::from_pairs([("diff-mode", "fuzzy")]).unwrap_err();
         assert!(e.message.starts_with("diff_mode must be"));
-        assert!(Settings::from_pairs([("max-read-lines-default", "0")]).is_err());
+        let e = Settings::from_pairs([("max-read-lines-default", "0")])
+            .err()
+            .expect("0 lines");
+        assert_eq!(
+            e.message,
+            "setting max-read-lines-default must be a positive integer, got \"0\""
+        );
         let s = Settings::from_pairs([
             (
                 "known-file-ids",
@@ -182,6 +188,14 @@ mod tests {
         assert_eq!(s.known_file_id("src/b c.rs"), Some("0000ffff"));
         assert_eq!(s.known_file_id("no tab here"), None);
         assert!(!s.result_file_ids);
-        assert!(Settings::from_pairs([("result-file-ids", "maybe")]).is_err());
+        let e = Settings::from_pairs([("result-file-ids", "maybe")])
+            .err()
+            .expect("maybe");
+        assert!(
+            e.message
+                .starts_with("setting result-file-ids must be \"include\" or \"omit\""),
+            "{}",
+            e.message
+        );
     }
 }

@@ -632,7 +632,11 @@ mod tests {
         p.pid = u32::MAX; // a dead process
         cps.write_record(&p).unwrap();
         assert_eq!(cps.list(&root, None).len(), 1);
-        assert!(cps.load(&root, &pending.id).is_err());
+        let e = cps.load(&root, &pending.id).err().expect("gone");
+        assert!(
+            matches!(e, CheckpointError::Unknown(ref id) if *id == pending.id),
+            "{e}"
+        );
         // Retention keeps the newest KEEP.
         for i in 0..KEEP + 3 {
             apply_changes(
@@ -649,7 +653,11 @@ mod tests {
             let _ = std::fs::remove_file(t.path().join("x.txt"));
         }
         assert_eq!(cps.ids().len(), KEEP);
-        assert!(cps.load(&root, "../x").is_err());
+        let e = cps.load(&root, "../x").err().expect("a bad id");
+        assert!(
+            matches!(e, CheckpointError::BadId(ref id) if id == "../x"),
+            "{e}"
+        );
         // Another key (another user, a repository) recognises none of them.
         let theirs =
             Checkpoints::open_keyed(&root.open_dir(".bb7").unwrap(), b"other".to_vec()).unwrap();

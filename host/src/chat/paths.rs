@@ -194,7 +194,10 @@ mod tests {
         ] {
             assert!(classify(bad, Some(root)).is_err(), "{bad:?}");
         }
-        assert!(classify("src/a.rs", None).is_err());
+        assert_eq!(
+            classify("src/a.rs", None).err().as_deref(),
+            Some("Invalid path: src/a.rs (global chats take absolute paths)")
+        );
         assert!(classify("/x/a.rs", None).unwrap().is_external());
     }
 

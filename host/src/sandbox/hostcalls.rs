@@ -413,6 +413,11 @@ mod tests {
         assert!(b.exceeded());
         assert!(b.bytes(4).is_ok(), "a refused write charged nothing");
         assert!(b.entry().is_ok() && b.entry().is_ok());
-        assert!(b.entry().is_err());
+        let e = b.entry().err().expect("a third entry passes the limit");
+        assert!(
+            e.to_string()
+                .contains("tried to write past its output limit (entries)"),
+            "{e}"
+        );
     }
 }

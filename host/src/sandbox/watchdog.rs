@@ -260,17 +260,33 @@ mod tests {
 
     #[test]
     fn returns_results_and_abandons_blocked_calls() {
+        /// Reports on `tx` when dropped: the worker drops a call's deferred value after it has
+        /// settled the call's slot (and, for an abandoned call, its count).
+        struct Settled(std::sync::mpsc::Sender<()>);
+        impl Drop for Settled {
+            fn drop(&mut self) {
+                let _ = self.0.send(());
+            }
+        }
         let w = Workers::new();
         assert_eq!(w.run(Duration::from_secs(5), || (7, ())), Ok(7));
-        // std's sleep resumes after the interrupt: the call stays blocked and is abandoned.
-        let r = w.run(Duration::from_millis(20), || {
-            (thread::sleep(Duration::from_millis(1500)), ())
+        // Waiting on a channel resumes after the interrupt: the call stays blocked and is
+        // abandoned, until the test releases it.
+        let (release, blocked) = std::sync::mpsc::channel::<()>();
+        let (settled_tx, settled) = std::sync::mpsc::channel::<()>();
+        let r = w.run(Duration::from_millis(20), move || {
+            let got = blocked.recv();
+            (got.is_ok(), Settled(settled_tx))
         });
         assert_eq!(r, Err(Overrun::Deadline));
         assert_eq!(w.stuck(), 1);
         // The pool still serves while the abandoned call is blocked.
         assert_eq!(w.run(Duration::from_secs(5), || (8, ())), Ok(8));
-        thread::sleep(Duration::from_millis(2000));
+        assert_eq!(w.stuck(), 1, "still blocked, still counted");
+        release.send(()).expect("the blocked call waits");
+        settled
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the released call returns");
         assert_eq!(
             w.stuck(),
             0,

@@ -405,8 +405,15 @@ mod tests {
         std::os::unix::fs::symlink(".git/config", root.join("cfg")).unwrap();
         std::fs::write(root.join(".git/config"), "keep").unwrap();
         let d = StateDir::open(root, false).unwrap();
-        assert!(write_no_follow(d.dir(), "hooks/pre-commit", b"x").is_err());
-        assert!(write_no_follow(d.dir(), "cfg", b"x").is_err());
+        for (rel, link) in [("hooks/pre-commit", "hooks"), ("cfg", "cfg")] {
+            let e = write_no_follow(d.dir(), rel, b"x").err().expect("refused");
+            assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{rel}: {e}");
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("{link} is a symbolic link")),
+                "{rel}: {e}"
+            );
+        }
         assert!(!root.join(".git/hooks/pre-commit").exists());
         assert_eq!(std::fs::read(root.join(".git/config")).unwrap(), b"keep");
         // Real directories are created; an existing file keeps its mode.
@@ -433,9 +440,21 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let s = StateDir::open(t.path(), false).unwrap();
         std::os::unix::fs::symlink(outside.path(), t.path().join("link")).unwrap();
-        assert!(write_atomic(s.dir(), "../x", b"x").is_err());
-        assert!(write_atomic(s.dir(), "/tmp/x", b"x").is_err());
-        assert!(write_atomic(s.dir(), "link/x", b"x").is_err());
+        for rel in ["../x", "/tmp/x"] {
+            let e = write_atomic(s.dir(), rel, b"x").err().expect("refused");
+            // cap-std's refusal of a path that leaves the directory.
+            assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{rel}: {e}");
+            assert!(
+                e.to_string().contains("outside of the filesystem"),
+                "{rel}: {e}"
+            );
+        }
+        // The missing parents are created without following the link: `link` exists, and is no
+        // directory to create.
+        let e = write_atomic(s.dir(), "link/x", b"x")
+            .err()
+            .expect("refused");
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "link/x: {e}");
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
     }
 }

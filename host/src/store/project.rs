@@ -331,6 +331,12 @@ mod tests {
         assert!(p.state_path("instructions").is_ok());
         std::fs::rename(root.join(".bb7"), root.join("old")).unwrap();
         symlink("old", root.join(".bb7")).unwrap();
-        assert!(p.state_path("instructions").is_err());
+        let e = p.state_path("instructions").err().expect("replaced");
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+        assert!(
+            e.to_string()
+                .ends_with("was replaced since the project was opened; run init again"),
+            "{e}"
+        );
     }
 }

@@ -675,9 +675,10 @@ fn never_panics_on_arbitrary_input() {
     }
 }
 
+/// The results on a large file and pathological repetitions; their timings are in the host's
+/// bench (`cargo bench -p bb7 --bench edit`).
 #[test]
 fn large_file_is_linear() {
-    use std::time::{Duration, Instant};
     let mut text = String::new();
     let mut i: usize = 0;
     while text.len() < 1 << 20 {
@@ -687,8 +688,6 @@ fn large_file_is_linear() {
         ));
         i += 1;
     }
-    let budget = Duration::from_secs(20);
-    let t = Instant::now();
     let target = format!(
         "    let value_{} = compute(value_{}, {});\n",
         i - 3,
@@ -714,7 +713,6 @@ fn large_file_is_linear() {
     let needle = "-".repeat(1000);
     let r = replace(&aa, &needle, "b", true).unwrap();
     assert_eq!(r.count, (1 << 20) / 1000);
-    assert!(t.elapsed() < budget, "took {:?}", t.elapsed());
 }
 
 // ---- issue 13: token guard, prefix rule, newline asymmetry, repairs, hints ----------------------

@@ -116,9 +116,20 @@ mod tests {
             "{}",
             e.message
         );
-        assert!(PathGlob::new("{a,b").is_err());
-        assert!(PathGlob::new("").is_err());
-        assert!(PathGlob::new("/").is_err());
+        let msg = |g: &str| PathGlob::new(g).err().expect("refused").message;
+        assert!(
+            msg("{a,b").starts_with("invalid glob `{a,b`: "),
+            "{}",
+            msg("{a,b")
+        );
+        assert_eq!(
+            msg(""),
+            "glob `` matches nothing; omit glob to include every file"
+        );
+        assert_eq!(
+            msg("/"),
+            "glob `/` matches nothing; omit glob to include every file"
+        );
         assert!(compile(None).unwrap().is_none());
         assert!(compile(Some("")).unwrap().is_none());
     }

@@ -346,7 +346,13 @@ mod tests {
             ),
             ("", 1, 0, 0, false)
         );
-        assert!(read(&root, &req("empty.txt", Some(2), None)).is_err());
+        let e = read(&root, &req("empty.txt", Some(2), None))
+            .err()
+            .expect("line 2 of an empty file");
+        assert_eq!(
+            e.message,
+            "start_line 2 is past the end of empty.txt, which has 0 lines"
+        );
         put(t.path(), "one.txt", "x\n");
         let e = read(&root, &req("one.txt", Some(3), None)).unwrap_err();
         assert_eq!(
