@@ -464,6 +464,12 @@ async fn run_call(
                     // failure too: give it a record-less marker so the reply still fails.
                     let mut o = CallOutcome::failed(e, record);
                     if o.record.is_none() {
+                        crate::audit::refusal(
+                            &crate::audit::Actor::Model,
+                            Some(&project.root),
+                            "call",
+                            o.error.as_deref().unwrap_or_default(),
+                        );
                         o.record = Some(crate::sandbox::CallRecord {
                             started: chrono::Utc::now()
                                 .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),

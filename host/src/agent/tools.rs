@@ -23,7 +23,8 @@ pub fn sandbox() -> Result<Arc<Sandbox>, String> {
     static SANDBOX: OnceLock<Result<Arc<Sandbox>, String>> = OnceLock::new();
     SANDBOX
         .get_or_init(|| {
-            let audit = crate::paths::audit_log().map(AuditLog::new);
+            let audit = crate::paths::audit_log()
+                .map(|p| AuditLog::new(p).actor(crate::audit::Actor::Model));
             crate::sandbox::host_sandbox(audit)
                 .map(Arc::new)
                 .map_err(|e| format!("The tool sandbox is unavailable: {e:#}"))
