@@ -515,3 +515,96 @@ fn verify_reports_a_missing_or_bad_key_file_clearly() {
     let out = assert_verifies(&verify(&home, &[]));
     assert!(out.contains("signatures NOT checked"), "{out}");
 }
+
+fn recs_but_checkpoints(path: &Path) -> Vec<Value> {
+    records(path)
+        .into_iter()
+        .filter(|r| r["kind"] != "checkpoint")
+        .collect()
+}
+
+#[test]
+fn component_verbs_are_recorded_with_what_the_component_is_and_holds() {
+    let home = Home::new();
+    let proj = home.path().join("proj");
+    fs::create_dir_all(proj.join(".bb7")).unwrap();
+    let wasm = common::wasm::build(
+        "examples/tool-components",
+        "tool-examples-wasm",
+        "word_count.wasm",
+    );
+    let sha = hex::encode(Sha256::digest(fs::read(&wasm).unwrap()));
+    let tools = |args: &[&str]| {
+        let o = home
+            .cmd()
+            .current_dir(&proj)
+            .arg("tools")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    };
+    tools(&["add", wasm.to_str().unwrap(), "--project"]);
+    tools(&["grant", "wordcount", "--all"]);
+    let lock_after_grant = hex::encode(Sha256::digest(
+        fs::read(proj.join(".bb7/tools.lock")).unwrap(),
+    ));
+    tools(&["disable", "wordcount"]);
+    tools(&["enable", "wordcount"]);
+    tools(&["revoke", "wordcount"]);
+    tools(&["remove", "wordcount"]);
+    let recs = recs_but_checkpoints(&log_of(&home));
+    let kinds: Vec<&str> = recs.iter().map(|r| r["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["add", "grant", "disable", "enable", "revoke", "remove"]
+    );
+    for r in &recs {
+        assert_eq!(r["actor"], "user", "{r}");
+        assert_eq!(r["component"], "wordcount", "{r}");
+        assert!(r["project"].as_str().unwrap().ends_with("/proj"), "{r}");
+        assert_eq!(r["ok"], true, "{r}");
+    }
+    for r in &recs[..5] {
+        assert_eq!(r["component_sha256"], sha.as_str(), "{r}");
+    }
+    assert!(recs[0]["grants"].is_null(), "{}", recs[0]);
+    assert_eq!(recs[1]["grants"]["files"], "project-read", "{}", recs[1]);
+    assert_eq!(recs[1]["lock_sha256"], lock_after_grant.as_str());
+    assert_eq!(recs[2]["enabled"], false);
+    assert_eq!(recs[3]["enabled"], true);
+    assert!(recs[4]["grants"].is_null(), "{}", recs[4]);
+    assert!(recs[5].get("component_sha256").is_none(), "{}", recs[5]);
+    assert_verifies(&verify(&home, &[]));
+}
+
+#[test]
+fn a_path_hidden_by_the_deny_list_is_recorded_as_a_refusal() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("token.secret"), "s3cr3t").unwrap();
+    let o = home.call(
+        "read_file",
+        dir.path(),
+        r#"{"file_path":"token.secret"}"#,
+        &["--setting", "deny=*.secret"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let recs = recs_but_checkpoints(&log_of(&home));
+    assert_eq!(recs.len(), 2, "{recs:?}");
+    assert_eq!(recs[0]["kind"], "tool_call");
+    assert_eq!(recs[0]["ok"], false);
+    let r = &recs[1];
+    assert_eq!(r["kind"], "refusal");
+    assert_eq!(r["refused"], "deny_list");
+    assert_eq!(r["actor"], "user");
+    assert_eq!(r["tool"], "read_file");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("hidden by the deny list"),
+        "{r}"
+    );
+    assert_verifies(&verify(&home, &[]));
+}
