@@ -9,7 +9,8 @@
 //!    signed: those appends are the slow tail) and at process exit; target ≤ 50 µs median.
 //! 2. Verify throughput: that chain (20,000 records and their checkpoints) verified with its
 //!    public key (`verify::verify`: parse, canonical JSON, sha256, links, one Ed25519 check per
-//!    checkpoint), best of 5; target ≥ 100,000 records/s.
+//!    checkpoint), best of 5, as wall time and as the thread's CPU time (on a machine shared with
+//!    builds the wall figure includes waiting for a core); target ≥ 100,000 records/s.
 
 use std::time::Instant;
 
@@ -18,6 +19,19 @@ use bb7::audit::{Actor, Chain, Entry};
 use serde_json::json;
 
 const RECORDS: usize = 20_000;
+
+/// This thread's CPU time in seconds (`CLOCK_THREAD_CPUTIME_ID`).
+fn thread_cpu() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
 
 fn main() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -69,19 +83,24 @@ fn main() {
     let size = std::fs::metadata(&log).expect("log").len();
     let public = verify::read_public(&dir.path().join("audit").join("key.pub")).expect("key.pub");
     let mut best = f64::MAX;
+    let mut best_cpu = f64::MAX;
     let mut records = 0;
     for _ in 0..5 {
         let f = verify::open(&log).expect("open");
         let t = Instant::now();
+        let c = thread_cpu();
         let report = verify::verify(f, Some(&public), None).expect("the chain verifies");
+        best_cpu = best_cpu.min(thread_cpu() - c);
         best = best.min(t.elapsed().as_secs_f64());
         records = report.records;
         assert!(report.checkpoints >= (RECORDS / 100) as u64);
     }
     println!(
-        "verify: {records} records ({:.1} MiB) in {:.1} ms, best of 5 = {:.0} records/s  (target: ≥ 100,000 records/s)",
+        "verify: {records} records ({:.1} MiB), best of 5: wall {:.1} ms = {:.0} records/s; CPU {:.1} ms = {:.0} records/s  (target: ≥ 100,000 records/s; on a loaded machine the CPU figure is the one that does not count waiting for a core)",
         size as f64 / (1 << 20) as f64,
         best * 1e3,
-        records as f64 / best
+        records as f64 / best,
+        best_cpu * 1e3,
+        records as f64 / best_cpu
     );
 }
