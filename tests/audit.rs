@@ -608,3 +608,62 @@ fn a_path_hidden_by_the_deny_list_is_recorded_as_a_refusal() {
     );
     assert_verifies(&verify(&home, &[]));
 }
+
+#[test]
+fn a_connection_outside_the_network_grant_is_recorded_as_a_refusal() {
+    let home = Home::new();
+    let proj = home.path().join("proj");
+    fs::create_dir_all(proj.join(".bb7")).unwrap();
+    let granted = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let gp = granted.local_addr().unwrap().port();
+    let op = other.local_addr().unwrap().port();
+    let hostile = common::wasm::build("tests/hostile", "hostile-wasm", "hostile.wasm");
+    let pkg = tempfile::tempdir().unwrap();
+    fs::copy(&hostile, pkg.path().join("c.wasm")).unwrap();
+    fs::write(
+        pkg.path().join("bb7-tool.toml"),
+        format!(
+            "name = \"probe\"\nversion = \"1.0\"\nwit = \"0.1.0\"\nnetwork = [\"127.0.0.1:{gp}\"]\n"
+        ),
+    )
+    .unwrap();
+    let tools = |args: &[&str]| {
+        let o = home
+            .cmd()
+            .current_dir(&proj)
+            .arg("tools")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    };
+    tools(&["add", pkg.path().to_str().unwrap()]);
+    tools(&["grant", "probe", "--network", &format!("127.0.0.1:{gp}")]);
+    let args = serde_json::json!({"attack": "net", "tcp_port": op, "udp_port": op}).to_string();
+    tools(&[
+        "call",
+        "probe",
+        "--dir",
+        proj.to_str().unwrap(),
+        "--args",
+        &args,
+    ]);
+    let refusals: Vec<Value> = records(&log_of(&home))
+        .into_iter()
+        .filter(|r| r["kind"] == "refusal")
+        .collect();
+    assert!(!refusals.is_empty(), "no refusal recorded");
+    let r = &refusals[0];
+    assert_eq!(r["refused"], "socket", "{r}");
+    assert_eq!(r["actor"], "user", "{r}");
+    assert_eq!(r["ok"], false, "{r}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("127.0.0.1:{op}")),
+        "{r}"
+    );
+    assert_verifies(&verify(&home, &[]));
+}
