@@ -294,8 +294,12 @@ fn install_grant_call_in_an_agent_reply_revoke_and_the_call_is_refused() {
     assert_eq!(line["component_sha256"], sha(word_count()), "{line}");
     assert_eq!(line["grants"][0]["access"], "read-only", "{line}");
     assert_eq!(line["network"], "none", "{line}");
-    let audit = std::fs::read_to_string(env.home().join(".bb7/tool-calls.jsonl")).unwrap();
-    let rec: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    let audit = std::fs::read_to_string(env.home().join(".bb7/audit/log.jsonl")).unwrap();
+    let rec: Value = audit
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .rfind(|r| r["kind"] == "tool_call")
+        .unwrap();
     assert_eq!(rec["component"], "wordcount", "{rec}");
     assert_eq!(rec["component_sha256"], sha(word_count()), "{rec}");
     // The project view held copies: the built-in tools still read the project's files.
@@ -520,8 +524,12 @@ fn a_network_grant_reaches_its_host_port_and_no_other() {
     conn.read_exact(&mut got).unwrap();
     assert_eq!(&got, b"HOSTILE-TCP");
     // The audit record names the network grant.
-    let audit = std::fs::read_to_string(w.home().join(".bb7/tool-calls.jsonl")).unwrap();
-    let rec: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    let audit = std::fs::read_to_string(w.home().join(".bb7/audit/log.jsonl")).unwrap();
+    let rec: Value = audit
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .rfind(|r| r["kind"] == "tool_call")
+        .unwrap();
     assert_eq!(rec["network"], json!([format!("127.0.0.1:{gp}")]), "{rec}");
 }
 

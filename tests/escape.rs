@@ -444,8 +444,13 @@ fn run_bb7(layout: &Layout, tool: Tool, dir: &Path, args: &Value, timeout: Durat
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
 
+    // The audit chain (doc/audit.md) also holds checkpoints and refusals: count the call records.
     let audit_before = std::fs::read_to_string(&layout.audit)
-        .map(|s| s.lines().count())
+        .map(|s| {
+            s.lines()
+                .filter(|l| l.contains(r#""kind":"tool_call""#))
+                .count()
+        })
         .unwrap_or(0);
     let started = Instant::now();
     let mut child = cmd.spawn().expect("spawning bb7");
@@ -532,16 +537,19 @@ fn run_bb7(layout: &Layout, tool: Tool, dir: &Path, args: &Value, timeout: Durat
     }
 
     let log = std::fs::read_to_string(&layout.audit).unwrap_or_default();
-    let lines: Vec<&str> = log.lines().collect();
+    for l in log.lines() {
+        let _: Value = serde_json::from_str(l)
+            .unwrap_or_else(|e| panic!("audit line is not JSON ({e}): {}", truncate(l, 300)));
+    }
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| serde_json::from_str::<Value>(l).unwrap()["kind"] == "tool_call")
+        .collect();
     assert_eq!(
         lines.len(),
         audit_before + 1,
         "each call must append exactly one audit record"
     );
-    for l in &lines {
-        let _: Value = serde_json::from_str(l)
-            .unwrap_or_else(|e| panic!("audit line is not JSON ({e}): {}", truncate(l, 300)));
-    }
     let line = lines.last().unwrap();
     let audit: Value = serde_json::from_str(line).unwrap();
     assert_eq!(audit["network"], "none", "audit: {audit}");
@@ -1727,8 +1735,10 @@ fn hostile_error_message_cannot_forge_audit_records() {
     // must not be a line of its own.
     let log = std::fs::read_to_string(&l.audit).unwrap();
     assert!(
-        log.lines()
-            .all(|line| !line.starts_with("{\"started\":\"2020")),
+        log.lines().all(
+            |line| serde_json::from_str::<Value>(line).unwrap()["started"]
+                != "2020-01-01T00:00:00Z"
+        ),
         "forged audit record: {log}"
     );
 }

@@ -711,10 +711,13 @@ fn a_tampered_cache_entry_is_recompiled_never_loaded() {
     };
     let out = call("first.jsonl");
     assert!(out.status.success(), "{out:?}");
+    // The audit chain's first record is the call (a signed checkpoint follows it).
     let first: Value = serde_json::from_str(
         fs::read_to_string(home.path().join("first.jsonl"))
             .unwrap()
-            .trim(),
+            .lines()
+            .next()
+            .unwrap(),
     )
     .unwrap();
     assert!(first["compile_ms"].as_f64().is_some(), "{first}");

@@ -214,10 +214,12 @@ fn write_file_creates_and_replaces_and_records_the_call() {
         "x"
     );
 
+    // The audit chain also holds each process's exit checkpoint: the call records.
     let records: Vec<Value> = fs::read_to_string(&log)
         .unwrap()
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["kind"] == "tool_call")
         .collect();
     assert_eq!(records.len(), 2);
     let canon = dir.path().canonicalize().unwrap();
@@ -249,8 +251,12 @@ fn failed_calls_are_recorded_with_their_error() {
     let err = tool_error(&o, "invalid-arguments");
     assert!(err.contains("absolute"), "{err}");
     let log =
-        fs::read_to_string(home.state_dir().join("tool-calls.jsonl")).expect("default audit log");
-    let r: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+        fs::read_to_string(home.state_dir().join("audit/log.jsonl")).expect("default audit log");
+    let r: Value = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .rfind(|r| r["kind"] == "tool_call")
+        .unwrap();
     assert_eq!(r["outcome"], "invalid-arguments");
     assert!(r["error"].as_str().unwrap().contains("absolute"));
     assert!(
@@ -419,7 +425,8 @@ fn retrieval_grants_are_read_only() {
         "{}",
         &["--audit-log", log.to_str().unwrap()],
     ));
-    let r: Value = serde_json::from_str(fs::read_to_string(&log).unwrap().trim()).unwrap();
+    let r: Value =
+        serde_json::from_str(fs::read_to_string(&log).unwrap().lines().next().unwrap()).unwrap();
     assert_eq!(r["grants"][0]["access"], "read-only");
 }
 

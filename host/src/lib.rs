@@ -3,6 +3,7 @@
 //! model client. `main.rs` is a thin command-line front end over this library.
 
 pub mod agent;
+pub mod audit;
 pub mod chat;
 pub mod cli;
 pub mod components;

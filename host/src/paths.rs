@@ -17,7 +17,7 @@ pub fn home() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// The append-only log of tool calls made from the command line.
+/// The audit chain (ECOSYSTEM-PROTOCOL.md §7): every tool call, component change and refusal.
 pub fn audit_log() -> Option<PathBuf> {
-    state_dir().map(|d| d.join("tool-calls.jsonl"))
+    state_dir().map(|d| d.join("audit").join("log.jsonl"))
 }

@@ -79,7 +79,8 @@ impl ToolHost {
             .get_or_init(|| {
                 let audit = match self.audit.lock().ok().and_then(|mut a| a.take()) {
                     Some(Audit::Given(a)) => a,
-                    Some(Audit::Default) | None => crate::paths::audit_log().map(AuditLog::new),
+                    Some(Audit::Default) | None => crate::paths::audit_log()
+                        .map(|p| AuditLog::new(p).actor(crate::audit::Actor::Model)),
                 };
                 crate::sandbox::host_sandbox(audit)
                     .map(Arc::new)

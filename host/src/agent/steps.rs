@@ -311,7 +311,7 @@ async fn run_call(
     let (runner, outcome) = tokio::task::block_in_place(|| {
         let outcome = match (third, kind) {
             (Some(t), _) => agent.third_party.run(&mut runner, project, t, &c),
-            (None, Some(ToolKind::Edit)) => edit_call(&mut runner, &c),
+            (None, Some(ToolKind::Edit)) => edit_call(&mut runner, project, &c),
             _ => retrieval::run(&mut runner, project, &c),
         };
         (runner, outcome)
@@ -325,7 +325,7 @@ async fn run_call(
 
 /// Runs an edit call (blocking). A refusal before the sandbox ran (read-only file, bad path) is an
 /// edit failure too: it gets a record-less marker so the reply still fails.
-fn edit_call(runner: &mut super::tools::ToolRunner, c: &ToolCall) -> CallOutcome {
+fn edit_call(runner: &mut super::tools::ToolRunner, project: &Project, c: &ToolCall) -> CallOutcome {
     match runner.run(c) {
         Ok(done) => CallOutcome {
             ok: true,
@@ -340,8 +340,16 @@ fn edit_call(runner: &mut super::tools::ToolRunner, c: &ToolCall) -> CallOutcome
         },
         Err(e) => {
             let record = runner.take_record();
+            // A refusal before the sandbox ran (read-only file, bad path) is an edit failure too:
+            // recorded in the audit chain, and given a record-less marker so the reply still fails.
             let mut o = CallOutcome::failed(e, record);
             if o.record.is_none() {
+                crate::audit::refusal(
+                    &crate::audit::Actor::Model,
+                    Some(&project.root),
+                    "call",
+                    o.error.as_deref().unwrap_or_default(),
+                );
                 o.record = Some(crate::sandbox::CallRecord {
                     started: chrono::Utc::now()
                         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),

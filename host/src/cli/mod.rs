@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod audit;
 mod tools;
 
 /// BB-7: an LLM coding companion for Neovim whose file tools run as sandboxed WebAssembly components.
@@ -24,6 +25,9 @@ enum Command {
     /// Inspect and run the sandboxed tool components.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
+    /// Verify and read the audit chain (~/.bb7/audit/log.jsonl).
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
 }
 
 /// Parses the command line and runs it.
@@ -46,7 +50,12 @@ pub fn main() -> ExitCode {
     match cli.command {
         Some(Command::Tools(cmd)) => {
             init_cli_logging();
+            crate::audit::set_process_actor(crate::audit::Actor::User);
             tools::run(cmd)
+        }
+        Some(Command::Audit(cmd)) => {
+            init_cli_logging();
+            audit::run(cmd)
         }
         None => crate::protocol::serve(),
     }

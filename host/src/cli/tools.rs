@@ -116,7 +116,7 @@ pub struct CallArgs {
     /// With --component and no manifest: the access its directory grant gets.
     #[arg(long, value_enum, default_value_t = AccessArg::ReadOnly)]
     access: AccessArg,
-    /// Append the call's audit record to this file instead of ~/.bb7/tool-calls.jsonl.
+    /// Append the call's audit record to the audit chain in this file instead of ~/.bb7/audit/log.jsonl.
     #[arg(long)]
     audit_log: Option<PathBuf>,
 }

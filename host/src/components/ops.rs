@@ -172,6 +172,7 @@ pub fn add(sandbox: &Sandbox, path: &Path, enable_in: Option<&Path>) -> Result<A
     }
     store.save(&state)?;
     store.prune(&state);
+    crate::audit::admin("add", &m.name, enable_in);
     let status = state
         .statuses(enable_in)
         .into_iter()
@@ -250,18 +251,21 @@ pub fn grant(
         state.grant(name, caps)?;
         Ok(())
     })?;
+    crate::audit::admin("grant", name, project);
     status_of(name, project)
 }
 
 /// Withdraws `name`'s grant and rewrites `project`'s lockfile.
 pub fn revoke(name: &str, project: Option<&Path>) -> Result<Status, String> {
     change(project, |state| state.revoke(name))?;
+    crate::audit::admin("revoke", name, project);
     status_of(name, project)
 }
 
 /// Uninstalls `name` and rewrites `project`'s lockfile.
 pub fn remove(name: &str, project: Option<&Path>) -> Result<(), String> {
     change(project, |state| state.remove(name))?;
+    crate::audit::admin("remove", name, project);
     if let Ok(store) = ComponentStore::open_default() {
         if let Ok(state) = store.load() {
             store.prune(&state);
@@ -279,6 +283,11 @@ pub fn set_enabled(name: &str, project: &Path, enabled: bool) -> Result<Status, 
     store.save(&state)?;
     lock::write(project, &state.statuses(Some(project)), true)?;
     drop(_guard);
+    crate::audit::admin(
+        if enabled { "enable" } else { "disable" },
+        name,
+        Some(project),
+    );
     status_of(name, Some(project))
 }
 

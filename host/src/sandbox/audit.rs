@@ -1,12 +1,12 @@
-//! The record every tool call leaves, and the append-only log it goes to.
+//! The record every tool call leaves, and the audit chain it goes to.
 
-use std::fs::OpenOptions;
-use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::grant::Grant;
+use crate::audit::{Actor, AuditError, Chain, Entry, sha256_hex};
 
 /// What one call did, for a security reviewer: which component ran, with what access, for how long,
 /// and how it ended.
@@ -50,34 +50,77 @@ pub fn granted_list(entries: &[String]) -> serde_json::Value {
     }
 }
 
-/// An append-only JSON-lines file of [`CallRecord`]s.
+/// The audit chain (`crate::audit`, ECOSYSTEM-PROTOCOL.md §7) as the sandbox writes it: every call
+/// becomes one `tool_call` record carrying the [`CallRecord`]'s fields, and a call refused because it
+/// asked for a path the deny list hides is also a `refusal` record.
 #[derive(Debug, Clone)]
 pub struct AuditLog {
-    path: PathBuf,
+    chain: Arc<Chain>,
+    actor: Actor,
 }
 
 impl AuditLog {
-    /// A log at `path`; the file and its directory are created on the first append.
+    /// The chain at `path` (normally `~/.bb7/audit/log.jsonl`); its directory, file and signing key
+    /// are made on the first append. Records name the user as their actor unless [`AuditLog::actor`]
+    /// says otherwise.
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        AuditLog { path: path.into() }
-    }
-
-    /// The log file's path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Appends one record as a single line (one `write` call, so concurrent writers do not interleave).
-    pub fn append(&self, record: &CallRecord) -> std::io::Result<()> {
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir)?;
+        AuditLog {
+            chain: Chain::shared(&path.into()),
+            actor: Actor::User,
         }
-        let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
-        line.push(b'\n');
-        let mut f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)?;
-        f.write_all(&line)
+    }
+
+    /// The same log, with `actor` named in its records (agent mode: [`Actor::Model`]).
+    pub fn actor(mut self, actor: Actor) -> Self {
+        self.actor = actor;
+        self
+    }
+
+    /// The chain file's path.
+    pub fn path(&self) -> &Path {
+        self.chain.path()
+    }
+
+    /// Appends `record` (without the hashes of the arguments and the result).
+    pub fn append(&self, record: &CallRecord) -> Result<(), AuditError> {
+        self.append_call(record, None, None)
+    }
+
+    /// Appends `record` as a `tool_call` record, with the sha256 of the call's `arguments` and of
+    /// its JSON `result` (when it succeeded).
+    pub fn append_call(
+        &self,
+        record: &CallRecord,
+        arguments: Option<&str>,
+        result: Option<&serde_json::Value>,
+    ) -> Result<(), AuditError> {
+        let project = record.grants.first().map(|g| g.path.clone());
+        let mut entry = Entry::new("tool_call", &self.actor, project.as_deref());
+        if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(record) {
+            for (k, v) in fields {
+                entry = entry.set(&k, v);
+            }
+        }
+        let denied = record
+            .error
+            .as_deref()
+            .filter(|e| e.contains("hidden by the deny list"));
+        let entry = entry
+            .set("ok", record.outcome == "ok")
+            .set_opt("args_sha256", arguments.map(|a| sha256_hex(a.as_bytes())))
+            .set_opt(
+                "result_sha256",
+                result.map(|r| sha256_hex(r.to_string().as_bytes())),
+            );
+        self.chain.append(entry)?;
+        if let Some(reason) = denied {
+            let refusal = Entry::new("refusal", &self.actor, project.as_deref())
+                .set("refused", "deny_list")
+                .set("tool", record.tool.clone())
+                .set_opt("component", record.component.clone())
+                .failed(reason);
+            self.chain.append(refusal)?;
+        }
+        Ok(())
     }
 }

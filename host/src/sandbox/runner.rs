@@ -220,7 +220,7 @@ impl Sandbox {
         if let Some(log) = &self.audit {
             // The call's effect stands either way; a log that cannot be written is reported, not
             // turned into a failed call.
-            if let Err(e) = log.append(&record) {
+            if let Err(e) = log.append_call(&record, Some(arguments), result.as_ref().ok()) {
                 tracing::warn!(
                     "cannot append to the audit log {}: {e}",
                     log.path().display()

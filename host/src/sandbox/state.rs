@@ -158,6 +158,14 @@ pub fn wasi_ctx(caps: &CallCaps) -> Result<WasiCtx, CallError> {
                     SocketAddrUse::TcpConnect => allowed.contains(&addr),
                     _ => false,
                 };
+                if !ok {
+                    crate::audit::refusal(
+                        &crate::audit::process_actor(),
+                        None,
+                        "socket",
+                        &format!("{use_:?} {addr}: not granted"),
+                    );
+                }
                 Box::pin(async move { ok })
             });
     }

@@ -1,0 +1,101 @@
+//! The chain's Ed25519 signing key: made at first use in the chain's directory (`key`, the hex of
+//! the 32-byte seed, mode 0600; `key.pub`, the hex of the public key), read back on later uses.
+
+use std::io::Write;
+use std::path::Path;
+
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
+use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
+
+use super::{AuditError, KEY_FILE, PUBKEY_FILE};
+
+/// A short name for a public key: the first 16 hex digits of its SHA-256.
+pub fn key_id(public: &VerifyingKey) -> String {
+    super::sha256_hex(public.as_bytes())[..16].to_string()
+}
+
+/// Loads the signing key from `dir` (whose path is `path`, for messages), making it (and `key.pub`)
+/// when there is none. Call under the chain's lock, so two processes never make two keys.
+pub fn load_or_make(dir: &Dir, path: &Path) -> Result<SigningKey, AuditError> {
+    let key_path = path.join(KEY_FILE);
+    match crate::store::read_regular_nofollow(dir, KEY_FILE) {
+        Ok(bytes) => {
+            let key = parse_secret(&bytes).map_err(|reason| AuditError::Key {
+                path: key_path.clone(),
+                reason,
+            })?;
+            if crate::store::read_regular_nofollow(dir, PUBKEY_FILE).is_err() {
+                write_public(dir, path, &key)?;
+            }
+            Ok(key)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let seed: [u8; 32] = rand::random();
+            let key = SigningKey::from_bytes(&seed);
+            let mut opts = OpenOptions::new();
+            opts.write(true).create_new(true).mode(0o600);
+            let mut f = dir
+                .open_with(KEY_FILE, &opts)
+                .map_err(|e| AuditError::io("cannot create the audit key", &key_path, e))?
+                .into_std();
+            f.write_all(format!("{}\n", hex::encode(seed)).as_bytes())
+                .and_then(|()| f.sync_all())
+                .map_err(|e| AuditError::io("cannot write the audit key", &key_path, e))?;
+            write_public(dir, path, &key)?;
+            crate::store::sync_dir(dir);
+            Ok(key)
+        }
+        Err(e) => Err(AuditError::io("cannot read the audit key", &key_path, e)),
+    }
+}
+
+fn write_public(dir: &Dir, path: &Path, key: &SigningKey) -> Result<(), AuditError> {
+    let text = format!("{}\n", hex::encode(key.verifying_key().as_bytes()));
+    crate::store::write_atomic(dir, PUBKEY_FILE, text.as_bytes())
+        .map_err(|e| AuditError::io("cannot write", &path.join(PUBKEY_FILE), e))
+}
+
+fn parse_secret(bytes: &[u8]) -> Result<SigningKey, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "not hex text".to_string())?;
+    let raw = hex::decode(text.trim()).map_err(|e| format!("not hex: {e}"))?;
+    let seed: [u8; 32] = raw
+        .try_into()
+        .map_err(|_| "not a 32-byte Ed25519 seed".to_string())?;
+    Ok(SigningKey::from_bytes(&seed))
+}
+
+/// Parses a public key file's text (64 hex digits, surrounding whitespace ignored).
+pub fn parse_public(text: &[u8]) -> Result<VerifyingKey, String> {
+    let text = std::str::from_utf8(text).map_err(|_| "not hex text".to_string())?;
+    let raw = hex::decode(text.trim()).map_err(|e| format!("not hex: {e}"))?;
+    let bytes: [u8; 32] = raw
+        .try_into()
+        .map_err(|_| "not a 32-byte Ed25519 public key".to_string())?;
+    VerifyingKey::from_bytes(&bytes).map_err(|e| format!("not an Ed25519 public key: {e}"))
+}
+
+/// What a checkpoint's signature covers: a fixed prefix and the checkpoint's canonical JSON
+/// without `hash` and `signature` (so its `seq`, `time`, `prev` — the head it signs — and `key_id`).
+pub fn message(canonical_unsigned: &[u8]) -> Vec<u8> {
+    let mut m = b"bb7-audit-checkpoint\n".to_vec();
+    m.extend_from_slice(canonical_unsigned);
+    m
+}
+
+/// Signs `message`, as hex.
+pub fn sign(key: &SigningKey, message: &[u8]) -> String {
+    hex::encode(key.sign(message).to_bytes())
+}
+
+/// Whether `signature_hex` is `public`'s signature of `message`.
+pub fn verify(public: &VerifyingKey, message: &[u8], signature_hex: &str) -> bool {
+    let Ok(raw) = hex::decode(signature_hex) else {
+        return false;
+    };
+    let Ok(bytes) = <[u8; 64]>::try_from(raw.as_slice()) else {
+        return false;
+    };
+    public
+        .verify(message, &Signature::from_bytes(&bytes))
+        .is_ok()
+}

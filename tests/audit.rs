@@ -1,0 +1,669 @@
+//! The audit chain (ECOSYSTEM-PROTOCOL.md §7) through the real binary: what `bb7 tools call` and
+//! the component verbs leave in `~/.bb7/audit/log.jsonl`, and `bb7 audit verify` catching each kind
+//! of tampering while passing a crash's torn tail and many concurrent writers.
+//!
+//! Chains of many records are made with the hidden `bb7 audit dev-append --count N` (the real
+//! writer; kept out of `--help`).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+
+use common::{Home, ok_json, stderr, stdout};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+const GENESIS: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+
+fn log_of(home: &Home) -> PathBuf {
+    home.state_dir().join("audit").join("log.jsonl")
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn records(path: &Path) -> Vec<Value> {
+    lines(path)
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn write_lines(path: &Path, lines: &[String]) {
+    let mut text = lines.join("\n");
+    text.push('\n');
+    fs::write(path, text).unwrap();
+}
+
+/// Canonical JSON as §7 defines it, written here independently of the host: keys sorted (serde_json's
+/// map is a BTreeMap), no whitespace.
+fn canonical(v: &Value) -> String {
+    serde_json::to_string(v).unwrap()
+}
+
+fn rehash(mut v: Value) -> Value {
+    v.as_object_mut().unwrap().remove("hash");
+    let h = format!("sha256:{}", hex::encode(Sha256::digest(canonical(&v))));
+    v["hash"] = h.into();
+    v
+}
+
+fn dev_append(home: &Home, log: &Path, count: u64, tag: &str) -> Output {
+    home.run(&[
+        "audit",
+        "dev-append",
+        "--count",
+        &count.to_string(),
+        "--tag",
+        tag,
+        "--log",
+        log.to_str().unwrap(),
+    ])
+}
+
+fn verify(home: &Home, extra: &[&str]) -> Output {
+    let mut a = vec!["audit", "verify"];
+    a.extend_from_slice(extra);
+    home.run(&a)
+}
+
+fn verify_log(home: &Home, log: &Path, extra: &[&str]) -> Output {
+    let mut a = vec!["audit", "verify", "--log", log.to_str().unwrap()];
+    a.extend_from_slice(extra);
+    home.run(&a)
+}
+
+/// Asserts `o` is a verification failure (exit 1) whose message contains every one of `needles`.
+fn assert_fails(o: &Output, needles: &[&str]) {
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(o), stderr(o));
+    let out = stdout(o);
+    assert!(out.starts_with("FAILED: "), "{out}");
+    for n in needles {
+        assert!(out.contains(n), "expected {n:?} in: {out}");
+    }
+}
+
+fn assert_verifies(o: &Output) -> String {
+    assert!(o.status.success(), "{}{}", stdout(o), stderr(o));
+    assert!(stderr(o).is_empty(), "{}", stderr(o));
+    stdout(o)
+}
+
+/// A home whose chain holds 250 `test` records (and the checkpoints after seq 100 and 200, and at
+/// the writer's exit).
+fn chain_of_250() -> (Home, PathBuf) {
+    let home = Home::new();
+    let log = log_of(&home);
+    let o = dev_append(&home, &log, 250, "t");
+    assert!(o.status.success(), "{}", stderr(&o));
+    (home, log)
+}
+
+#[test]
+fn a_tool_call_is_a_chained_record_and_the_chain_verifies() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("a.txt"), "hello\n").unwrap();
+    let o = home.call("list_files", dir.path(), "{}", &[]);
+    let result = ok_json(&o);
+    let recs = records(&log_of(&home));
+    assert_eq!(recs.len(), 2, "{recs:?}");
+    let call = &recs[0];
+    assert_eq!(call["seq"], 1);
+    assert_eq!(call["prev"], GENESIS);
+    assert_eq!(call["kind"], "tool_call");
+    assert_eq!(call["actor"], "user");
+    assert_eq!(call["tool"], "list_files");
+    assert_eq!(call["ok"], true);
+    assert_eq!(call["outcome"], "ok");
+    assert_eq!(call["component_sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(
+        call["project"],
+        dir.path().canonicalize().unwrap().to_str().unwrap()
+    );
+    assert_eq!(call["args_sha256"], hex::encode(Sha256::digest(b"{}")));
+    assert_eq!(
+        call["result_sha256"],
+        hex::encode(Sha256::digest(result.to_string().as_bytes()))
+    );
+    // hash = sha256 of the canonical JSON without `hash`, and the line is stored canonical.
+    assert_eq!(rehash(call.clone())["hash"], call["hash"]);
+    assert_eq!(lines(&log_of(&home))[0], canonical(call));
+    // The process signed its head as it exited.
+    let cp = &recs[1];
+    assert_eq!(cp["kind"], "checkpoint");
+    assert_eq!(cp["seq"], 2);
+    assert_eq!(cp["prev"], call["hash"]);
+    assert_eq!(cp["signature"].as_str().unwrap().len(), 128);
+    let key = home.state_dir().join("audit/key");
+    assert_eq!(
+        fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(
+        fs::read_to_string(home.state_dir().join("audit/key.pub"))
+            .unwrap()
+            .trim()
+            .len(),
+        64
+    );
+    let out = assert_verifies(&verify(&home, &[]));
+    assert!(out.contains("ok: 2 records"), "{out}");
+    assert!(out.contains("1 checkpoints signed by key"), "{out}");
+    let head = home.run(&["audit", "head"]);
+    assert_eq!(
+        stdout(&head).trim(),
+        format!("2 {}", cp["hash"].as_str().unwrap())
+    );
+    // The legacy file is not written any more.
+    assert!(!home.state_dir().join("tool-calls.jsonl").exists());
+}
+
+#[test]
+fn checkpoints_come_every_100_records_and_reading_commands_never_append() {
+    let (home, log) = chain_of_250();
+    let recs = records(&log);
+    // 250 records, a checkpoint after each record whose seq is a multiple of 100 (so at seq 101 and
+    // 201), and one at exit.
+    assert_eq!(recs.len(), 253);
+    let cps: Vec<u64> = recs
+        .iter()
+        .filter(|r| r["kind"] == "checkpoint")
+        .map(|r| r["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(cps, vec![101, 201, 253]);
+    let before = fs::read(&log).unwrap();
+    assert_verifies(&verify(&home, &[]));
+    let head = stdout(&home.run(&["audit", "head"]));
+    assert!(head.starts_with("253 sha256:"), "{head}");
+    assert_verifies(&verify(&home, &["--head", head.trim()]));
+    let shown = home.run(&["audit", "show", "--json"]);
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    assert_eq!(stdout(&shown).lines().count(), 253);
+    assert_eq!(
+        fs::read(&log).unwrap(),
+        before,
+        "a reading command appended"
+    );
+}
+
+#[test]
+fn verify_catches_an_edited_field() {
+    let (home, log) = chain_of_250();
+    let mut l = lines(&log);
+    l[4] = l[4].replace("\"n\":4", "\"n\":40");
+    assert_ne!(l[4], lines(&log)[4]);
+    write_lines(&log, &l);
+    assert_fails(&verify(&home, &[]), &["line 5 (seq 5)", "altered"]);
+}
+
+#[test]
+fn verify_catches_a_removed_record() {
+    let (home, log) = chain_of_250();
+    let mut l = lines(&log);
+    l.remove(4);
+    write_lines(&log, &l);
+    assert_fails(
+        &verify(&home, &[]),
+        &["line 5 (seq 6)", "seq 5 belongs", "removed"],
+    );
+}
+
+#[test]
+fn verify_catches_an_inserted_record() {
+    let (home, log) = chain_of_250();
+    let mut l = lines(&log);
+    // A well-formed record, correctly hashed and chained after seq 4: only what follows betrays it.
+    let prev: Value = serde_json::from_str(&l[3]).unwrap();
+    let mut forged: Value = serde_json::from_str(&l[4]).unwrap();
+    forged["tag"] = "forged".into();
+    forged["prev"] = prev["hash"].clone();
+    let forged = rehash(forged);
+    l.insert(4, canonical(&forged));
+    write_lines(&log, &l);
+    assert_fails(&verify(&home, &[]), &["line 6 (seq 5)", "inserted"]);
+}
+
+#[test]
+fn verify_catches_two_swapped_records() {
+    let (home, log) = chain_of_250();
+    let mut l = lines(&log);
+    l.swap(4, 5);
+    write_lines(&log, &l);
+    assert_fails(&verify(&home, &[]), &["line 5 (seq 6)", "reordered"]);
+}
+
+#[test]
+fn verify_catches_a_truncated_chain_against_the_pinned_head() {
+    let (home, log) = chain_of_250();
+    let pinned = stdout(&home.run(&["audit", "head"]));
+    let mut l = lines(&log);
+    l.truncate(150);
+    write_lines(&log, &l);
+    // Without a pin a cut at a line boundary is indistinguishable from a shorter history...
+    assert_verifies(&verify(&home, &[]));
+    // ...with one it is caught, by hash alone or as `bb7 audit head` printed it.
+    let hash = pinned.split_whitespace().nth(1).unwrap().to_string();
+    assert_fails(
+        &verify(&home, &["--head", &hash]),
+        &["differs from --head", "ends at seq 150"],
+    );
+    assert_fails(
+        &verify(&home, &["--head", pinned.trim()]),
+        &["differs from --head"],
+    );
+}
+
+#[test]
+fn verify_catches_a_truncated_chain_with_a_head_signed_by_another_key() {
+    let (home, log) = chain_of_250();
+    let pubkey = home.state_dir().join("audit/key.pub");
+    // The attacker cuts the chain and writes a new head with a checkpoint, in a directory where the
+    // writer makes its own key (the user's secret key is not theirs).
+    let forger = tempfile::tempdir().unwrap();
+    let forged = forger.path().join("log.jsonl");
+    let mut l = lines(&log);
+    l.truncate(150);
+    write_lines(&forged, &l);
+    let o = dev_append(&home, &forged, 1, "forged");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let recs = records(&forged);
+    assert_eq!(recs.last().unwrap()["kind"], "checkpoint");
+    assert_eq!(recs.last().unwrap()["seq"], 152);
+    // Against the pinned public key the forged checkpoint fails...
+    assert_fails(
+        &verify_log(&home, &forged, &["--pubkey", pubkey.to_str().unwrap()]),
+        &["line 152 (seq 152)", "signed with another key"],
+    );
+    // ...and against the forger's key, the user's own checkpoint (seq 101) does.
+    assert_fails(
+        &verify_log(&home, &forged, &[]),
+        &["line 101 (seq 101)", "signed with another key"],
+    );
+}
+
+#[test]
+fn verify_catches_a_checkpoint_signed_with_another_key_even_when_rehashed() {
+    let (home, log) = chain_of_250();
+    let other = Home::new();
+    let other_log = log_of(&other);
+    assert!(dev_append(&other, &other_log, 1, "x").status.success());
+    // Take the other key's checkpoint signature and key id into our checkpoint at seq 101, and fix
+    // its hash and every later link so only the signature can tell.
+    let theirs = records(&other_log).pop().unwrap();
+    let mut recs = records(&log);
+    recs[100]["signature"] = theirs["signature"].clone();
+    recs[100]["key_id"] = theirs["key_id"].clone();
+    for i in 100..recs.len() {
+        recs[i]["prev"] = recs[i - 1]["hash"].clone();
+        recs[i] = rehash(recs[i].clone());
+    }
+    write_lines(&log, &recs.iter().map(canonical).collect::<Vec<_>>());
+    assert_fails(
+        &verify(&home, &[]),
+        &["line 101 (seq 101)", "checkpoint signature fails"],
+    );
+}
+
+#[test]
+fn a_torn_tail_from_a_kill_9_is_cut_and_noted_never_reported_as_tampering() {
+    let home = Home::new();
+    let log = log_of(&home);
+    assert!(dev_append(&home, &log, 10, "before").status.success());
+    // A writer killed mid-way: wait until it has written something, then SIGKILL it.
+    let mut child = home
+        .cmd()
+        .args([
+            "audit",
+            "dev-append",
+            "--count",
+            "100000000",
+            "--tag",
+            "killed",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start_len = fs::metadata(&log).unwrap().len();
+    while fs::metadata(&log).unwrap().len() < start_len + 100_000 {
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("the writer ended before it was killed: {st}");
+        }
+        std::thread::yield_now();
+    }
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGKILL);
+    }
+    child.wait().unwrap();
+    // Whatever the kill left verifies (a line it cut short is a torn tail, not tampering); the next
+    // append settles it. Then make the tail torn exactly as a kill inside write(2) leaves it.
+    assert_verifies(&verify(&home, &[]));
+    assert!(dev_append(&home, &log, 1, "settle").status.success());
+    assert_verifies(&verify(&home, &[]));
+    let intact = records(&log).len();
+    let mut f = fs::OpenOptions::new().append(true).open(&log).unwrap();
+    f.write_all(br#"{"actor":"user","kind":"test","n":99,"ok":tr"#)
+        .unwrap();
+    drop(f);
+    let out = assert_verifies(&verify(&home, &[]));
+    assert!(out.contains("torn last line (44 bytes"), "{out}");
+    let torn_head = stdout(&home.run(&["audit", "head"]));
+    assert!(torn_head.starts_with(&format!("{intact} ")), "{torn_head}");
+    // The next append cuts it, says so, and chains on: nothing before it is lost.
+    assert!(dev_append(&home, &log, 1, "after").status.success());
+    let recs = records(&log);
+    let recovered = &recs[intact];
+    assert_eq!(recovered["kind"], "recovered", "{recovered}");
+    assert_eq!(recovered["cut_bytes"], 44);
+    assert_eq!(recs[intact + 1]["tag"], "after");
+    let out = assert_verifies(&verify(&home, &[]));
+    assert!(!out.contains("torn"), "{out}");
+    let seqs: Vec<u64> = recs.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=recs.len() as u64).collect::<Vec<_>>());
+}
+
+#[test]
+fn eight_processes_appending_500_records_each_make_one_linear_chain() {
+    let home = Home::new();
+    let log = log_of(&home);
+    let children: Vec<_> = (0..8)
+        .map(|p| {
+            home.cmd()
+                .args([
+                    "audit",
+                    "dev-append",
+                    "--count",
+                    "500",
+                    "--tag",
+                    &format!("p{p}"),
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(o.stderr.is_empty(), "{}", stderr(&o));
+    }
+    let out = assert_verifies(&verify(&home, &[]));
+    let recs = records(&log);
+    let seqs: Vec<u64> = recs.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=recs.len() as u64).collect::<Vec<_>>(), "a gap");
+    let tests: BTreeSet<(String, u64)> = recs
+        .iter()
+        .filter(|r| r["kind"] == "test")
+        .map(|r| {
+            (
+                r["tag"].as_str().unwrap().to_string(),
+                r["n"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        recs.iter().filter(|r| r["kind"] == "test").count(),
+        4000,
+        "{out}"
+    );
+    for p in 0..8 {
+        for n in 0..500 {
+            assert!(tests.contains(&(format!("p{p}"), n)), "p{p} #{n} missing");
+        }
+    }
+    // One checkpoint after each multiple of 100 and one per exiting process.
+    let cps = recs.iter().filter(|r| r["kind"] == "checkpoint").count();
+    assert!(cps >= 40 + 1, "{cps} checkpoints");
+}
+
+#[test]
+fn tool_calls_jsonl_moves_into_the_chain_on_first_use() {
+    let home = Home::new();
+    fs::create_dir_all(home.state_dir()).unwrap();
+    let legacy = home.state_dir().join("tool-calls.jsonl");
+    let old = r#"{"started":"2025-01-01T00:00:00.000Z","tool":"read_file","component_sha256":"ab","wit_version":"0.1.0","grants":[{"path":"/p","access":"read-only"}],"network":"none","env":"none","duration_ms":1.5,"compile_ms":0.0,"outcome":"ok"}"#;
+    fs::write(&legacy, format!("{old}\nnot json\n")).unwrap();
+    let legacy_sha = hex::encode(Sha256::digest(fs::read(&legacy).unwrap()));
+    let dir = tempfile::tempdir().unwrap();
+    ok_json(&home.call("list_files", dir.path(), "{}", &[]));
+    assert!(!legacy.exists(), "the old log stays");
+    let recs = records(&log_of(&home));
+    assert_eq!(recs[0]["kind"], "tool_call");
+    assert_eq!(recs[0]["migrated"], true);
+    assert_eq!(recs[0]["started"], "2025-01-01T00:00:00.000Z");
+    assert_eq!(recs[0]["project"], "/p");
+    assert_eq!(recs[0]["ok"], true);
+    assert_eq!(recs[1]["migrated"], true);
+    assert_eq!(recs[1]["legacy_line"], "not json");
+    assert_eq!(recs[2]["kind"], "migration");
+    assert_eq!(recs[2]["records"], 2);
+    assert_eq!(recs[2]["legacy_sha256"], legacy_sha);
+    assert_eq!(recs[3]["tool"], "list_files");
+    assert_verifies(&verify(&home, &[]));
+}
+
+#[test]
+fn show_lists_records_by_project_and_time() {
+    let home = Home::new();
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    ok_json(&home.call("list_files", a.path(), "{}", &[]));
+    ok_json(&home.call("list_files", b.path(), "{}", &[]));
+    let o = home.run(&[
+        "audit",
+        "show",
+        "--json",
+        "--project",
+        a.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let shown: Vec<Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(shown[0]["tool"], "list_files");
+    let people = stdout(&home.run(&["audit", "show"]));
+    assert_eq!(people.lines().count(), 4, "{people}");
+    assert!(
+        people.lines().next().unwrap().contains("tool_call"),
+        "{people}"
+    );
+    let future = stdout(&home.run(&["audit", "show", "--since", "2999-01-01"]));
+    assert_eq!(future, "");
+    let bad = home.run(&["audit", "show", "--since", "yesterday"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("--since"), "{}", stderr(&bad));
+}
+
+#[test]
+fn the_dev_command_is_not_in_help() {
+    let home = Home::new();
+    let o = home.run(&["audit", "--help"]);
+    let help = stdout(&o);
+    for c in ["verify", "head", "show"] {
+        assert!(help.contains(c), "{help}");
+    }
+    assert!(!help.contains("dev-append"), "{help}");
+}
+
+#[test]
+fn verify_reports_a_missing_or_bad_key_file_clearly() {
+    let (home, log) = chain_of_250();
+    let bad = home.path().join("bad.pub");
+    fs::write(&bad, "not a key").unwrap();
+    let o = verify_log(&home, &log, &["--pubkey", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("bad.pub"), "{}", stderr(&o));
+    let o = verify(&home, &["--head", "nonsense"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not a head hash"), "{}", stderr(&o));
+    // Without any public key the chain is still walked, and the output says signatures were not checked.
+    fs::remove_file(home.state_dir().join("audit/key.pub")).unwrap();
+    let out = assert_verifies(&verify(&home, &[]));
+    assert!(out.contains("signatures NOT checked"), "{out}");
+}
+
+fn recs_but_checkpoints(path: &Path) -> Vec<Value> {
+    records(path)
+        .into_iter()
+        .filter(|r| r["kind"] != "checkpoint")
+        .collect()
+}
+
+#[test]
+fn component_verbs_are_recorded_with_what_the_component_is_and_holds() {
+    let home = Home::new();
+    let proj = home.path().join("proj");
+    fs::create_dir_all(proj.join(".bb7")).unwrap();
+    let wasm = common::wasm::build(
+        "examples/tool-components",
+        "tool-examples-wasm",
+        "word_count.wasm",
+    );
+    let sha = hex::encode(Sha256::digest(fs::read(&wasm).unwrap()));
+    let tools = |args: &[&str]| {
+        let o = home
+            .cmd()
+            .current_dir(&proj)
+            .arg("tools")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    };
+    tools(&["add", wasm.to_str().unwrap(), "--project"]);
+    tools(&["grant", "wordcount", "--all"]);
+    let lock_after_grant = hex::encode(Sha256::digest(
+        fs::read(proj.join(".bb7/tools.lock")).unwrap(),
+    ));
+    tools(&["disable", "wordcount"]);
+    tools(&["enable", "wordcount"]);
+    tools(&["revoke", "wordcount"]);
+    tools(&["remove", "wordcount"]);
+    let recs = recs_but_checkpoints(&log_of(&home));
+    let kinds: Vec<&str> = recs.iter().map(|r| r["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["add", "grant", "disable", "enable", "revoke", "remove"]
+    );
+    for r in &recs {
+        assert_eq!(r["actor"], "user", "{r}");
+        assert_eq!(r["component"], "wordcount", "{r}");
+        assert!(r["project"].as_str().unwrap().ends_with("/proj"), "{r}");
+        assert_eq!(r["ok"], true, "{r}");
+    }
+    for r in &recs[..5] {
+        assert_eq!(r["component_sha256"], sha.as_str(), "{r}");
+    }
+    assert!(recs[0]["grants"].is_null(), "{}", recs[0]);
+    assert_eq!(recs[1]["grants"]["files"], "project-read", "{}", recs[1]);
+    assert_eq!(recs[1]["lock_sha256"], lock_after_grant.as_str());
+    assert_eq!(recs[2]["enabled"], false);
+    assert_eq!(recs[3]["enabled"], true);
+    assert!(recs[4]["grants"].is_null(), "{}", recs[4]);
+    assert!(recs[5].get("component_sha256").is_none(), "{}", recs[5]);
+    assert_verifies(&verify(&home, &[]));
+}
+
+#[test]
+fn a_path_hidden_by_the_deny_list_is_recorded_as_a_refusal() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("token.secret"), "s3cr3t").unwrap();
+    let o = home.call(
+        "read_file",
+        dir.path(),
+        r#"{"file_path":"token.secret"}"#,
+        &["--setting", "deny=*.secret"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let recs = recs_but_checkpoints(&log_of(&home));
+    assert_eq!(recs.len(), 2, "{recs:?}");
+    assert_eq!(recs[0]["kind"], "tool_call");
+    assert_eq!(recs[0]["ok"], false);
+    let r = &recs[1];
+    assert_eq!(r["kind"], "refusal");
+    assert_eq!(r["refused"], "deny_list");
+    assert_eq!(r["actor"], "user");
+    assert_eq!(r["tool"], "read_file");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("hidden by the deny list"),
+        "{r}"
+    );
+    assert_verifies(&verify(&home, &[]));
+}
+
+#[test]
+fn a_connection_outside_the_network_grant_is_recorded_as_a_refusal() {
+    let home = Home::new();
+    let proj = home.path().join("proj");
+    fs::create_dir_all(proj.join(".bb7")).unwrap();
+    let granted = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let gp = granted.local_addr().unwrap().port();
+    let op = other.local_addr().unwrap().port();
+    let hostile = common::wasm::build("tests/hostile", "hostile-wasm", "hostile.wasm");
+    let pkg = tempfile::tempdir().unwrap();
+    fs::copy(&hostile, pkg.path().join("c.wasm")).unwrap();
+    fs::write(
+        pkg.path().join("bb7-tool.toml"),
+        format!(
+            "name = \"probe\"\nversion = \"1.0\"\nwit = \"0.1.0\"\nnetwork = [\"127.0.0.1:{gp}\"]\n"
+        ),
+    )
+    .unwrap();
+    let tools = |args: &[&str]| {
+        let o = home
+            .cmd()
+            .current_dir(&proj)
+            .arg("tools")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    };
+    tools(&["add", pkg.path().to_str().unwrap()]);
+    tools(&["grant", "probe", "--network", &format!("127.0.0.1:{gp}")]);
+    let args = serde_json::json!({"attack": "net", "tcp_port": op, "udp_port": op}).to_string();
+    tools(&[
+        "call",
+        "probe",
+        "--dir",
+        proj.to_str().unwrap(),
+        "--args",
+        &args,
+    ]);
+    let refusals: Vec<Value> = records(&log_of(&home))
+        .into_iter()
+        .filter(|r| r["kind"] == "refusal")
+        .collect();
+    assert!(!refusals.is_empty(), "no refusal recorded");
+    let r = &refusals[0];
+    assert_eq!(r["refused"], "socket", "{r}");
+    assert_eq!(r["actor"], "user", "{r}");
+    assert_eq!(r["ok"], false, "{r}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("127.0.0.1:{op}")),
+        "{r}"
+    );
+    assert_verifies(&verify(&home, &[]));
+}
