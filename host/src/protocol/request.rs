@@ -37,6 +37,9 @@ pub enum FieldError {
         /// What it should be ("a string", "true or false", …).
         expected: &'static str,
     },
+    /// `project_root` that is not an absolute path.
+    #[error("Invalid field: project_root must be an absolute path, got {0}")]
+    RelativeRoot(String),
     /// `start_line`/`end_line` that are not a 1-based range.
     #[error("Invalid line range {start}-{end} (lines are 1-based and start_line <= end_line)")]
     LineRange {
