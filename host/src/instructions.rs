@@ -11,6 +11,7 @@
 
 use std::io::{self, Read, Write};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -55,7 +56,127 @@ pub struct Instructions {
     pub global: Option<String>,
     /// `.bb7/instructions` after directives are processed: `Ok(None)` when absent or blank, `Err` with the parse
     /// error(s) otherwise. An error blocks sends until fixed.
-    pub project: Result<Option<String>, String>,
+    pub project: Result<Option<String>, InstructionsError>,
+}
+
+/// Why `.bb7/instructions` cannot be used; the text is the message the client is shown (it blocks
+/// sends until fixed).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum InstructionsError {
+    /// The file is a symbolic link.
+    #[error("{PROJECT_INSTRUCTIONS_PATH}: is a symbolic link, which BB-7 does not follow")]
+    Symlink,
+    /// The file cannot be read.
+    #[error("{PROJECT_INSTRUCTIONS_PATH}: cannot read: {0}")]
+    Read(#[source] Arc<io::Error>),
+    /// The file is not UTF-8.
+    #[error("{PROJECT_INSTRUCTIONS_PATH}: not valid UTF-8")]
+    NotUtf8,
+    /// Directives that failed, one per line of the message, each naming its line.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Directives(Vec<DirectiveError>),
+}
+
+/// Two errors are equal when they tell the client the same thing (`io::Error` has no equality).
+impl PartialEq for InstructionsError {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for InstructionsError {}
+
+/// One failed directive of `.bb7/instructions`.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{PROJECT_INSTRUCTIONS_PATH} line {line}: @include: {error}")]
+pub struct DirectiveError {
+    /// The 1-based line.
+    pub line: usize,
+    /// Why the include failed.
+    pub error: IncludeError,
+}
+
+/// Why an `@include` failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum IncludeError {
+    /// `@include` without a path.
+    #[error("missing path")]
+    MissingPath,
+    /// An absolute path.
+    #[error("absolute paths are not allowed: {0}")]
+    Absolute(String),
+    /// A path whose `..` leave the project.
+    #[error("path resolves outside the project root: {0}")]
+    Escapes(String),
+    /// A path that does not normalise; `reason` says why.
+    #[error("invalid path {path}: {reason}")]
+    Invalid {
+        /// The path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// No such file.
+    #[error("file not found: {0}")]
+    NotFound(String),
+    /// The file cannot be opened or read (a symlink out of the project among others).
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The path.
+        path: String,
+        /// The I/O error.
+        source: Arc<io::Error>,
+    },
+    /// A directory, FIFO or device.
+    #[error("not a regular file: {0}")]
+    NotRegular(String),
+    /// A file with several hard links.
+    #[error(
+        "{0} has several hard links (it may be the same file as one outside the project), so it is not included"
+    )]
+    HardLinks(String),
+    /// Larger than [`MAX_INCLUDE_BYTES`] by its metadata.
+    #[error("file too large: {path} ({len} bytes, max {MAX_INCLUDE_BYTES})")]
+    TooLarge {
+        /// The path.
+        path: String,
+        /// Its size.
+        len: u64,
+    },
+    /// Grew past [`MAX_INCLUDE_BYTES`] while read.
+    #[error("file too large: {0} (max {MAX_INCLUDE_BYTES} bytes)")]
+    GrewTooLarge(String),
+    /// Not UTF-8.
+    #[error("file is not valid UTF-8: {0}")]
+    NotUtf8(String),
+}
+
+/// Why an instructions or prompt file cannot be prepared for editing.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// No home directory.
+    #[error("Cannot locate ~/.config/bb7: HOME is not set")]
+    NoConfigDir,
+    /// Project instructions in global-only mode.
+    #[error("No project: project instructions are not available in global-only mode")]
+    NoProject,
+    /// A level other than project, global or system.
+    #[error("Invalid level: {0} (must be project, global or system)")]
+    BadLevel(String),
+    /// The file (or its directory) cannot be created.
+    #[error("Cannot create {what}: {source}")]
+    Create {
+        /// The path, as shown.
+        what: String,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// The path has no parent directory or file name.
+    #[error("Cannot create {0}")]
+    BadPath(String),
+    /// The project file was created but its path cannot be handed out.
+    #[error("Cannot open {PROJECT_INSTRUCTIONS_PATH}: {0}")]
+    Open(#[source] io::Error),
 }
 
 /// Loads the global and project instructions. `home_config_dir` is `~/.config/bb7`; `project_root` is `None`
@@ -88,28 +209,25 @@ pub fn load_global(config_dir: &Path) -> Option<String> {
 }
 
 /// Reads and processes `{project_root}/.bb7/instructions`: `Ok(None)` when missing or blank after processing.
-pub fn load_project(project: &ProjectDir) -> Result<Option<String>, String> {
+pub fn load_project(project: &ProjectDir) -> Result<Option<String>, InstructionsError> {
     // The file ships with the repository: a symlink could point anywhere (an SSH key) and its
     // content would go to the model, so it is not followed (and a FIFO cannot hang the host).
     let bytes = match crate::store::read_regular_nofollow(project.state(), "instructions") {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(format!(
-                "{PROJECT_INSTRUCTIONS_PATH}: is a symbolic link, which BB-7 does not follow"
-            ));
+            return Err(InstructionsError::Symlink);
         }
-        Err(e) => return Err(format!("{PROJECT_INSTRUCTIONS_PATH}: cannot read: {e}")),
+        Err(e) => return Err(InstructionsError::Read(Arc::new(e))),
     };
-    let text = String::from_utf8(bytes)
-        .map_err(|_| format!("{PROJECT_INSTRUCTIONS_PATH}: not valid UTF-8"))?;
+    let text = String::from_utf8(bytes).map_err(|_| InstructionsError::NotUtf8)?;
     let processed = process_project(&text, project)?;
     Ok((!processed.trim().is_empty()).then_some(processed))
 }
 
 /// Applies the project directives to `source` (the text of `.bb7/instructions`), resolving includes against
 /// `project_root`. Returns every error, one per line, each naming its line.
-pub fn process_project(source: &str, project: &ProjectDir) -> Result<String, String> {
+pub fn process_project(source: &str, project: &ProjectDir) -> Result<String, InstructionsError> {
     let mut out = String::with_capacity(source.len());
     let mut errors = Vec::new();
     let mut in_fence = false;
@@ -144,10 +262,10 @@ pub fn process_project(source: &str, project: &ProjectDir) -> Result<String, Str
                         out.push('\n');
                     }
                 }
-                Err(e) => errors.push(format!(
-                    "{PROJECT_INSTRUCTIONS_PATH} line {}: @include: {e}",
-                    index + 1
-                )),
+                Err(error) => errors.push(DirectiveError {
+                    line: index + 1,
+                    error,
+                }),
             }
             continue;
         }
@@ -156,57 +274,59 @@ pub fn process_project(source: &str, project: &ProjectDir) -> Result<String, Str
     if errors.is_empty() {
         Ok(out)
     } else {
-        Err(errors.join("\n"))
+        Err(InstructionsError::Directives(errors))
     }
 }
 
 /// Reads an included file under the project path rule.
-fn include(project: &ProjectDir, path: &str) -> Result<String, String> {
+fn include(project: &ProjectDir, path: &str) -> Result<String, IncludeError> {
     if path.is_empty() {
-        return Err("missing path".to_string());
+        return Err(IncludeError::MissingPath);
     }
     let rel = Path::new(path);
     if rel.is_absolute() || rel.has_root() {
-        return Err(format!("absolute paths are not allowed: {path}"));
+        return Err(IncludeError::Absolute(path.to_string()));
     }
     if escapes_lexically(rel) {
-        return Err(format!("path resolves outside the project root: {path}"));
+        return Err(IncludeError::Escapes(path.to_string()));
     }
-    let norm = bb7_tool_logic::paths::normalize("path", path, false)
-        .map_err(|e| format!("invalid path {path}: {}", e.message))?;
-    let file = project.open_read(&norm).map_err(|e| match e.kind() {
-        io::ErrorKind::NotFound => format!("file not found: {path}"),
-        _ => format!("cannot read {path}: {e}"),
+    let norm = bb7_tool_logic::paths::normalize("path", path, false).map_err(|e| {
+        IncludeError::Invalid {
+            path: path.to_string(),
+            reason: e.message,
+        }
     })?;
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot read {path}: {e}"))?;
+    let read_err = |source| IncludeError::Read {
+        path: path.to_string(),
+        source: Arc::new(source),
+    };
+    let file = project.open_read(&norm).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => IncludeError::NotFound(path.to_string()),
+        _ => read_err(e),
+    })?;
+    let meta = file.metadata().map_err(read_err)?;
     if !meta.is_file() {
-        return Err(format!("not a regular file: {path}"));
+        return Err(IncludeError::NotRegular(path.to_string()));
     }
     // The agent's retrieval rule: a hard link inside the project may be the same file as one
     // outside it (checked on the opened file, so a link made after a check cannot slip through).
     if std::os::unix::fs::MetadataExt::nlink(&meta) > 1 {
-        return Err(format!(
-            "{path} has several hard links (it may be the same file as one outside the project), so it is not included"
-        ));
+        return Err(IncludeError::HardLinks(path.to_string()));
     }
     if meta.len() > MAX_INCLUDE_BYTES {
-        return Err(format!(
-            "file too large: {path} ({} bytes, max {MAX_INCLUDE_BYTES})",
-            meta.len()
-        ));
+        return Err(IncludeError::TooLarge {
+            path: path.to_string(),
+            len: meta.len(),
+        });
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     file.take(MAX_INCLUDE_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read {path}: {e}"))?;
+        .map_err(read_err)?;
     if bytes.len() as u64 > MAX_INCLUDE_BYTES {
-        return Err(format!(
-            "file too large: {path} (max {MAX_INCLUDE_BYTES} bytes)"
-        ));
+        return Err(IncludeError::GrewTooLarge(path.to_string()));
     }
-    String::from_utf8(bytes).map_err(|_| format!("file is not valid UTF-8: {path}"))
+    String::from_utf8(bytes).map_err(|_| IncludeError::NotUtf8(path.to_string()))
 }
 
 /// Whether `..` components take `path` above its starting directory, ignoring symlinks.
@@ -322,20 +442,22 @@ pub fn prepare(
     level: &str,
     home_config_dir: Option<&Path>,
     project: Option<&ProjectDir>,
-) -> Result<PathBuf, String> {
-    let no_config_dir = || "Cannot locate ~/.config/bb7: HOME is not set".to_string();
+) -> Result<PathBuf, PrepareError> {
+    let no_config_dir = || PrepareError::NoConfigDir;
     let (path, seed) = match level {
         "project" => {
-            let project = project.ok_or_else(|| {
-                "No project: project instructions are not available in global-only mode".to_string()
-            })?;
+            let project = project.ok_or(PrepareError::NoProject)?;
             // Created through the .bb7/ handle held since init; the path handed to the editor is
             // checked to still lead to that directory.
-            create_if_missing_in(project.state(), "instructions", PROJECT_TEMPLATE)
-                .map_err(|e| format!("Cannot create {PROJECT_INSTRUCTIONS_PATH}: {e}"))?;
+            create_if_missing_in(project.state(), "instructions", PROJECT_TEMPLATE).map_err(
+                |source| PrepareError::Create {
+                    what: PROJECT_INSTRUCTIONS_PATH.to_string(),
+                    source,
+                },
+            )?;
             return project
                 .state_path("instructions")
-                .map_err(|e| format!("Cannot open {PROJECT_INSTRUCTIONS_PATH}: {e}"));
+                .map_err(PrepareError::Open);
         }
         "global" => {
             let dir = home_config_dir.ok_or_else(no_config_dir)?;
@@ -348,23 +470,27 @@ pub fn prepare(
             (dir.join(SYSTEM_PROMPT_FILE), SYSTEM_PROMPT)
         }
         other => {
-            return Err(format!(
-                "Invalid level: {other} (must be project, global or system)"
-            ));
+            return Err(PrepareError::BadLevel(other.to_string()));
         }
     };
     let path = std::path::absolute(&path).unwrap_or(path);
     let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
-        return Err(format!("Cannot create {}", path.display()));
+        return Err(PrepareError::BadPath(path.display().to_string()));
     };
     cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority())
         .and_then(|d| create_if_missing_in(&d, name, seed))
-        .map_err(|e| format!("Cannot create {}: {e}", path.display()))?;
+        .map_err(|source| PrepareError::Create {
+            what: path.display().to_string(),
+            source,
+        })?;
     Ok(path)
 }
 
-fn create_dir(dir: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("Cannot create {}: {e}", dir.display()))
+fn create_dir(dir: &Path) -> Result<(), PrepareError> {
+    std::fs::create_dir_all(dir).map_err(|source| PrepareError::Create {
+        what: dir.display().to_string(),
+        source,
+    })
 }
 
 /// Creates `name` in `dir` with `content` unless something already exists there. The content is written to a
@@ -478,7 +604,10 @@ pub fn info(home_config_dir: Option<&Path>, project: Option<&ProjectDir>) -> Inf
     let (project_exists, project_error) = match project {
         Some(p) => (
             p.state().symlink_metadata("instructions").is_ok(),
-            load_project(p).err().unwrap_or_default(),
+            load_project(p)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default(),
         ),
         None => (false, String::new()),
     };
@@ -534,7 +663,7 @@ mod tests {
             ProjectDir::open(&self.root).unwrap()
         }
         fn project(&self) -> Result<Option<String>, String> {
-            load_project(&self.pd())
+            load_project(&self.pd()).map_err(|e| e.to_string())
         }
     }
 
@@ -860,7 +989,7 @@ mod tests {
         );
         let broken = Instructions {
             global: None,
-            project: Err("bad".to_string()),
+            project: Err(InstructionsError::NotUtf8),
         };
         assert_eq!(render_system_message("SYS", &broken, false), "SYS");
         let custom = "A\n<!-- bb7:project -->\nP\n<!-- bb7:end -->\n<!-- bb7:global -->\nG\n<!-- bb7:end -->\nB\n";
@@ -912,7 +1041,9 @@ mod tests {
     fn prepare_errors() {
         let f = fixture();
         assert_eq!(
-            prepare("user", Some(&f.config), Some(&f.pd())).unwrap_err(),
+            prepare("user", Some(&f.config), Some(&f.pd()))
+                .unwrap_err()
+                .to_string(),
             "Invalid level: user (must be project, global or system)"
         );
         assert_eq!(

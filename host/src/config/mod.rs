@@ -340,15 +340,31 @@ impl ConfigState {
 
     /// The API key, or the message to report to actions that need it: the missing/invalid-file error, else
     /// `API key not set in config`.
-    pub fn api_key(&self) -> Result<&str, String> {
-        if let Some(error) = self.error() {
-            return Err(error);
+    pub fn api_key(&self) -> Result<&str, ConfigError> {
+        match &self.status {
+            ConfigStatus::Valid => {}
+            ConfigStatus::Missing => return Err(ConfigError::Missing(self.display_path.clone())),
+            ConfigStatus::Invalid(message) => return Err(ConfigError::Invalid(message.clone())),
         }
         match self.config.api_key.as_deref() {
             Some(key) if !key.trim().is_empty() => Ok(key),
-            _ => Err(API_KEY_NOT_SET.to_string()),
+            _ => Err(ConfigError::NoApiKey),
         }
     }
+}
+
+/// Why the config cannot give an API key; the text is the message actions that need one report.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// No config file (at the path shown).
+    #[error("Config file not found: {0}")]
+    Missing(String),
+    /// The file is not a valid config; the message names every problem.
+    #[error("{0}")]
+    Invalid(String),
+    /// A valid file without a usable `api_key`.
+    #[error("{}", API_KEY_NOT_SET)]
+    NoApiKey,
 }
 
 /// Loads `~/.config/bb7/config.json`. Never fails: see [`ConfigState`].
@@ -438,7 +454,7 @@ mod tests {
         assert_eq!(state.config, Config::default());
         let err = state.error().unwrap();
         assert!(err.starts_with("Config file not found: "), "{err}");
-        assert_eq!(state.api_key().unwrap_err(), err);
+        assert_eq!(state.api_key().unwrap_err().to_string(), err);
     }
 
     #[test]
@@ -449,7 +465,7 @@ mod tests {
             display_path: CONFIG_PATH_DISPLAY.to_string(),
         };
         assert_eq!(
-            state.api_key().unwrap_err(),
+            state.api_key().unwrap_err().to_string(),
             "Config file not found: ~/.config/bb7/config.json"
         );
     }
@@ -537,7 +553,7 @@ mod tests {
         assert!(message.starts_with("Invalid config file "), "{message}");
         assert!(message.contains("invalid JSON"), "{message}");
         assert!(message.contains("line 2"), "{message}");
-        assert_eq!(state.api_key().unwrap_err(), *message);
+        assert_eq!(state.api_key().unwrap_err().to_string(), *message);
     }
 
     #[test]
@@ -603,7 +619,7 @@ mod tests {
         );
         let state = load_from(&path);
         assert_eq!(state.config, Config::default());
-        let err = state.api_key().unwrap_err();
+        let err = state.api_key().unwrap_err().to_string();
         assert!(err.contains(DIFF_MODE_ERROR), "{err}");
         assert!(
             err.contains("allow_training must be true or false"),
@@ -622,9 +638,10 @@ mod tests {
         ] {
             let state = load_from(&write(&dir, text));
             assert_eq!(state.status, ConfigStatus::Valid, "{text}");
+            assert_eq!(state.api_key(), Err(ConfigError::NoApiKey));
             assert_eq!(
-                state.api_key(),
-                Err("API key not set in config".to_string())
+                state.api_key().unwrap_err().to_string(),
+                "API key not set in config"
             );
         }
     }

@@ -61,6 +61,9 @@ pub enum LlmError {
         /// The provider's error message from the body, else the status's reason phrase.
         message: String,
     },
+    /// The config gives no API key (a missing or invalid file, or no `api_key`).
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     /// The API could not be reached (or the HTTP client not built); holds the cause.
     #[error("cannot reach the model API: {0}")]
     Network(String),
@@ -108,12 +111,12 @@ pub struct LlmClient {
 impl LlmClient {
     /// A client for the configured API: its base URL, API key and stream idle timeout, or the
     /// error to report (a missing or invalid config, no API key).
-    pub fn from_config(config: &crate::config::ConfigState) -> Result<Self, String> {
+    pub fn from_config(config: &crate::config::ConfigState) -> Result<Self, LlmError> {
         let key = config.api_key()?;
         let c = config.config();
         let mut settings = ClientSettings::new(&c.base_url, key);
         settings.idle_timeout = Duration::from_millis(c.stream_idle_timeout_ms);
-        LlmClient::new(settings).map_err(|e| e.to_string())
+        LlmClient::new(settings)
     }
 
     /// A client for `settings` (connect timeout, `bb7/<version>` user agent).

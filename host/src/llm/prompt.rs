@@ -87,15 +87,24 @@ pub struct RetryContext {
     pub partial: bool,
 }
 
+/// Why a client's `retry_context` is not usable; the text is the client's error message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RetryContextError {
+    /// `retry_context` is not an object.
+    #[error("Invalid field: retry_context must be an object")]
+    NotAnObject,
+    /// `retry_context.<field>` is not an array.
+    #[error("Invalid field: retry_context.{0} must be an array")]
+    NotAnArray(&'static str),
+}
+
 impl RetryContext {
     /// Parses a client's `retry_context` object; `None` when it carries nothing.
-    pub fn from_json(v: &Value) -> Result<Option<RetryContext>, String> {
+    pub fn from_json(v: &Value) -> Result<Option<RetryContext>, RetryContextError> {
         if v.is_null() {
             return Ok(None);
         }
-        let obj = v
-            .as_object()
-            .ok_or("Invalid field: retry_context must be an object")?;
+        let obj = v.as_object().ok_or(RetryContextError::NotAnObject)?;
         let errors = match obj.get("errors") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(a)) => a
@@ -105,13 +114,13 @@ impl RetryContext {
                     other => other.to_string(),
                 })
                 .collect(),
-            Some(_) => return Err("Invalid field: retry_context.errors must be an array".into()),
+            Some(_) => return Err(RetryContextError::NotAnArray("errors")),
         };
         let tool_calls = match obj.get("tool_calls") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(a)) => a.clone(),
             Some(_) => {
-                return Err("Invalid field: retry_context.tool_calls must be an array".into());
+                return Err(RetryContextError::NotAnArray("tool_calls"));
             }
         };
         if errors.is_empty() && tool_calls.is_empty() {

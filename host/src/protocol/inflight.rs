@@ -19,16 +19,21 @@ pub struct InFlight {
     current: Mutex<Option<Current>>,
 }
 
+/// A reply is already in flight; the text is [`BUSY`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{}", BUSY)]
+pub struct Busy;
+
 impl InFlight {
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Current>> {
         self.current.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Takes the slot for `request_id`; the receiver turns `true` on cancel.
-    pub fn claim(&self, request_id: Option<&str>) -> Result<watch::Receiver<bool>, String> {
+    pub fn claim(&self, request_id: Option<&str>) -> Result<watch::Receiver<bool>, Busy> {
         let mut cur = self.lock();
         if cur.is_some() {
-            return Err(BUSY.to_string());
+            return Err(Busy);
         }
         let (tx, rx) = watch::channel(false);
         *cur = Some(Current {
@@ -102,7 +107,7 @@ mod tests {
     fn one_at_a_time_and_cancel_by_id() {
         let f = InFlight::default();
         let rx = f.claim(Some("7")).unwrap();
-        assert_eq!(f.claim(Some("8")).unwrap_err(), BUSY);
+        assert_eq!(f.claim(Some("8")).unwrap_err().to_string(), BUSY);
         assert!(!f.cancel(Some("8")));
         assert!(!*rx.borrow());
         assert!(f.cancel(Some("7")));

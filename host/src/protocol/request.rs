@@ -37,6 +37,9 @@ pub enum FieldError {
         /// What it should be ("a string", "true or false", …).
         expected: &'static str,
     },
+    /// `project_root` that is not an absolute path.
+    #[error("Invalid field: project_root must be an absolute path, got {0}")]
+    RelativeRoot(String),
     /// `start_line`/`end_line` that are not a 1-based range.
     #[error("Invalid line range {start}-{end} (lines are 1-based and start_line <= end_line)")]
     LineRange {
@@ -171,5 +174,60 @@ impl Request {
     /// `global: true` on the request.
     pub fn global(&self) -> Result<bool, FieldError> {
         self.flag("global")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(line: &str) -> Request {
+        Request::parse(line.as_bytes()).unwrap()
+    }
+
+    /// The field errors are the client's messages, typed below the edge and unchanged in text.
+    #[test]
+    fn field_errors_keep_their_texts() {
+        let r = req(
+            r#"{"action":"x","s":1,"b":"no","n":-1,"e":"","l":[1],"start_line":3,"end_line":2,"project_root":"rel"}"#,
+        );
+        let text = |e: FieldError| e.to_string();
+        assert_eq!(
+            text(r.str("missing").unwrap_err()),
+            "Missing required field: missing"
+        );
+        assert_eq!(
+            text(r.str("s").unwrap_err()),
+            "Invalid field: s (expected a string)"
+        );
+        assert_eq!(
+            text(r.nonempty("e").unwrap_err()),
+            "Missing required field: e"
+        );
+        assert_eq!(
+            text(r.flag("b").unwrap_err()),
+            "Invalid field: b (expected true or false)"
+        );
+        assert_eq!(
+            text(r.uint("n").unwrap_err()),
+            "Invalid field: n (expected a non-negative integer)"
+        );
+        assert_eq!(
+            text(r.string_list("l", true).unwrap_err()),
+            "Invalid field: l (expected a list of strings)"
+        );
+        assert_eq!(
+            text(r.string_list("none", true).unwrap_err()),
+            "Missing required field: none"
+        );
+        assert_eq!(r.string_list("none", false), Ok(Vec::new()));
+        assert_eq!(
+            text(r.line_range().unwrap_err()),
+            "Invalid line range 3-2 (lines are 1-based and start_line <= end_line)"
+        );
+        assert_eq!(
+            text(FieldError::RelativeRoot("rel".into())),
+            "Invalid field: project_root must be an absolute path, got rel"
+        );
     }
 }

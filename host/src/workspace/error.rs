@@ -102,3 +102,77 @@ pub enum WorkspaceError {
         reason: Box<WorkspaceError>,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The texts are the client's messages (they were literal strings in the handlers before the
+    /// errors were typed): a change here is a protocol change.
+    #[test]
+    fn messages_are_the_ones_clients_are_told() {
+        let cases: Vec<(WorkspaceError, &str)> = vec![
+            (WorkspaceError::NoActiveChat, "No active chat"),
+            (
+                WorkspaceError::NoProject("checkpoints and hunks need a project with .bb7/"),
+                "No project: checkpoints and hunks need a project with .bb7/",
+            ),
+            (
+                WorkspaceError::NotInitialized,
+                "Not initialized: send init first",
+            ),
+            (WorkspaceError::StoreClosed, "Not initialized"),
+            (
+                WorkspaceError::NotADirectory(PathBuf::from("/p/f")),
+                "Cannot open project /p/f: not a directory",
+            ),
+            (
+                WorkspaceError::StateIsSymlink(PathBuf::from("/p/.bb7")),
+                "/p/.bb7 is a symbolic link; BB-7 keeps its state only in a real .bb7/ directory",
+            ),
+            (
+                WorkspaceError::ExternalHasNoOutput("/etc/x".into()),
+                "File not found: /etc/x has no output (external files are read-only)",
+            ),
+            (
+                WorkspaceError::OutsideProject("/etc/x".into()),
+                "File not found: /etc/x is outside the project",
+            ),
+            (
+                WorkspaceError::DestinationOutsideProject("/etc/x".into()),
+                "Invalid destination: /etc/x is outside the project",
+            ),
+            (
+                WorkspaceError::MoveNeedsProject,
+                "Moving chats needs a project (started without a project root)",
+            ),
+            (ChatError::NotFound.into(), "Chat not found"),
+            (PathError::Empty.into(), "Invalid path: empty"),
+            (
+                CheckpointError::Unknown("c1".into()).into(),
+                "Unknown checkpoint: c1",
+            ),
+            (
+                ReviewError::UnknownHunk("h1".into()).into(),
+                "Unknown hunk: h1 (get the hunks again)",
+            ),
+        ];
+        for (e, text) in cases {
+            assert_eq!(e.to_string(), text);
+        }
+    }
+
+    /// A failure after the project write names the path and the wrapped reason, as one sentence.
+    #[test]
+    fn half_applied_wraps_its_reason() {
+        let reason = ChatError::io("removing the output failed")(io::Error::other("disk full"));
+        let e = WorkspaceError::HalfApplied {
+            path: "src/a.rs".into(),
+            reason: Box::new(reason.into()),
+        };
+        assert_eq!(
+            e.to_string(),
+            "src/a.rs was written to the project, but removing the output failed: disk full"
+        );
+    }
+}

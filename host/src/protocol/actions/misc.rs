@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::Handled;
-use crate::protocol::request::Request;
+use crate::protocol::request::{FieldError, Request};
 use crate::protocol::{ok, reply};
 use crate::workspace::Workspace;
 
@@ -19,13 +19,11 @@ pub fn version() -> Handled {
 }
 
 /// The project root of a request: absolute, or `None` for global-only mode.
-fn project_root(req: &Request) -> Result<Option<&Path>, String> {
+fn project_root(req: &Request) -> Result<Option<&Path>, FieldError> {
     match req.opt_str("project_root")? {
         None | Some("") => Ok(None),
         Some(p) if Path::new(p).is_absolute() => Ok(Some(Path::new(p))),
-        Some(p) => Err(format!(
-            "Invalid field: project_root must be an absolute path, got {p}"
-        )),
+        Some(p) => Err(FieldError::RelativeRoot(p.to_string())),
     }
 }
 

@@ -26,6 +26,30 @@ impl From<crate::protocol::request::FieldError> for String {
     }
 }
 
+impl From<crate::llm::LlmError> for String {
+    fn from(e: crate::llm::LlmError) -> Self {
+        e.to_string()
+    }
+}
+
+impl From<crate::llm::prompt::RetryContextError> for String {
+    fn from(e: crate::llm::prompt::RetryContextError) -> Self {
+        e.to_string()
+    }
+}
+
+impl From<crate::protocol::inflight::Busy> for String {
+    fn from(e: crate::protocol::inflight::Busy) -> Self {
+        e.to_string()
+    }
+}
+
+impl From<crate::instructions::PrepareError> for String {
+    fn from(e: crate::instructions::PrepareError) -> Self {
+        e.to_string()
+    }
+}
+
 impl From<crate::workspace::WorkspaceError> for String {
     fn from(e: crate::workspace::WorkspaceError) -> Self {
         e.to_string()
