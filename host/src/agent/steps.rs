@@ -340,7 +340,7 @@ fn edit_call(runner: &mut super::tools::ToolRunner, c: &ToolCall) -> CallOutcome
         },
         Err(e) => {
             let record = runner.take_record();
-            let mut o = CallOutcome::failed(e, record);
+            let mut o = CallOutcome::failed(e.0, record);
             if o.record.is_none() {
                 o.record = Some(crate::sandbox::CallRecord {
                     started: chrono::Utc::now()
