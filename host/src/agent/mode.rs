@@ -9,6 +9,18 @@ use crate::chat::model::Chat;
 /// The error for a bad `mode` value.
 pub const MODE_ERROR: &str = r#"Invalid field: mode must be "chat" or "agent""#;
 
+/// A `mode` value that is neither `chat` nor `agent`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{}", MODE_ERROR)]
+pub struct ModeError;
+
+/// The protocol edge's message (handlers return their error as the client's text).
+impl From<ModeError> for String {
+    fn from(e: ModeError) -> String {
+        e.to_string()
+    }
+}
+
 /// A chat's mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -28,11 +40,11 @@ impl Mode {
     }
 
     /// Parses a client's value.
-    pub fn parse(s: &str) -> Result<Mode, String> {
+    pub fn parse(s: &str) -> Result<Mode, ModeError> {
         match s {
             "chat" => Ok(Mode::Chat),
             "agent" => Ok(Mode::Agent),
-            _ => Err(MODE_ERROR.to_string()),
+            _ => Err(ModeError),
         }
     }
 

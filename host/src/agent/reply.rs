@@ -99,8 +99,8 @@ async fn run_tools(
                 records.push(call_record(call, None));
             }
             Err(e) => {
-                records.push(call_record(call, Some(&e)));
-                errors.push(e);
+                records.push(call_record(call, Some(&e.0)));
+                errors.push(e.0);
             }
         }
     }

@@ -342,7 +342,7 @@ fn edit_call(runner: &mut super::tools::ToolRunner, project: &Project, c: &ToolC
             let record = runner.take_record();
             // A refusal before the sandbox ran (read-only file, bad path) is an edit failure too:
             // recorded in the audit chain, and given a record-less marker so the reply still fails.
-            let mut o = CallOutcome::failed(e, record);
+            let mut o = CallOutcome::failed(e.0, record);
             if o.record.is_none() {
                 crate::audit::refusal(
                     &crate::audit::Actor::Model,

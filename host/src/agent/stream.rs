@@ -8,7 +8,7 @@ use tokio::sync::watch;
 
 use super::events::ReplySink;
 use super::job::Ending;
-use super::tools::{CallDone, ToolRunner, Written};
+use super::tools::{CallDone, ToolError, ToolRunner, Written};
 use crate::llm::tool_calls::ToolCall;
 use crate::llm::{Provider, StreamEvent, StreamSummary};
 
@@ -97,12 +97,15 @@ pub async fn stream_once(
 /// Runs an edit call on a blocking thread. The runner comes back with the result; if the task is
 /// lost the runner (and its staging directory) is lost with it and `tools` stays `None`, so the
 /// reply fails rather than commit anything.
-pub async fn run_edit(tools: &mut Option<ToolRunner>, call: &ToolCall) -> Result<CallDone, String> {
+pub async fn run_edit(
+    tools: &mut Option<ToolRunner>,
+    call: &ToolCall,
+) -> Result<CallDone, ToolError> {
     let Some(mut runner) = tools.take() else {
-        return Err(format!(
+        return Err(ToolError(format!(
             "{}: this chat has no tools (global chats cannot change files)",
             call.name
-        ));
+        )));
     };
     let c = call.clone();
     match tokio::task::spawn_blocking(move || {
@@ -115,10 +118,10 @@ pub async fn run_edit(tools: &mut Option<ToolRunner>, call: &ToolCall) -> Result
             *tools = Some(runner);
             r
         }
-        Err(e) => Err(format!(
+        Err(e) => Err(ToolError(format!(
             "{}: the tool call failed unexpectedly: {e}",
             call.name
-        )),
+        ))),
     }
 }
 
@@ -136,7 +139,7 @@ pub fn commit(
     {
         match tools.commit(chat_dir) {
             Ok(w) => written = w,
-            Err(e) if ending == Ending::Done => ending = Ending::Failed(e),
+            Err(e) if ending == Ending::Done => ending = Ending::Failed(e.0),
             Err(e) => tracing::warn!("cancelled reply: {e}"),
         }
     }

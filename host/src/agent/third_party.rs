@@ -168,7 +168,7 @@ impl ThirdParty {
             let adopted = out
                 .collect(MAX_OUTPUT_FILES, MAX_OUTPUT_BYTES)
                 .map_err(|e| e.to_string())
-                .and_then(|files| runner.adopt_written(name, files));
+                .and_then(|files| runner.adopt_written(name, files).map_err(|e| e.0));
             match adopted {
                 Ok(paths) if !paths.is_empty() => {
                     summary = format!("proposed {}", paths.join(", "));

@@ -110,6 +110,28 @@ pub struct CallDone {
     pub notes: Vec<String>,
 }
 
+/// Why a tool call failed: the message the model reads (it names the tool first).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ToolError(pub String);
+
+impl From<String> for ToolError {
+    fn from(message: String) -> Self {
+        ToolError(message)
+    }
+}
+
+/// Why a reply's changes could not be committed to its output (nothing of it was published).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CommitError(pub String);
+
+impl From<String> for CommitError {
+    fn from(message: String) -> Self {
+        CommitError(message)
+    }
+}
+
 /// Runs the tool calls of one reply.
 pub struct ToolRunner {
     /// Runs the calls (its sandbox is created on the first call).
@@ -212,7 +234,7 @@ impl ToolRunner {
     }
 
     /// `raw` as a normalised project-relative path, or the message for the model.
-    pub fn project_path(&self, tool: &str, raw: &str) -> Result<String, String> {
+    pub fn project_path(&self, tool: &str, raw: &str) -> Result<String, ToolError> {
         self.normalize(tool, raw)
     }
 
@@ -280,26 +302,26 @@ impl ToolRunner {
             })
     }
 
-    fn normalize(&self, tool: &str, raw: &str) -> Result<String, String> {
+    fn normalize(&self, tool: &str, raw: &str) -> Result<String, ToolError> {
         if let Some(c) = raw.chars().find(|c| c.is_control()) {
-            return Err(format!(
+            return Err(ToolError(format!(
                 "{tool}: the path {raw:?} contains the control character {c:?}; file names must not contain line breaks or other control characters"
-            ));
+            )));
         }
         match paths::classify(raw, Some(&self.project_root)) {
             Ok(ClientPath::Internal(rel)) => Ok(rel),
-            Ok(ClientPath::External(_)) => Err(format!(
+            Ok(ClientPath::External(_)) => Err(ToolError(format!(
                 "{tool}: {raw} is outside the project; only files inside the project can be changed"
-            )),
-            Err(e) => Err(format!("{tool}: {e}")),
+            ))),
+            Err(e) => Err(ToolError(format!("{tool}: {e}"))),
         }
     }
 
     /// Runs one call (blocking: call it from a blocking thread). `Err` is the message for the model.
-    pub fn run(&mut self, call: &ToolCall) -> Result<CallDone, String> {
+    pub fn run(&mut self, call: &ToolCall) -> Result<CallDone, ToolError> {
         let tool = call.name.as_str();
         if self.tainted {
-            return Err(format!("{tool}: {TAINTED}"));
+            return Err(ToolError(format!("{tool}: {TAINTED}")));
         }
         let args = call
             .arguments
@@ -314,9 +336,9 @@ impl ToolRunner {
                     .map(|t| t.name())
                     .collect::<Vec<_>>()
                     .join(", ");
-                return Err(format!(
+                return Err(ToolError(format!(
                     "unknown tool {tool:?}; the tools offered are {offered}"
-                ));
+                )));
             }
         };
         let mut paths = Vec::new();
@@ -328,20 +350,20 @@ impl ToolRunner {
         }
         for rel in &paths {
             if self.read_only.contains(rel) {
-                return Err(format!(
+                return Err(ToolError(format!(
                     "{tool}: {rel} is read-only in this chat and cannot be changed; describe the change in your reply instead"
-                ));
+                )));
             }
             match (change, self.touched.iter().find(|t| &t.path == rel)) {
                 (Change::Write, Some(_)) => {
-                    return Err(format!(
+                    return Err(ToolError(format!(
                         "write_file: {rel} was already changed by an earlier tool call in this reply; use one write_file call, or only edit_file calls, per file"
-                    ));
+                    )));
                 }
                 (Change::Edit, Some(t)) if t.change == Change::Write => {
-                    return Err(format!(
+                    return Err(ToolError(format!(
                         "edit_file: {rel} was written with write_file earlier in this reply; do not mix write_file and edit_file on one file"
-                    ));
+                    )));
                 }
                 _ => {}
             }
@@ -356,13 +378,13 @@ impl ToolRunner {
             if change == Change::Edit && !prior && !self.placed.contains(rel) {
                 let Some(content) = &base else {
                     if self.agent {
-                        return Err(format!(
+                        return Err(ToolError(format!(
                             "edit_file: {rel} has not been read in this reply; call read_file on it first and use the file_id it returns, or create a new file with write_file"
-                        ));
+                        )));
                     }
-                    return Err(format!(
+                    return Err(ToolError(format!(
                         "edit_file: {rel} is not in context and has no output; edit only files shown in the request, or create a new file with write_file"
-                    ));
+                    )));
                 };
                 self.staging
                     .place(rel, content)
@@ -434,22 +456,22 @@ impl ToolRunner {
         &mut self,
         tool: &str,
         files: Vec<(String, Vec<u8>)>,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, ToolError> {
         if self.tainted {
-            return Err(format!("{tool}: {TAINTED}"));
+            return Err(ToolError(format!("{tool}: {TAINTED}")));
         }
         let mut checked = Vec::new();
         for (raw, content) in files {
             let rel = self.normalize(tool, &raw)?;
             if self.read_only.contains(&rel) {
-                return Err(format!(
+                return Err(ToolError(format!(
                     "{tool}: {rel} is read-only in this chat and cannot be changed"
-                ));
+                )));
             }
             if self.touched.iter().any(|t| t.path == rel) {
-                return Err(format!(
+                return Err(ToolError(format!(
                     "{tool}: {rel} was already changed by an earlier tool call in this reply"
-                ));
+                )));
             }
             checked.push((rel, content));
         }
@@ -508,20 +530,20 @@ impl ToolRunner {
         }
     }
 
-    fn component(&self, sandbox: &Sandbox, tool: &str) -> Result<Arc<ToolComponent>, String> {
+    fn component(&self, sandbox: &Sandbox, tool: &str) -> Result<Arc<ToolComponent>, ToolError> {
         sandbox
             .registry()
             .builtin(tool)
-            .map_err(|e| format!("{tool}: the tool is unavailable: {e:#}"))
+            .map_err(|e| ToolError(format!("{tool}: the tool is unavailable: {e:#}")))
     }
 
     /// Reads every changed file out of staging (no links followed) and writes it to the chat's
     /// `output/`, all or nothing: every file is first written and fsynced under a temporary name,
     /// then all are renamed into place; should a rename fail, the ones already renamed get their
     /// previous content back (or are removed when they had none).
-    pub fn commit(&self, chat_dir: &Dir) -> Result<Vec<Written>, String> {
+    pub fn commit(&self, chat_dir: &Dir) -> Result<Vec<Written>, CommitError> {
         if self.tainted {
-            return Err(format!("Cannot commit: {TAINTED}"));
+            return Err(CommitError(format!("Cannot commit: {TAINTED}")));
         }
         let mut staged = Vec::new();
         for t in &self.touched {
@@ -554,7 +576,9 @@ impl ToolRunner {
                         None => crate::store::remove_file_if_exists(chat_dir, rel),
                     };
                 }
-                return Err(format!("Cannot write the output file {rel}: {e}"));
+                return Err(CommitError(format!(
+                    "Cannot write the output file {rel}: {e}"
+                )));
             }
             published.push((rel, before));
         }
@@ -574,7 +598,11 @@ impl ToolRunner {
     /// Agent mode: when `t` is a project file outside the context, with no earlier output, whose
     /// edit started from what `read_file` returned, stores that content as its snapshot and returns
     /// the context entry to record (see [`Written::adopted`]).
-    fn adopted_base(&self, chat_dir: &Dir, t: &Touched) -> Result<Option<ContextFile>, String> {
+    fn adopted_base(
+        &self,
+        chat_dir: &Dir,
+        t: &Touched,
+    ) -> Result<Option<ContextFile>, CommitError> {
         if !self.agent || t.in_context || snapshots::read_output(chat_dir, &t.path).is_some() {
             return Ok(None);
         }
