@@ -22,9 +22,9 @@
 //!    how much of it is code is printed), cold (fresh HOME and empty `BB7_CACHE_DIR` per run) and
 //!    warm (fresh HOME per run, one cache filled beforehand); the release build for comparison.
 //! 3. In-process, through the library: the per-call overhead of a third-party call as agent mode
-//!    makes it (`ops::load_granted` — a cache hit after the first — then
-//!    `ops::call_caps` and `Sandbox::call_with`) on the hostile fixture's `{"attack":"ok"}`,
-//!    installed with `ops::add` + `ops::grant` under `host_sandbox(None)` (no audit log), with
+//!    makes it (`load::load_granted` — a cache hit after the first — then
+//!    `load::call_caps` and `Sandbox::call_with`) on the hostile fixture's `{"attack":"ok"}`,
+//!    installed with `manage::add` + `manage::grant` under `host_sandbox(None)` (no audit log), with
 //!    files `none` and with a directory grant (an empty directory, read-only); the built-in
 //!    `list_files` on an empty directory (`Sandbox::call`) for comparison. The hostile fixture
 //!    imports `wasi:sockets`, so its manifest must request some network (`127.0.0.1:9`, never
@@ -38,7 +38,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use bb7::components::installed::Status;
-use bb7::components::{ops, view};
+use bb7::components::{load, manage, view};
 use bb7::sandbox::grant::CallCaps;
 use bb7::sandbox::{Access, Grant};
 use bb7_mock_llm::{MockServer, Reply, Script};
@@ -721,10 +721,10 @@ fn main() {
             d
         };
         for (name, files) in [("tp_none", "none"), ("tp_dir", "project-read")] {
-            ops::add(&sb, &pkg(name, files), Some(&proj)).expect("ops::add");
-            ops::grant(name, None, Some(&proj)).expect("ops::grant");
+            manage::add(&sb, &pkg(name, files), Some(&proj)).expect("manage::add");
+            manage::grant(name, None, Some(&proj)).expect("manage::grant");
         }
-        let statuses = ops::statuses(Some(&proj)).expect("statuses");
+        let statuses = manage::statuses(Some(&proj)).expect("statuses");
         let status = |name: &str| {
             statuses
                 .iter()
@@ -752,16 +752,16 @@ fn main() {
         };
         let loaded = Default::default();
         let third_party = |st: &Status, dir: Option<Grant>| {
-            let c = ops::load_granted(&sb, st, &loaded).expect("load_granted");
+            let c = load::load_granted(&sb, st, &loaded).expect("load_granted");
             let granted = st.granted.as_ref().expect("granted");
-            let caps = ops::call_caps(granted, dir);
+            let caps = load::call_caps(granted, dir);
             let (r, _rec) = sb.call_with(&c, &caps, &[], args);
             let v = r.expect("third-party call");
             assert_eq!(v["ok"], true, "{v}");
         };
         let tp_none = bench(Box::new(|| third_party(&st_none, None)));
         let tp_dir = bench(Box::new(|| third_party(&st_dir, Some(grant.clone()))));
-        let bare = ops::load_granted(&sb, &st_none, &loaded).expect("load_granted");
+        let bare = load::load_granted(&sb, &st_none, &loaded).expect("load_granted");
         let tp_bare = bench(Box::new(|| {
             let (r, _rec) = sb.call_with(&bare, &CallCaps::none(), &[], args);
             r.expect("third-party call");

@@ -21,16 +21,27 @@ pub enum ToolHostError {
     Unavailable(String),
 }
 
+/// Why a third-party component could not be made ready to run.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The sandbox could not be created.
+    #[error(transparent)]
+    Sandbox(#[from] ToolHostError),
+    /// The component could not be loaded under its grant.
+    #[error(transparent)]
+    Component(#[from] crate::components::error::ComponentError),
+}
+
 /// Which audit log the sandbox writes to, decided when the host is made.
 enum Audit {
-    /// `~/.bb7/audit.log` (when the state directory is known): the host's default.
+    /// `~/.bb7/audit/log.jsonl`, the audit chain (when the state directory is known): the host's default.
     Default,
     /// The given log, or none.
     Given(Option<AuditLog>),
 }
 
 /// The third-party components loaded so far, by what they were loaded as (see
-/// [`crate::components::ops::load_granted`]).
+/// [`crate::components::load::load_granted`]).
 pub type LoadedComponents = Mutex<HashMap<String, Arc<ToolComponent>>>;
 
 /// The sandbox and the loaded components of one host (a session, a CLI run).
@@ -95,10 +106,14 @@ impl ToolHost {
     }
 
     /// The component of an offered third-party tool, ready to run under its grant: loaded once per
-    /// host and kept (see [`crate::components::ops::load_granted`]).
-    pub fn load_granted(&self, status: &Status) -> Result<Arc<ToolComponent>, String> {
-        let sandbox = self.sandbox().map_err(|e| e.to_string())?;
-        crate::components::ops::load_granted(&sandbox, status, &self.loaded)
+    /// host and kept (see [`crate::components::load::load_granted`]).
+    pub fn load_granted(&self, status: &Status) -> Result<Arc<ToolComponent>, LoadError> {
+        let sandbox = self.sandbox()?;
+        Ok(crate::components::load::load_granted(
+            &sandbox,
+            status,
+            &self.loaded,
+        )?)
     }
 }
 

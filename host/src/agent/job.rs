@@ -44,9 +44,9 @@ pub enum AgentError {
     /// The reply's staging directory could not be created.
     #[error("Cannot create the staging directory: {0}")]
     Staging(std::io::Error),
-    /// The chat, the config or the model client refused (its own message).
-    #[error("{0}")]
-    Workspace(String),
+    /// The model client could not be made (no API key, a bad base URL: its own message).
+    #[error(transparent)]
+    Llm(#[from] crate::llm::LlmError),
 }
 
 /// Everything one reply needs.

@@ -86,7 +86,7 @@ impl ReplyJob {
             return Err(AgentError::GlobalAgent);
         }
         let provider: Arc<dyn Provider> =
-            Arc::new(LlmClient::from_config(view.config).map_err(AgentError::Workspace)?);
+            Arc::new(LlmClient::from_config(view.config)?);
         let config = view.config.config().clone();
         let config_dir = crate::config::config_dir();
         let project_root = view.project.map(|p| p.root().to_path_buf());

@@ -4,30 +4,15 @@
 //! proposed files — plus its network and environment. The result and the sandbox's record (sha256,
 //! grants) go to the trace and the audit log like any other call.
 
-use std::sync::Mutex;
-
 use super::retrieval::{CallOutcome, Project};
 use super::tools::ToolRunner;
-use crate::components::installed::Status;
-use crate::components::manifest::Files;
-use crate::components::ops;
-use crate::components::view::ProjectView;
+use crate::components::installed::{Status, function_name};
+use crate::components::load::{self, MAX_OUTPUT_BYTES, MAX_OUTPUT_FILES, OutputTo};
+use crate::components::manage;
+use crate::components::view::ViewSlot;
 use crate::llm::request::ToolSpec;
 use crate::llm::tool_calls::ToolCall;
-use crate::sandbox::outdir::OutputDir;
-use crate::sandbox::{Access, Grant, OutputLimit};
 
-/// The most files one `output-write` call may leave.
-const MAX_OUTPUT_FILES: usize = 100;
-/// The most bytes they may hold together.
-const MAX_OUTPUT_BYTES: u64 = 16 << 20;
-/// What one `output-write` call may write while it runs: the file bytes it may keep, and entries
-/// (files, directories, links) enough for the files it may keep and their directories. Enforced per
-/// write, so the disk never holds more.
-pub(crate) const OUTPUT_LIMIT: OutputLimit = OutputLimit {
-    bytes: MAX_OUTPUT_BYTES,
-    entries: 1024,
-};
 /// The most of a result the model reads.
 const MAX_RESULT_SHOWN: usize = 64 << 10;
 
@@ -44,14 +29,14 @@ pub struct Offered {
 pub struct ThirdParty {
     /// The offered tools.
     pub tools: Vec<Offered>,
-    view: Mutex<Option<ProjectView>>,
+    view: ViewSlot,
 }
 
 impl ThirdParty {
     /// The components enabled and granted for `project`, whose tools do not collide with
     /// `reserved` (the built-in names; a namespaced name cannot, but this is checked, not assumed).
     pub fn for_project(project: &std::path::Path, reserved: &[String]) -> ThirdParty {
-        let statuses = ops::statuses(Some(project)).unwrap_or_else(|e| {
+        let statuses = manage::statuses(Some(project)).unwrap_or_else(|e| {
             tracing::warn!("third-party tools unavailable: {e}");
             Vec::new()
         });
@@ -59,7 +44,7 @@ impl ThirdParty {
             .into_iter()
             .filter(|s| s.offered())
             .filter_map(|s| {
-                let function = ops::function_name(&s.name, &s.installed.tool.as_ref()?.name);
+                let function = function_name(&s.name, &s.installed.tool.as_ref()?.name);
                 (!reserved.contains(&function)).then_some(Offered {
                     function,
                     status: s,
@@ -68,7 +53,7 @@ impl ThirdParty {
             .collect();
         ThirdParty {
             tools,
-            view: Mutex::new(None),
+            view: ViewSlot::default(),
         }
     }
 
@@ -128,43 +113,28 @@ impl ThirdParty {
                 return CallOutcome::failed(format!("{name}: the tool is unavailable: {e}"), None);
             }
         };
-        let mut out_dir = None;
-        let dir = match granted.files {
-            Files::None => None,
-            Files::ProjectRead => match self.view_grant(project) {
-                Ok(g) => Some(g),
-                Err(e) => return CallOutcome::failed(format!("{name}: {e}"), None),
-            },
-            Files::OutputWrite => {
-                let made = OutputDir::new().map_err(|e| e.to_string()).and_then(|d| {
-                    let g = Grant::new(d.path(), Access::ReadWrite).map_err(|e| e.to_string())?;
-                    Ok((d, g))
-                });
-                match made {
-                    Ok((d, g)) => {
-                        out_dir = Some(d);
-                        Some(g)
-                    }
-                    Err(e) => {
-                        return CallOutcome::failed(
-                            format!("{name}: cannot create its output directory: {e}"),
-                            None,
-                        );
-                    }
-                }
-            }
+        // The project's view (built once per reply), a fresh output directory, or nothing.
+        let dir = load::call_dir(
+            granted.files,
+            &project.root,
+            || project.settings().to_vec(),
+            &self.view,
+            OutputTo::Fresh,
+        );
+        let dir = match dir {
+            Ok(d) => d,
+            Err(e) => return CallOutcome::failed(format!("{name}: {e}"), None),
         };
-        let caps = ops::call_caps(&granted, dir);
+        let caps = load::call_caps(&granted, dir.grant);
         // Only an output-write call writes; its output is metered as it is written.
-        let output = out_dir.as_ref().map(|_| OUTPUT_LIMIT);
         let (result, record) =
-            sandbox.call_metered(&component, &caps, output, &[], &call.arguments_raw);
+            sandbox.call_metered(&component, &caps, dir.limit, &[], &call.arguments_raw);
         let value = match result {
             Ok(v) => v,
             Err(e) => return CallOutcome::failed(format!("{name}: {e}"), Some(record)),
         };
         let mut summary = "ok".to_string();
-        if let Some(out) = &out_dir {
+        if let Some(out) = &dir.output {
             let adopted = out
                 .collect(MAX_OUTPUT_FILES, MAX_OUTPUT_BYTES)
                 .map_err(|e| e.to_string())
@@ -197,17 +167,5 @@ impl ThirdParty {
             error: None,
             record: Some(record),
         }
-    }
-
-    /// The read-only grant of the project view, built on first use in this reply.
-    fn view_grant(&self, project: &Project) -> Result<Grant, String> {
-        let mut slot = self.view.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.is_none() {
-            let v = ProjectView::build(&project.root, project.settings())?;
-            *slot = Some(v);
-        }
-        let v = slot.as_ref().ok_or("no project view")?;
-        Grant::new(v.path(), Access::ReadOnly)
-            .map_err(|e| format!("cannot grant the project view: {e}"))
     }
 }

@@ -206,7 +206,7 @@ pub fn set_process_actor(actor: Actor) {
 /// `project`'s lockfile afterwards (`lock_sha256`). Called once the change is saved.
 pub fn admin(verb: &str, component: &str, project: Option<&Path>) {
     let mut e = Entry::new(verb, &Actor::User, project).set("component", component);
-    if let Ok(statuses) = crate::components::ops::statuses(project) {
+    if let Ok(statuses) = crate::components::manage::statuses(project) {
         if let Some(s) = statuses.iter().find(|s| s.name == component) {
             e = e
                 .set("component_sha256", s.installed.sha256.clone())

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
-use crate::components::installed::Status;
-use crate::components::manifest;
-use crate::components::manifest::{Capabilities, Files};
-use crate::components::ops;
-use crate::components::view::ProjectView;
+use crate::components::installed::{Status, function_name};
+use crate::components::load::{self, CallDir, OutputTo};
+use crate::components::manage;
+use crate::components::manifest::{self, Capabilities, Files};
+use crate::components::view::ViewSlot;
 use crate::sandbox::cache::CacheOutcome;
 use crate::sandbox::grant::CallCaps;
 use crate::sandbox::registry::Linking;
@@ -129,27 +129,28 @@ enum AccessArg {
 
 /// Runs a `tools` subcommand. Exit codes: 0 success, 1 the tool call failed, 2 usage or set-up error.
 pub fn run(cmd: ToolsCommand) -> ExitCode {
-    let result = match cmd {
-        ToolsCommand::List { mode } => list(&mode).map_err(|e| format!("{e:#}")),
+    let result: anyhow::Result<()> = match cmd {
+        ToolsCommand::List { mode } => list(&mode),
         ToolsCommand::Audit { json, check: true } => return audit_check(json),
-        ToolsCommand::Audit { json, check: false } => audit(json).map_err(|e| format!("{e:#}")),
+        ToolsCommand::Audit { json, check: false } => audit(json),
         ToolsCommand::Call(args) => return call(args),
         ToolsCommand::Add { path, project } => add(&path, project),
         ToolsCommand::Grant(g) => grant(g),
-        ToolsCommand::Revoke { name } => {
-            ops::revoke(&name, Some(&project())).map(|s| print_status("revoked", &s))
-        }
-        ToolsCommand::Remove { name } => ops::remove(&name, Some(&project())).map(|_| {
-            println!("{name}: removed (its grant and enabling are gone; the lockfile of this project is updated)")
-        }),
-        ToolsCommand::Enable { name } => {
-            ops::set_enabled(&name, &project(), true).map(|s| print_status("enabled", &s))
-        }
-        ToolsCommand::Disable { name } => {
-            ops::set_enabled(&name, &project(), false).map(|s| print_status("disabled", &s))
-        }
-    }
-    .map_err(|e| anyhow::anyhow!(e));
+        ToolsCommand::Revoke { name } => manage::revoke(&name, Some(&project()))
+            .map(|s| print_status("revoked", &s))
+            .map_err(Into::into),
+        ToolsCommand::Remove { name } => manage::remove(&name, Some(&project()))
+            .map(|_| {
+                println!("{name}: removed (its grant and enabling are gone; the lockfile of this project is updated)")
+            })
+            .map_err(Into::into),
+        ToolsCommand::Enable { name } => manage::set_enabled(&name, &project(), true)
+            .map(|s| print_status("enabled", &s))
+            .map_err(Into::into),
+        ToolsCommand::Disable { name } => manage::set_enabled(&name, &project(), false)
+            .map(|s| print_status("disabled", &s))
+            .map_err(Into::into),
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -175,10 +176,10 @@ fn list(mode: &str) -> anyhow::Result<()> {
         out.push_str(&format!("{:<16} {}\n", info.name, first));
     }
     let project = project();
-    for st in ops::statuses(Some(&project)).map_err(|e| anyhow::anyhow!(e))? {
+    for st in manage::statuses(Some(&project))? {
         let (function, desc) = match &st.installed.tool {
             Some(t) => (
-                ops::function_name(&st.name, &t.name),
+                function_name(&st.name, &t.name),
                 first_sentence(&t.description).to_string(),
             ),
             None => (format!("{}__?", st.name), String::new()),
@@ -198,10 +199,10 @@ fn list(mode: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The project the CLI acts on (see [`ops::cli_project`]).
+/// The project the CLI acts on (see [`manage::cli_project`]).
 fn project() -> PathBuf {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    ops::cli_project(&cwd)
+    manage::cli_project(&cwd)
 }
 
 fn print_status(what: &str, s: &Status) {
@@ -223,16 +224,16 @@ fn granted_summary(s: &Status) -> String {
     }
 }
 
-fn add(path: &std::path::Path, enable: bool) -> Result<(), String> {
-    let sb = sandbox(None).map_err(|e| format!("{e:#}"))?;
+fn add(path: &std::path::Path, enable: bool) -> anyhow::Result<()> {
+    let sb = sandbox(None)?;
     let project = project();
-    let added = ops::add(&sb, path, enable.then_some(project.as_path()))?;
+    let added = manage::add(&sb, path, enable.then_some(project.as_path()))?;
     let st = &added.status;
     let tool = st
         .installed
         .tool
         .as_ref()
-        .map(|t| ops::function_name(&st.name, &t.name))
+        .map(|t| function_name(&st.name, &t.name))
         .unwrap_or_default();
     println!(
         "{name} {version} installed (manifest: {origin})\n  sha256     {sha}\n  wit        {wit}\n  tool       {tool}\n  imports    {imports}\n  requests   {req}\n  granted    {granted}",
@@ -263,11 +264,11 @@ fn add(path: &std::path::Path, enable: bool) -> Result<(), String> {
     Ok(())
 }
 
-fn grant(g: GrantArgs) -> Result<(), String> {
+fn grant(g: GrantArgs) -> anyhow::Result<()> {
     let caps = if g.all {
         None
     } else if g.files.is_none() && g.network.is_empty() && g.env.is_empty() {
-        return Err("say what to grant: --all, or --files, --network and --env".into());
+        anyhow::bail!("say what to grant: --all, or --files, --network and --env");
     } else {
         Some(Capabilities {
             files: match &g.files {
@@ -278,14 +279,14 @@ fn grant(g: GrantArgs) -> Result<(), String> {
             env: g.env,
         })
     };
-    let st = ops::grant(&g.name, caps, Some(&project()))?;
+    let st = manage::grant(&g.name, caps, Some(&project()))?;
     print_status("granted", &st);
     Ok(())
 }
 
 fn audit_check(as_json: bool) -> ExitCode {
     let project = project();
-    match ops::check(&project) {
+    match manage::check(&project) {
         Ok(diffs) => {
             if as_json {
                 println!(
@@ -340,7 +341,7 @@ fn audit(as_json: bool) -> anyhow::Result<()> {
         .map(|c| component_json(c, limits, &exe))
         .collect();
     let project = project();
-    let third = ops::statuses(Some(&project)).map_err(|e| anyhow::anyhow!(e))?;
+    let third = manage::statuses(Some(&project))?;
     if as_json {
         let doc = json!({
             "bb7_version": crate::VERSION,
@@ -392,7 +393,7 @@ fn audit(as_json: bool) -> anyhow::Result<()> {
             state = st.state(),
             src = i.source,
             wit = i.wit,
-            tool = i.tool.as_ref().map(|t| ops::function_name(&st.name, &t.name)).unwrap_or_default(),
+            tool = i.tool.as_ref().map(|t| function_name(&st.name, &t.name)).unwrap_or_default(),
             sha = i.sha256,
             size = i.size,
             req = i.requested.summary(),
@@ -415,7 +416,7 @@ fn third_party_json(st: &Status) -> Value {
         "name": st.name,
         "version": i.version,
         "description": i.description,
-        "tool": i.tool.as_ref().map(|t| ops::function_name(&st.name, &t.name)),
+        "tool": i.tool.as_ref().map(|t| function_name(&st.name, &t.name)),
         "origin": {"kind": "third-party", "added_from": i.source, "added": i.added},
         "wit_version": i.wit,
         "sha256": i.sha256,
@@ -476,37 +477,19 @@ fn component_json(c: &ToolComponent, limits: &Limits, exe: &str) -> Value {
     })
 }
 
-/// The directory a call with `caps` gets from `--dir`: a read-only view of it for `project-read`
-/// (under the user's deny list), the directory itself for `output-write` — which must then be
-/// empty, so the component sees nothing of what is there — and none for `none`.
-fn files_dir(
-    caps: &Capabilities,
-    dir: &std::path::Path,
-) -> anyhow::Result<(Option<Grant>, Option<ProjectView>)> {
-    let grant = |p: &std::path::Path, access| {
-        Grant::new(p, access).map_err(|e| anyhow::anyhow!("cannot grant {}: {e}", p.display()))
-    };
-    match caps.files {
-        Files::None => Ok((None, None)),
-        Files::OutputWrite => {
-            let empty = std::fs::read_dir(dir)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?
-                .next()
-                .is_none();
-            if !empty {
-                anyhow::bail!(
-                    "an output-write component gets an empty directory: --dir {} must be empty (the files it writes are left there)",
-                    dir.display()
-                );
-            }
-            Ok((Some(grant(dir, Access::ReadWrite)?), None))
-        }
-        Files::ProjectRead => {
-            let settings = crate::config::load().config().agent.tool_settings();
-            let view = ProjectView::build(dir, &settings).map_err(|e| anyhow::anyhow!(e))?;
-            Ok((Some(grant(view.path(), Access::ReadOnly)?), Some(view)))
-        }
-    }
+/// The directory a call of a component granted `files` gets from `--dir` (the mapping agent mode
+/// uses, [`load::call_dir`]): a read-only view of it for `project-read` (under the user's deny
+/// list), the directory itself for `output-write` — which must then be empty, so the component sees
+/// nothing of what is there — and none for `none`.
+fn files_dir(files: Files, dir: &std::path::Path, views: &ViewSlot) -> anyhow::Result<CallDir> {
+    let settings = || crate::config::load().config().agent.tool_settings();
+    Ok(load::call_dir(
+        files,
+        dir,
+        settings,
+        views,
+        OutputTo::Dir(dir),
+    )?)
 }
 
 fn call(a: CallArgs) -> ExitCode {
@@ -542,17 +525,15 @@ fn prepare_and_call(a: CallArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .or_else(crate::paths::audit_log)
         .map(AuditLog::new);
-    let sb = sandbox(audit)?;
-    let project_view;
-    // What the component may ask for its files; an output-write call is metered as it writes, as
-    // in agent mode.
-    let mut files = Files::None;
+    // One call per run, on a tool host of its own (the sandbox and the loaded component).
+    let host = crate::toolhost::ToolHost::with_audit(audit);
+    let sb = host.sandbox()?;
+    // A project-read call's view of --dir, kept until the call ends.
+    let views = ViewSlot::default();
+    // What an output-write call may write: metered as it writes, as in agent mode.
+    let mut output = None;
     let (tool, caps): (Arc<ToolComponent>, CallCaps) = match &a.component {
-        Some(path) => match manifest::locate_optional(path, |p| {
-            crate::sandbox::registry::read_component(p).map_err(|e| format!("{e:#}"))
-        })
-        .map_err(|e| anyhow::anyhow!(e))?
-        {
+        Some(path) => match manifest::locate_optional(path)? {
             // With a manifest: exactly what it requests, linked as it allows (author testing).
             (wasm, bytes, Some((m, _))) => {
                 let sha = hex::encode(Sha256::digest(&bytes));
@@ -566,14 +547,12 @@ fn prepare_and_call(a: CallArgs) -> anyhow::Result<ExitCode> {
                     &wasm,
                     &bytes,
                     &sha,
-                    ops::policy(m.requested.files),
+                    load::policy(m.requested.files),
                     linking,
                 )?;
-                files = m.requested.files;
-                let (dir, view) = files_dir(&m.requested, &a.dir)?;
-                project_view = view;
-                let _ = &project_view;
-                (Arc::new(tool), ops::call_caps(&m.requested, dir))
+                let dir = files_dir(m.requested.files, &a.dir, &views)?;
+                output = dir.limit;
+                (Arc::new(tool), load::call_caps(&m.requested, dir.grant))
             }
             // Without one: every WASI interface is linked, but nothing is granted beyond --dir
             // (sockets are denied at run time).
@@ -596,7 +575,7 @@ fn prepare_and_call(a: CallArgs) -> anyhow::Result<ExitCode> {
         }
         // An installed component, under its grant.
         None => {
-            let statuses = ops::statuses(Some(&project())).map_err(|e| anyhow::anyhow!(e))?;
+            let statuses = manage::statuses(Some(&project()))?;
             let Some(st) = statuses.iter().find(|s| s.name == a.tool) else {
                 anyhow::bail!(
                     "unknown tool: {} (built-in tools: {}; installed components: {})",
@@ -621,21 +600,15 @@ fn prepare_and_call(a: CallArgs) -> anyhow::Result<ExitCode> {
                     st.name
                 );
             };
-            // One call per run: nothing to keep loaded (the lead ports this to a `ToolHost`).
-            let tool =
-                ops::load_granted(&sb, st, &Default::default()).map_err(|e| anyhow::anyhow!(e))?;
-            files = granted.files;
-            let (dir, view) = files_dir(&granted, &a.dir)?;
-            project_view = view;
-            let _ = &project_view;
-            (tool, ops::call_caps(&granted, dir))
+            let tool = host.load_granted(st)?;
+            let dir = files_dir(granted.files, &a.dir, &views)?;
+            output = dir.limit;
+            (tool, load::call_caps(&granted, dir.grant))
         }
     };
     if let Some(grant) = &caps.dir {
         sb.check_grant(grant)?;
     }
-    let output =
-        matches!(files, Files::OutputWrite).then_some(crate::agent::third_party::OUTPUT_LIMIT);
     let (result, _record) = sb.call_metered(&tool, &caps, output, &settings, &arguments);
     match result {
         Ok(json) => {

@@ -6,13 +6,33 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::error::ComponentError;
 use super::manifest::{Capabilities, Manifest, ManifestLimits};
+use crate::sandbox::limits::Limits;
 use crate::store::{self, StateDir};
 
 /// The state file, in the global state directory.
 const STATE_FILE: &str = "tools.json";
+/// The lock every change to the state file holds, in the global state directory.
+const STATE_LOCK: &str = "tools.json.lock";
 /// Where component binaries are kept, by sha256, in the global state directory.
 const COMPONENTS_DIR: &str = "components";
+
+/// What a component says of its tool (from `describe`, taken once at `add`): what the model sees.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDescription {
+    /// The function name the component gives (the model sees `<component>__<name>`).
+    pub name: String,
+    /// Its description.
+    pub description: String,
+    /// Its JSON Schema, as text.
+    pub parameters_schema: String,
+}
+
+/// The name the model calls a component's tool by.
+pub fn function_name(component: &str, tool: &str) -> String {
+    format!("{component}__{tool}")
+}
 
 /// One installed component: the binary its name points to and what its manifest says.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,15 +60,13 @@ pub struct Installed {
     pub added: String,
     /// The tool it described at `add` (what the model is offered).
     #[serde(default)]
-    pub tool: Option<super::ops::ToolDescription>,
+    pub tool: Option<ToolDescription>,
 }
 
 impl Installed {
     /// The limits its calls run under.
-    pub fn effective_limits(&self) -> crate::sandbox::Limits {
-        self.limits
-            .apply(crate::sandbox::Limits::default())
-            .unwrap_or_default()
+    pub fn effective_limits(&self) -> Limits {
+        self.limits.apply(Limits::default()).unwrap_or_default()
     }
 }
 
@@ -124,41 +142,46 @@ pub struct ComponentStore {
 
 impl ComponentStore {
     /// The store under the global state directory, created when missing.
-    pub fn open_default() -> Result<ComponentStore, String> {
-        let dir = crate::paths::state_dir()
-            .ok_or("no home directory: set HOME or BB7_HOME to install tool components")?;
+    pub fn open_default() -> Result<ComponentStore, ComponentError> {
+        let dir = crate::paths::state_dir().ok_or(ComponentError::NoHome)?;
         ComponentStore::open(&dir)
     }
 
     /// The store under `dir`.
-    pub fn open(dir: &Path) -> Result<ComponentStore, String> {
-        let home = StateDir::open(dir, true).map_err(|e| format!("{}: {e}", dir.display()))?;
+    pub fn open(dir: &Path) -> Result<ComponentStore, ComponentError> {
+        let home = StateDir::open(dir, true).map_err(|e| ComponentError::io(dir, e))?;
         Ok(ComponentStore { home })
     }
 
     /// Reads the state (empty when there is none yet).
-    pub fn load(&self) -> Result<ToolsState, String> {
+    pub fn load(&self) -> Result<ToolsState, ComponentError> {
         match store::read_regular(self.home.dir(), STATE_FILE) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                format!(
-                    "{} is damaged ({e}); fix or remove it",
-                    self.home.path().join(STATE_FILE).display()
-                )
-            }),
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes).map_err(|err| ComponentError::StateDamaged {
+                    path: self.home.path().join(STATE_FILE),
+                    err,
+                })
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ToolsState::default()),
-            Err(e) => Err(format!(
-                "{}: {e}",
-                self.home.path().join(STATE_FILE).display()
-            )),
+            Err(e) => Err(ComponentError::io(self.home.path().join(STATE_FILE), e)),
         }
     }
 
+    /// Holds the state for one change (load, change, save, lockfile) until dropped: a lock on
+    /// `tools.json.lock` beside the state file, which every bb7 process takes — the CLI, each
+    /// editor's host, `bb7 mcp` — so no two changes interleave and none is lost. Blocks while
+    /// another process holds it; released when dropped or when the process ends.
+    pub fn lock(&self) -> Result<store::lock::FileLock, ComponentError> {
+        store::lock::exclusive(self.home.dir(), STATE_LOCK)
+            .map_err(|e| ComponentError::io(self.home.path().join(STATE_LOCK), e))
+    }
+
     /// Writes the state atomically.
-    pub fn save(&self, state: &ToolsState) -> Result<(), String> {
-        let mut bytes = serde_json::to_vec_pretty(state).map_err(|e| e.to_string())?;
+    pub fn save(&self, state: &ToolsState) -> Result<(), ComponentError> {
+        let mut bytes = serde_json::to_vec_pretty(state).map_err(ComponentError::Serialize)?;
         bytes.push(b'\n');
         store::write_atomic(self.home.dir(), STATE_FILE, &bytes)
-            .map_err(|e| format!("{}: {e}", self.home.path().join(STATE_FILE).display()))
+            .map_err(|e| ComponentError::io(self.home.path().join(STATE_FILE), e))
     }
 
     /// The path of the stored binary with `sha256`.
@@ -170,10 +193,9 @@ impl ComponentStore {
     }
 
     /// Stores `bytes` (whose hash is `sha256`) as `components/<sha256>.wasm`, read-only.
-    pub fn put_binary(&self, sha256: &str, bytes: &[u8]) -> Result<(), String> {
+    pub fn put_binary(&self, sha256: &str, bytes: &[u8]) -> Result<(), ComponentError> {
         let rel = format!("{COMPONENTS_DIR}/{sha256}.wasm");
-        store::write_atomic(self.home.dir(), &rel, bytes)
-            .map_err(|e| format!("storing the component: {e}"))?;
+        store::write_atomic(self.home.dir(), &rel, bytes).map_err(ComponentError::StoreBinary)?;
         use std::os::unix::fs::PermissionsExt;
         let _ = self.home.dir().set_permissions(
             &rel,
@@ -241,30 +263,25 @@ impl ToolsState {
     }
 
     /// The installed component `name`, or an error naming the installed ones.
-    pub fn component(&self, name: &str) -> Result<&Installed, String> {
-        self.components.get(name).ok_or_else(|| {
-            let names: Vec<&str> = self.components.keys().map(String::as_str).collect();
-            if names.is_empty() {
-                format!("no tool component named {name:?} is installed (none is; add one with `bb7 tools add`)")
-            } else {
-                format!(
-                    "no tool component named {name:?} is installed (installed: {})",
-                    names.join(", ")
-                )
-            }
-        })
+    pub fn component(&self, name: &str) -> Result<&Installed, ComponentError> {
+        self.components
+            .get(name)
+            .ok_or_else(|| ComponentError::NotInstalled {
+                name: name.to_string(),
+                installed: self.components.keys().cloned().collect(),
+            })
     }
 
     /// Grants `caps` to `name`'s installed binary; refuses anything beyond its request.
-    pub fn grant(&mut self, name: &str, caps: Capabilities) -> Result<&Installed, String> {
+    pub fn grant(&mut self, name: &str, caps: Capabilities) -> Result<&Installed, ComponentError> {
         let installed = self.component(name)?.clone();
         let excess = caps.excess(&installed.requested);
         if !excess.is_empty() {
-            return Err(format!(
-                "{name} did not request {}; a grant can only give what the component asks for ({})",
-                excess.join(", "),
-                installed.requested.summary()
-            ));
+            return Err(ComponentError::BeyondRequest {
+                name: name.to_string(),
+                excess,
+                requested: installed.requested.summary(),
+            });
         }
         self.grants.insert(
             name.to_string(),
@@ -278,16 +295,16 @@ impl ToolsState {
     }
 
     /// Withdraws `name`'s grant. Errors when it has none.
-    pub fn revoke(&mut self, name: &str) -> Result<(), String> {
+    pub fn revoke(&mut self, name: &str) -> Result<(), ComponentError> {
         self.component(name)?;
         self.grants
             .remove(name)
             .map(|_| ())
-            .ok_or_else(|| format!("{name} has no grant to revoke"))
+            .ok_or_else(|| ComponentError::NoGrant(name.to_string()))
     }
 
     /// Uninstalls `name`: its grant and every project's enabling go with it.
-    pub fn remove(&mut self, name: &str) -> Result<(), String> {
+    pub fn remove(&mut self, name: &str) -> Result<(), ComponentError> {
         self.component(name)?;
         self.components.remove(name);
         self.grants.remove(name);
@@ -298,7 +315,12 @@ impl ToolsState {
     }
 
     /// Enables or disables `name` for `project`.
-    pub fn set_enabled(&mut self, project: &Path, name: &str, enabled: bool) -> Result<(), String> {
+    pub fn set_enabled(
+        &mut self,
+        project: &Path,
+        name: &str,
+        enabled: bool,
+    ) -> Result<(), ComponentError> {
         self.component(name)?;
         let p = self.projects.entry(Self::project_key(project)).or_default();
         p.enabled.retain(|n| n != name);

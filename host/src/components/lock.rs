@@ -2,10 +2,12 @@
 //! would be offered there, with its exact binary, imports, grants and limits — and the comparison
 //! `bb7 tools audit --check` makes between it and what would be offered now.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::error::ComponentError;
+pub use super::error::LockError;
 use super::installed::Status;
 use super::manifest::Capabilities;
 use crate::store::{self, StateDir};
@@ -87,8 +89,8 @@ impl Lock {
     }
 
     /// The TOML text, with a header saying what the file is.
-    pub fn to_text(&self) -> Result<String, String> {
-        let body = toml::to_string_pretty(self).map_err(|e| e.to_string())?;
+    pub fn to_text(&self) -> Result<String, ComponentError> {
+        let body = toml::to_string_pretty(self).map_err(ComponentError::LockText)?;
         Ok(format!(
             "# The tool components approved for this project, as `bb7 tools grant`, `revoke`, `remove`,\n# `enable` and `disable` left them. Commit it; `bb7 tools audit --check` fails when what would\n# be offered to the model differs.\n{body}"
         ))
@@ -182,39 +184,6 @@ impl Lock {
     }
 }
 
-/// Why `.bb7/tools.lock` cannot be read. The lockfile is input (a repository ships it), so no
-/// message quotes its content: a link to `~/.git-credentials` or a secret pasted into it must never
-/// reach a CI log. Errors name the file and, for a parse error, the line and column only.
-#[derive(Debug, thiserror::Error)]
-pub enum LockError {
-    /// `.bb7` or `.bb7/tools.lock` is a symbolic link (never followed).
-    #[error(
-        "{0} is a symbolic link; bb7 does not follow it (replace it with the file `bb7 tools enable` writes)"
-    )]
-    Link(PathBuf),
-    /// It exists but cannot be read (not a regular file, too large, an I/O error).
-    #[error("{0}: {1}")]
-    Read(PathBuf, std::io::Error),
-    /// It is not UTF-8.
-    #[error("{0} is not UTF-8 text (its content is not shown)")]
-    NotUtf8(PathBuf),
-    /// It is not a lockfile: invalid TOML, an unknown key or a value of the wrong type.
-    #[error(
-        "{path}: not a valid bb7 lockfile (at line {line}, column {column}; its content is not shown)"
-    )]
-    Parse {
-        /// The lockfile.
-        path: PathBuf,
-        /// 1-based line of the problem.
-        line: usize,
-        /// 1-based column (in characters).
-        column: usize,
-    },
-    /// Its `format` is not one this bb7 reads.
-    #[error("{0}: its format is not one this bb7 reads (format {FORMAT})")]
-    Format(PathBuf),
-}
-
 /// The 1-based line and column of byte `offset` in `text`.
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let mut at = offset.min(text.len());
@@ -238,7 +207,10 @@ fn parse_at(path: &Path, text: &str) -> Result<Lock, LockError> {
         }
     })?;
     if lock.format != FORMAT {
-        return Err(LockError::Format(path.to_path_buf()));
+        return Err(LockError::Format {
+            path: path.to_path_buf(),
+            expected: FORMAT,
+        });
     }
     Ok(lock)
 }
@@ -275,20 +247,17 @@ pub fn read(project: &Path) -> Result<Option<Lock>, LockError> {
 
 /// Writes `<project>/.bb7/tools.lock` (atomically) for `statuses`, when the project has a `.bb7/`
 /// (or `create`). Returns whether it wrote.
-pub fn write(project: &Path, statuses: &[Status], create: bool) -> Result<bool, String> {
+pub fn write(project: &Path, statuses: &[Status], create: bool) -> Result<bool, ComponentError> {
     let state = project.join(".bb7");
     let existed = match std::fs::symlink_metadata(&state) {
         Ok(m) if m.file_type().is_symlink() => {
-            return Err(format!(
-                "{} is a symbolic link; the lockfile is not written through it",
-                state.display()
-            ));
+            return Err(ComponentError::LockLink(state));
         }
         Ok(m) if m.is_dir() => true,
         _ if !create => return Ok(false),
         _ => false,
     };
-    let dir = StateDir::open(&state, create).map_err(|e| format!("{}: {e}", state.display()))?;
+    let dir = StateDir::open(&state, create).map_err(|e| ComponentError::io(&state, e))?;
     // A `.bb7/` made here gets the default `.gitignore` (chats private, the lockfile committable);
     // an older default that ignored the lockfile is brought up to date.
     if let Err(e) = store::project::ensure_state_gitignore(dir.dir(), !existed) {
@@ -296,6 +265,6 @@ pub fn write(project: &Path, statuses: &[Status], create: bool) -> Result<bool, 
     }
     let text = Lock::current(statuses).to_text()?;
     store::write_atomic(dir.dir(), LOCK_FILE, text.as_bytes())
-        .map_err(|e| format!("{}: {e}", state.join(LOCK_FILE).display()))?;
+        .map_err(|e| ComponentError::io(state.join(LOCK_FILE), e))?;
     Ok(true)
 }

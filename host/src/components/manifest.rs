@@ -1,13 +1,15 @@
 //! The manifest a third-party component ships (`bb7-tool.toml` beside the `.wasm`, or the same TOML
 //! in a custom section named `bb7-manifest`): who it is and the capabilities it requests.
 
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::sandbox::Limits;
+use super::error::{ComponentError, FieldError};
 use crate::sandbox::api::WitVersion;
+use crate::sandbox::grant::check_host_port;
+use crate::sandbox::limits::Limits;
+use crate::sandbox::registry::read_component;
 
 /// The manifest file name looked for beside a component.
 pub const MANIFEST_FILE: &str = "bb7-tool.toml";
@@ -40,14 +42,12 @@ impl Files {
     }
 
     /// Parses a manifest or command-line value.
-    pub fn parse(s: &str) -> Result<Files, String> {
+    pub fn parse(s: &str) -> Result<Files, FieldError> {
         match s {
             "none" => Ok(Files::None),
             "project-read" => Ok(Files::ProjectRead),
             "output-write" => Ok(Files::OutputWrite),
-            other => Err(format!(
-                "files must be \"none\", \"project-read\" or \"output-write\", not {other:?}"
-            )),
+            other => Err(FieldError::Files(other.to_string())),
         }
     }
 }
@@ -110,7 +110,7 @@ impl Capabilities {
     }
 
     /// Checks every entry and sorts the lists (duplicates removed).
-    pub fn validated(mut self) -> Result<Capabilities, String> {
+    pub fn validated(mut self) -> Result<Capabilities, FieldError> {
         for n in &self.network {
             check_host_port(n)?;
         }
@@ -139,29 +139,35 @@ pub struct ManifestLimits {
 
 impl ManifestLimits {
     /// `base` tightened by these limits; a value looser than `base` (or zero) is an error.
-    pub fn apply(&self, base: Limits) -> Result<Limits, String> {
+    pub fn apply(&self, base: Limits) -> Result<Limits, FieldError> {
         let mut l = base;
         if let Some(m) = self.memory_mib {
             let bytes = m.saturating_mul(1 << 20);
             if m == 0 || bytes > base.memory_bytes {
-                return Err(format!(
-                    "limits.memory_mib must be between 1 and {}",
-                    base.memory_bytes >> 20
-                ));
+                return Err(FieldError::Limit {
+                    field: "memory_mib",
+                    max: base.memory_bytes >> 20,
+                });
             }
             l.memory_bytes = bytes;
         }
         if let Some(ms) = self.wall_time_ms {
             let max = base.wall_time.as_millis() as u64;
             if ms == 0 || ms > max {
-                return Err(format!("limits.wall_time_ms must be between 1 and {max}"));
+                return Err(FieldError::Limit {
+                    field: "wall_time_ms",
+                    max,
+                });
             }
             l.wall_time = std::time::Duration::from_millis(ms);
         }
         if let Some(k) = self.result_kib {
             let max = (base.result_bytes >> 10) as u64;
             if k == 0 || k > max {
-                return Err(format!("limits.result_kib must be between 1 and {max}"));
+                return Err(FieldError::Limit {
+                    field: "result_kib",
+                    max,
+                });
             }
             l.result_bytes = (k << 10) as usize;
         }
@@ -207,7 +213,7 @@ struct RawManifest {
 
 impl Manifest {
     /// Parses and validates manifest text; `origin` names where it came from in errors.
-    pub fn parse(text: &str, origin: &str) -> Result<Manifest, String> {
+    pub fn parse(text: &str, origin: &str) -> Result<Manifest, ComponentError> {
         // toml's own message quotes the offending line: a "manifest" that is a link to a secret
         // (`~/.git-credentials`) would print it. Only the line, the column and toml's one-line
         // reason are shown.
@@ -223,42 +229,46 @@ impl Manifest {
                 .next()
                 .map_or(0, |l| l.chars().count())
                 + 1;
-            format!(
-                "{origin}: line {line}, column {column}: {}",
-                e.message()
+            ComponentError::ManifestSyntax {
+                origin: origin.to_string(),
+                line,
+                column,
+                reason: e
+                    .message()
                     .lines()
                     .next()
                     .unwrap_or("not valid TOML")
                     .trim()
-            )
+                    .to_string(),
+            }
         })?;
-        let bad = |why: String| format!("{origin}: {why}");
+        let bad = |err: FieldError| ComponentError::Manifest {
+            origin: origin.to_string(),
+            err,
+        };
         check_name(&raw.name).map_err(bad)?;
         if raw.version.trim().is_empty() || raw.version.len() > 64 {
-            return Err(bad(
-                "version must be non-empty text of at most 64 bytes".into()
-            ));
+            return Err(bad(FieldError::Version));
         }
         if !WitVersion::SUPPORTED.iter().any(|v| v.as_str() == raw.wit) {
-            return Err(bad(format!(
-                "wit = {:?} is not a contract version this bb7 serves (it serves {})",
-                raw.wit,
-                WitVersion::SUPPORTED
+            return Err(bad(FieldError::Wit {
+                wit: raw.wit,
+                supported: WitVersion::SUPPORTED
                     .iter()
                     .map(|v| v.as_str())
                     .collect::<Vec<_>>()
-                    .join(", ")
-            )));
+                    .join(", "),
+            }));
         }
         if raw.description.len() > 1024 {
-            return Err(bad("description must be at most 1024 bytes".into()));
+            return Err(bad(FieldError::DescriptionLength));
         }
         for (field, text) in [("version", &raw.version), ("description", &raw.description)] {
             if let Some(c) = text.chars().find(|c| c.is_control() || invisible(*c)) {
-                return Err(bad(format!(
-                    "{field} must not contain control, bidirectional or invisible characters (found U+{:04X})",
-                    c as u32
-                )));
+                return Err(bad(FieldError::Invisible {
+                    field,
+                    code: c as u32,
+                }));
             }
         }
         let files = match raw.files.as_deref() {
@@ -316,18 +326,8 @@ pub fn invisible(c: char) -> bool {
     )
 }
 
-/// Whether a host label reads as a number to the resolver (`inet_aton` takes each part in decimal,
-/// octal with a leading 0, or hex with 0x): all digits, or `0x` and hex digits.
-fn numeric_label(l: &str) -> bool {
-    let hex = l
-        .strip_prefix("0x")
-        .or_else(|| l.strip_prefix("0X"))
-        .map(|h| h.chars().all(|c| c.is_ascii_hexdigit()));
-    hex.unwrap_or_else(|| !l.is_empty() && l.chars().all(|c| c.is_ascii_digit()))
-}
-
 /// Checks a component name.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), FieldError> {
     let ok = !name.is_empty()
         && name.len() <= MAX_NAME
         && name.starts_with(|c: char| c.is_ascii_lowercase())
@@ -339,66 +339,15 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "name {name:?} must be 1 to {MAX_NAME} characters of a-z, 0-9 and _, start with a letter, and contain no \"__\" nor end with \"_\""
-        ))
+        Err(FieldError::Name {
+            name: name.to_string(),
+            max: MAX_NAME,
+        })
     }
-}
-
-/// Checks a `host:port` network entry: a DNS name or an IP address (IPv6 in brackets), and a port
-/// from 1 to 65535.
-pub fn check_host_port(entry: &str) -> Result<(), String> {
-    let bad = |why: &str| Err(format!("network entry {entry:?}: {why}"));
-    let Some((host, port)) = entry.rsplit_once(':') else {
-        return bad("must be host:port");
-    };
-    match port.parse::<u16>() {
-        Ok(p) if p > 0 && port == p.to_string() => {}
-        _ => return bad("the port must be a number from 1 to 65535"),
-    }
-    if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        return match v6.parse::<std::net::Ipv6Addr>() {
-            Ok(_) => Ok(()),
-            Err(_) => bad("not an IPv6 address in brackets"),
-        };
-    }
-    if host.contains(':') {
-        return bad("an IPv6 address must be in brackets, e.g. [::1]:8080");
-    }
-    if host.parse::<IpAddr>().is_ok() {
-        return Ok(());
-    }
-    // Numeric forms the resolver would still take as addresses (`127.1`, `2130706433`, `0x7f.1`,
-    // `0x7f.0x1`, `017700000001`: any label in decimal, octal or hex) are neither a strict IP
-    // address nor a name. A name's last label (its top-level domain) is never numeric.
-    if host.rsplit('.').next().is_none_or(numeric_label) || host.split('.').all(numeric_label) {
-        return bad(
-            "the host must be a dotted IPv4 address, a bracketed IPv6 address or a DNS name",
-        );
-    }
-    let label_ok = |l: &str| {
-        !l.is_empty()
-            && l.len() <= 63
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-    };
-    if host.is_empty() || host.len() > 253 || !host.split('.').all(label_ok) || host.contains('*') {
-        return bad("the host must be a DNS name or an IP address (no wildcards)");
-    }
-    Ok(())
-}
-
-/// Whether a `host:port` entry names its host by IP address (no name lookup needed).
-pub fn is_ip_entry(entry: &str) -> bool {
-    entry
-        .rsplit_once(':')
-        .map(|(h, _)| h.starts_with('[') || h.parse::<IpAddr>().is_ok())
-        .unwrap_or(false)
 }
 
 /// Checks an environment variable name.
-pub fn check_env_name(name: &str) -> Result<(), String> {
+pub fn check_env_name(name: &str) -> Result<(), FieldError> {
     let ok = !name.is_empty()
         && name.len() <= 128
         && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
@@ -406,9 +355,7 @@ pub fn check_env_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "env entry {name:?} must be a variable name (letters, digits and _)"
-        ))
+        Err(FieldError::Env(name.to_string()))
     }
 }
 
@@ -425,11 +372,8 @@ pub struct Located {
 /// Finds the component and its manifest for `bb7 tools add <path>`: a `.wasm` file (its manifest
 /// beside it or in its custom section), or a directory holding `bb7-tool.toml` and exactly one
 /// `.wasm`. When both a file and a section exist they must agree.
-pub fn locate(
-    path: &Path,
-    bytes_of: impl Fn(&Path) -> Result<Vec<u8>, String>,
-) -> Result<(Located, Vec<u8>), String> {
-    match locate_optional(path, bytes_of)? {
+pub fn locate(path: &Path) -> Result<(Located, Vec<u8>), ComponentError> {
+    match locate_optional(path)? {
         (wasm, bytes, Some((manifest, manifest_origin))) => Ok((
             Located {
                 wasm,
@@ -438,10 +382,11 @@ pub fn locate(
             },
             bytes,
         )),
-        (wasm, _, None) => Err(format!(
-            "{} has no manifest: put {MANIFEST_FILE} beside it, or embed it in a custom section named {MANIFEST_SECTION}",
-            wasm.display()
-        )),
+        (wasm, _, None) => Err(ComponentError::NoManifest {
+            wasm,
+            file: MANIFEST_FILE,
+            section: MANIFEST_SECTION,
+        }),
     }
 }
 
@@ -449,39 +394,38 @@ pub fn locate(
 #[allow(clippy::type_complexity)]
 pub fn locate_optional(
     path: &Path,
-    bytes_of: impl Fn(&Path) -> Result<Vec<u8>, String>,
-) -> Result<(PathBuf, Vec<u8>, Option<(Manifest, String)>), String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+) -> Result<(PathBuf, Vec<u8>, Option<(Manifest, String)>), ComponentError> {
+    let io = |e| ComponentError::io(path, e);
+    let meta = std::fs::metadata(path).map_err(io)?;
     let wasm = if meta.is_dir() {
         let mut found = Vec::new();
-        for e in std::fs::read_dir(path).map_err(|e| format!("{}: {e}", path.display()))? {
-            let e = e.map_err(|e| format!("{}: {e}", path.display()))?;
+        for e in std::fs::read_dir(path).map_err(io)? {
+            let e = e.map_err(io)?;
             if e.path().extension().is_some_and(|x| x == "wasm") {
                 found.push(e.path());
             }
         }
         match found.len() {
             1 => found.remove(0),
-            0 => return Err(format!("{} holds no .wasm file", path.display())),
-            n => {
-                return Err(format!(
-                    "{} holds {n} .wasm files; name the one to add",
-                    path.display()
-                ));
+            0 => return Err(ComponentError::NoWasm(path.to_path_buf())),
+            count => {
+                return Err(ComponentError::ManyWasm {
+                    path: path.to_path_buf(),
+                    count,
+                });
             }
         }
     } else {
         path.to_path_buf()
     };
-    let bytes = bytes_of(&wasm)?;
+    let bytes = read_component(&wasm).map_err(ComponentError::Read)?;
     let beside = wasm.parent().map(|d| d.join(MANIFEST_FILE));
     let file_manifest = match &beside {
         Some(p) if p.is_file() => {
             // A regular file of bounded size, read without blocking (never a FIFO or a device).
-            let bytes =
-                crate::store::read_regular_path(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let bytes = crate::store::read_regular_path(p).map_err(|e| ComponentError::io(p, e))?;
             let text =
-                String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8", p.display()))?;
+                String::from_utf8(bytes).map_err(|_| ComponentError::ManifestNotUtf8(p.clone()))?;
             Some((
                 Manifest::parse(&text, &p.display().to_string())?,
                 p.display().to_string(),
@@ -491,17 +435,19 @@ pub fn locate_optional(
     };
     let section = custom_section(&bytes)?
         .map(|text| {
-            let text = String::from_utf8(text)
-                .map_err(|_| format!("the {MANIFEST_SECTION} custom section is not UTF-8"))?;
+            let text = String::from_utf8(text).map_err(|_| ComponentError::SectionNotUtf8 {
+                section: MANIFEST_SECTION,
+            })?;
             Manifest::parse(&text, &format!("the {MANIFEST_SECTION} custom section"))
         })
         .transpose()?;
     let found = match (file_manifest, section) {
         (Some((f, origin)), Some(s)) => {
             if f != s {
-                return Err(format!(
-                    "{origin} and the component's {MANIFEST_SECTION} custom section disagree; make them the same (or remove one)"
-                ));
+                return Err(ComponentError::ManifestsDisagree {
+                    origin,
+                    section: MANIFEST_SECTION,
+                });
             }
             Some((f, origin))
         }
@@ -514,17 +460,16 @@ pub fn locate_optional(
 
 /// The `bb7-manifest` custom section of a component, at any nesting level (a Rust `link_section`
 /// lands in the core module the component wraps). More than one is an error.
-pub fn custom_section(bytes: &[u8]) -> Result<Option<Vec<u8>>, String> {
+pub fn custom_section(bytes: &[u8]) -> Result<Option<Vec<u8>>, ComponentError> {
     let mut found: Option<Vec<u8>> = None;
     for payload in wasmparser::Parser::new(0).parse_all(bytes) {
-        let payload =
-            payload.map_err(|e| format!("the component is not valid WebAssembly: {e}"))?;
+        let payload = payload.map_err(ComponentError::NotWasm)?;
         if let wasmparser::Payload::CustomSection(c) = payload {
             if c.name() == MANIFEST_SECTION {
                 if found.is_some() {
-                    return Err(format!(
-                        "the component holds more than one {MANIFEST_SECTION} custom section"
-                    ));
+                    return Err(ComponentError::ManySections {
+                        section: MANIFEST_SECTION,
+                    });
                 }
                 found = Some(c.data().to_vec());
             }
@@ -621,7 +566,7 @@ memory_mib = 64
             ),
         ];
         for (text, want) in cases {
-            let e = Manifest::parse(&text, "t").unwrap_err();
+            let e = Manifest::parse(&text, "t").unwrap_err().to_string();
             assert!(e.contains(want), "{want:?} not in {e:?}");
             assert!(!e.contains("SECRET"), "{e:?}");
         }

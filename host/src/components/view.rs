@@ -8,10 +8,14 @@
 //! `.bb7/tmp` symlink pointed.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use bb7_tool_logic::paths::Root;
 use bb7_tool_logic::settings::Settings;
 use cap_std::fs::{Dir, MetadataExt as _};
+
+use super::error::ComponentError;
+use crate::sandbox::grant::{Access, Grant};
 
 /// The most files a view holds; a larger project is refused (the component would get a partial
 /// project without knowing it).
@@ -29,29 +33,30 @@ pub struct ProjectView {
 impl ProjectView {
     /// Builds the view of `project` under the retrieval `settings` (deny list) in a new private
     /// (0700) directory under the system temporary directory.
-    pub fn build(project: &Path, settings: &[(String, String)]) -> Result<ProjectView, String> {
+    pub fn build(
+        project: &Path,
+        settings: &[(String, String)],
+    ) -> Result<ProjectView, ComponentError> {
         let pairs: Vec<(&str, &str)> = settings
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         let settings = Settings::from_pairs(pairs.iter().copied())
-            .map_err(|e| format!("the project view's settings: {}", e.message))?;
+            .map_err(|e| ComponentError::ViewSettings(e.message))?;
         let root = Root::at(project).with_settings(&settings);
         let listed = bb7_tool_logic::retrieval::list::list(&root, None, None, MAX_VIEW_FILES)
-            .map_err(|e| format!("listing the project for the view: {}", e.message))?;
+            .map_err(|e| ComponentError::ViewList(e.message))?;
         if listed.truncated {
-            return Err(format!(
-                "the project has more than {MAX_VIEW_FILES} readable files; a project-read tool cannot be given all of it"
-            ));
+            return Err(ComponentError::ViewTooManyFiles(MAX_VIEW_FILES));
         }
         let dir = tempfile::Builder::new()
             .prefix("bb7-view-")
             .tempdir()
-            .map_err(|e| format!("creating the project view: {e}"))?;
+            .map_err(ComponentError::ViewCreate)?;
         let src = Dir::open_ambient_dir(project, cap_std::ambient_authority())
-            .map_err(|e| format!("{}: {e}", project.display()))?;
+            .map_err(|e| ComponentError::io(project, e))?;
         let dst = Dir::open_ambient_dir(dir.path(), cap_std::ambient_authority())
-            .map_err(|e| format!("{}: {e}", dir.path().display()))?;
+            .map_err(|e| ComponentError::io(dir.path(), e))?;
         // bb7's own state and compiled-code cache are never in a view, even in a project that
         // contains them.
         let protected: Vec<PathBuf> = [
@@ -64,7 +69,7 @@ impl ProjectView {
         .collect();
         let canonical_root = project
             .canonicalize()
-            .map_err(|e| format!("{}: {e}", project.display()))?;
+            .map_err(|e| ComponentError::io(project, e))?;
         let mut files = 0;
         let mut total = 0u64;
         for rel in &listed.files {
@@ -85,21 +90,16 @@ impl ProjectView {
             }
             total += meta.len();
             if total > MAX_VIEW_BYTES {
-                return Err(format!(
-                    "the project's readable files hold more than {} MiB; a project-read tool cannot be given all of it",
-                    MAX_VIEW_BYTES >> 20
-                ));
+                return Err(ComponentError::ViewTooLarge(MAX_VIEW_BYTES >> 20));
             }
             // Read without following a link swapped in since the check.
             let Ok(bytes) = crate::store::read_regular_nofollow(&parent_dir, name) else {
                 continue;
             };
             if let Some((d, _)) = rel.rsplit_once('/') {
-                dst.create_dir_all(d)
-                    .map_err(|e| format!("creating the project view: {e}"))?;
+                dst.create_dir_all(d).map_err(ComponentError::ViewCreate)?;
             }
-            dst.write(rel, &bytes)
-                .map_err(|e| format!("creating the project view: {e}"))?;
+            dst.write(rel, &bytes).map_err(ComponentError::ViewCreate)?;
             files += 1;
         }
         Ok(ProjectView { dir, files })
@@ -108,6 +108,29 @@ impl ProjectView {
     /// The view's directory.
     pub fn path(&self) -> &Path {
         self.dir.path()
+    }
+}
+
+/// A project view built on first use and shared by the calls that follow (one reply's, or one
+/// CLI call's); removed when dropped.
+#[derive(Default)]
+pub struct ViewSlot {
+    view: Mutex<Option<ProjectView>>,
+}
+
+impl ViewSlot {
+    /// The read-only grant of the view of `project` under `settings`, built on the first call.
+    pub fn grant(
+        &self,
+        project: &Path,
+        settings: impl FnOnce() -> Vec<(String, String)>,
+    ) -> Result<Grant, ComponentError> {
+        let mut slot = self.view.lock().unwrap_or_else(|e| e.into_inner());
+        let view = match &mut *slot {
+            Some(v) => v,
+            empty => empty.insert(ProjectView::build(project, &settings())?),
+        };
+        Grant::new(view.path(), Access::ReadOnly).map_err(ComponentError::ViewGrant)
     }
 }
 

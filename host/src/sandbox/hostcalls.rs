@@ -7,7 +7,7 @@
 //!   deadline; past it the call traps as a time-limit failure, its store is dropped on its worker
 //!   and everything it held (descriptors, memory, its instance slot) is released at once — the
 //!   call is never left blocked for the watchdog to abandon.
-//! - **Output is metered as it is written.** A call given an [`OutputBudget`] may write at most
+//! - **Output is metered as it is written.** A call given an [`OutputBudget`](super::limits::OutputBudget) may write at most
 //!   its bytes and create at most its entries (files, directories, links): every way a WASI 0.2
 //!   guest can put data or entries on disk goes through one of the functions shadowed here
 //!   (`descriptor.write`, the streams of `write-via-stream`/`append-via-stream` — which also carry
@@ -21,7 +21,6 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use wasmtime::StoreContextMut;
@@ -39,71 +38,11 @@ use wasmtime_wasi::p2::{
     StreamResult,
 };
 
+use super::limits::OutputBudget;
 use super::state::CallState;
 
 /// The WASI 0.2 version the linker's interfaces are defined at (older 0.2.x imports resolve to it).
 const WASI: &str = "0.2.12";
-
-/// What one call may write: bytes of file data and directory entries it may create.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OutputLimit {
-    /// Bytes of file data, all writes together (an overwrite counts again).
-    pub bytes: u64,
-    /// Files, directories and links created, together.
-    pub entries: u64,
-}
-
-/// The part of an [`OutputLimit`] a call has left; shared with the output streams it opened.
-#[derive(Debug)]
-pub struct OutputBudget {
-    limit: OutputLimit,
-    bytes_left: AtomicU64,
-    entries_left: AtomicU64,
-    exceeded: AtomicBool,
-}
-
-impl OutputBudget {
-    /// A full budget of `limit`.
-    pub fn new(limit: OutputLimit) -> Arc<OutputBudget> {
-        Arc::new(OutputBudget {
-            limit,
-            bytes_left: AtomicU64::new(limit.bytes),
-            entries_left: AtomicU64::new(limit.entries),
-            exceeded: AtomicBool::new(false),
-        })
-    }
-
-    /// The limit the budget started from.
-    pub fn limit(&self) -> OutputLimit {
-        self.limit
-    }
-
-    /// Whether the call tried to write past the budget.
-    pub fn exceeded(&self) -> bool {
-        self.exceeded.load(Ordering::SeqCst)
-    }
-
-    fn take(&self, left: &AtomicU64, n: u64, what: &str) -> wasmtime::Result<()> {
-        let ok = left
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |l| l.checked_sub(n))
-            .is_ok();
-        if ok {
-            return Ok(());
-        }
-        self.exceeded.store(true, Ordering::SeqCst);
-        Err(wasmtime::Error::msg(format!(
-            "the tool tried to write past its output limit ({what})"
-        )))
-    }
-
-    fn bytes(&self, n: u64) -> wasmtime::Result<()> {
-        self.take(&self.bytes_left, n, "bytes")
-    }
-
-    fn entry(&self) -> wasmtime::Result<()> {
-        self.take(&self.entries_left, 1, "entries")
-    }
-}
 
 /// Replaces the waiting and writing host calls of `linker` (which already holds wasmtime-wasi's
 /// WASI 0.2 interfaces) by the bounded and metered versions of this module.
@@ -395,29 +334,5 @@ impl OutputStream for Metered {
 
     async fn cancel(&mut self) {
         self.inner.cancel().await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_budget_refuses_what_would_pass_it_and_remembers() {
-        let b = OutputBudget::new(OutputLimit {
-            bytes: 10,
-            entries: 2,
-        });
-        assert!(b.bytes(6).is_ok());
-        assert!(b.bytes(5).is_err(), "6 + 5 passes 10");
-        assert!(b.exceeded());
-        assert!(b.bytes(4).is_ok(), "a refused write charged nothing");
-        assert!(b.entry().is_ok() && b.entry().is_ok());
-        let e = b.entry().err().expect("a third entry passes the limit");
-        assert!(
-            e.to_string()
-                .contains("tried to write past its output limit (entries)"),
-            "{e}"
-        );
     }
 }

@@ -5,7 +5,9 @@
 //! - [`cache`]: compiled components on disk, keyed by engine and component sha256.
 //! - [`registry`]: the built-in components (embedded in the binary) and third-party component files.
 //! - [`api`]: the WIT versions the host speaks, behind one version-neutral surface.
-//! - [`grant`] and [`limits`]: what one call may touch and use.
+//! - [`grant`] and [`limits`]: what one call may touch and use (a grant's `host:port` entries are
+//!   checked in [`grant`]; an output-write call's meter is [`limits::OutputBudget`]).
+//! - [`error`]: why a call failed ([`CallError`]) or a network entry is refused.
 //! - [`runner`]: one call: fresh store, exact preopens, limits, audit record.
 //! - [`outdir`]: an `output-write` call's directory: the bounded walk and the flat removal.
 //! - [`hostcalls`]: the host calls shadowed so that waits end at the deadline and output is metered.
@@ -15,6 +17,7 @@ pub mod api;
 pub mod audit;
 pub mod cache;
 pub mod engine;
+pub mod error;
 pub mod grant;
 pub mod hostcalls;
 pub mod limits;
@@ -26,11 +29,11 @@ pub mod state;
 pub mod watchdog;
 
 pub use audit::{AuditLog, CallRecord};
+pub use error::CallError;
 pub use grant::{Access, Grant};
-pub use hostcalls::OutputLimit;
-pub use limits::Limits;
+pub use limits::{Limits, OutputLimit};
 pub use registry::{Registry, ToolComponent};
-pub use runner::{CallError, Sandbox};
+pub use runner::Sandbox;
 
 /// The sandbox the host uses (the CLI and the reply loop): default limits, the compiled-component
 /// cache in its usual place, and bb7's global state dir protected from every read-write grant.

@@ -13,6 +13,7 @@ use wasmtime::component::{Component, Linker};
 use super::api::{ToolPre, WitVersion};
 use super::cache::{CacheOutcome, ComponentCache};
 use super::grant::Access;
+use super::limits::Limits;
 use super::state::CallState;
 
 /// A built-in component as embedded by `build.rs`.
@@ -84,7 +85,7 @@ pub struct ToolComponent {
     /// Whether it was compiled now or loaded from the cache.
     pub cache: CacheOutcome,
     /// Tighter limits its calls run under (a third-party manifest's); `None`: the sandbox's.
-    pub limits: Option<super::Limits>,
+    pub limits: Option<Limits>,
     /// For a third-party component, its installed name (the audit records it).
     pub third_party: Option<String>,
     /// How long compiling (or loading from the cache) took, in milliseconds.
@@ -110,9 +111,9 @@ pub struct Registry {
     /// WASI without `wasi:sockets`: every component without a network grant.
     linker: Linker<CallState>,
     /// All of WASI p2, for components granted network access; built on first use.
-    linker_net: OnceLock<Result<Linker<CallState>, String>>,
+    linker_net: OnceLock<Result<Linker<CallState>, Arc<anyhow::Error>>>,
     cache: ComponentCache,
-    builtins: Vec<OnceLock<Result<Arc<ToolComponent>, String>>>,
+    builtins: Vec<OnceLock<Result<Arc<ToolComponent>, Arc<anyhow::Error>>>>,
     /// Whether this engine can run the built-ins' precompiled code (else they are compiled, once,
     /// through the cache).
     precompiled_usable: bool,
@@ -165,11 +166,11 @@ impl Registry {
                 Linking::default(),
             )
             .map(Arc::new)
-            .map_err(|e| format!("{e:#}"))
+            .map_err(Arc::new)
         });
         loaded
             .clone()
-            .map_err(|e| anyhow::anyhow!("built-in tool {name}: {e}"))
+            .map_err(|e| anyhow::anyhow!("built-in tool {name}: {e:#}"))
     }
 
     /// Every built-in tool, loaded.
@@ -235,11 +236,9 @@ impl Registry {
             return Ok(&self.linker);
         }
         self.linker_net
-            .get_or_init(|| {
-                super::linking::linker(&self.engine, true).map_err(|e| format!("{e:#}"))
-            })
+            .get_or_init(|| super::linking::linker(&self.engine, true).map_err(Arc::new))
             .as_ref()
-            .map_err(|e| anyhow::anyhow!("{e}"))
+            .map_err(|e| anyhow::anyhow!("{e:#}"))
     }
 
     /// Compiles (or loads from the cache) within `limit`.
@@ -343,7 +342,7 @@ pub struct Linking {
     /// Link `wasi:sockets` (only for a network grant).
     pub network: bool,
     /// Tighter limits for its calls.
-    pub limits: Option<super::Limits>,
+    pub limits: Option<Limits>,
     /// An installed third-party component (recorded by name in every call's audit record).
     pub third_party: bool,
 }

@@ -1,5 +1,6 @@
 //! Per-chat PID locks: `<chat dir>/lock` holds the PID of the process using the chat. A lock whose
-//! process is gone (or whose content is garbage) is stale and removed.
+//! process is gone (or whose content is garbage) is stale and removed. And [`exclusive`]: a file
+//! lock waited for, that serialises changes to a shared state file between processes.
 
 use std::io;
 
@@ -110,6 +111,40 @@ pub fn release(chats: &Dir, chat: &str) {
 /// Removes the lock whoever holds it.
 pub fn force_remove(chats: &Dir, chat: &str) -> io::Result<()> {
     super::remove_file_if_exists(chats, format!("{chat}/lock"))
+}
+
+/// An exclusive lock on a file, held until dropped (or until the process ends: the kernel releases
+/// it then, so a crash never leaves it held). Unlike a chat's PID lock it is waited for, not
+/// refused: it serialises short changes to a shared state file between processes.
+#[derive(Debug)]
+pub struct FileLock {
+    _file: std::fs::File,
+}
+
+/// Takes the exclusive lock on `name` directly inside `dir` (created when missing, never through a
+/// symbolic link; it must be a regular file), waiting while another process holds it.
+pub fn exclusive(dir: &Dir, name: &str) -> io::Result<FileLock> {
+    use rustix::fs::{FlockOperation, Mode, OFlags};
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )?;
+    let file = std::fs::File::from(fd);
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    loop {
+        match rustix::fs::flock(&file, FlockOperation::LockExclusive) {
+            Ok(()) => return Ok(FileLock { _file: file }),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// Whether process `pid` exists.

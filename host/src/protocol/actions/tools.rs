@@ -6,9 +6,10 @@
 use serde_json::{Value, json};
 
 use super::Handled;
-use crate::components::installed::Status;
+use crate::components::error::ComponentError;
+use crate::components::installed::{Status, function_name};
+use crate::components::manage;
 use crate::components::manifest::{Capabilities, Files};
-use crate::components::ops;
 use crate::protocol::reply;
 use crate::protocol::request::Request;
 use crate::sandbox::registry::{BUILTIN_COMPONENTS, builtin_policy};
@@ -22,7 +23,7 @@ pub fn set_enabled(s: &Workspace, req: &Request) -> Handled {
     let name = component_name(s, req.nonempty("name")?)?;
     let enabled = req.bool("enabled")?;
     let project = s.project_or("enabling a tool is per project; open one first")?;
-    ops::set_enabled(&name, project.root(), enabled)?;
+    manage::set_enabled(&name, project.root(), enabled).map_err(text)?;
     tools_reply(s)
 }
 
@@ -35,13 +36,18 @@ pub fn grant(s: &Workspace, req: &Request) -> Handled {
         None
     } else {
         Some(Capabilities {
-            files: files.map(Files::parse).transpose()?.unwrap_or_default(),
+            files: files
+                .map(Files::parse)
+                .transpose()
+                .map_err(|e| e.to_string())?
+                .unwrap_or_default(),
             network: network.unwrap_or_default(),
             env: env.unwrap_or_default(),
         })
     };
     if let Some(shown) = req.opt_str("sha256")? {
-        let installed = ops::statuses(project(s))?
+        let installed = manage::statuses(project(s))
+            .map_err(text)?
             .into_iter()
             .find(|st| st.name == name)
             .map(|st| st.installed.sha256)
@@ -52,14 +58,19 @@ pub fn grant(s: &Workspace, req: &Request) -> Handled {
             ));
         }
     }
-    ops::grant(&name, caps, project(s))?;
+    manage::grant(&name, caps, project(s)).map_err(text)?;
     tools_reply(s)
 }
 
 pub fn revoke(s: &Workspace, req: &Request) -> Handled {
     let name = component_name(s, req.nonempty("name")?)?;
-    ops::revoke(&name, project(s))?;
+    manage::revoke(&name, project(s)).map_err(text)?;
     tools_reply(s)
+}
+
+/// A component error as the client is told it.
+fn text(e: ComponentError) -> String {
+    e.to_string()
 }
 
 fn project(s: &Workspace) -> Option<&std::path::Path> {
@@ -90,7 +101,7 @@ fn component_name(s: &Workspace, name: &str) -> Result<String, String> {
             "{name} is a built-in tool: it is always available and its sandbox is fixed"
         ));
     }
-    let statuses = ops::statuses(project(s))?;
+    let statuses = manage::statuses(project(s)).map_err(text)?;
     statuses
         .iter()
         .find(|st| st.name == name || function(st).as_deref() == Some(name))
@@ -102,7 +113,7 @@ fn function(st: &Status) -> Option<String> {
     st.installed
         .tool
         .as_ref()
-        .map(|t| ops::function_name(&st.name, &t.name))
+        .map(|t| function_name(&st.name, &t.name))
 }
 
 fn tools_reply(s: &Workspace) -> Handled {
@@ -128,8 +139,8 @@ fn tools_reply(s: &Workspace) -> Handled {
             })
         })
         .collect();
-    let approved = ops::grant_shas()?;
-    for st in ops::statuses(project(s))? {
+    let approved = manage::grant_shas().map_err(text)?;
+    for st in manage::statuses(project(s)).map_err(text)? {
         let i = &st.installed;
         let l = i.effective_limits();
         tools.push(json!({

@@ -1,36 +1,21 @@
-//! What `bb7 tools add | grant | revoke | remove | enable | disable` and the protocol's `tool_*`
-//! actions do, in one place: each changes the user's state, and every verb but `add` rewrites the
-//! project's lockfile.
+//! Managing the user's components: what `bb7 tools add | grant | revoke | remove | enable |
+//! disable` and the protocol's `tool_*` actions do, in one place. Each changes the user's state
+//! under the state file's lock (held across processes), and every verb but `add` rewrites the
+//! project's lockfile. Running a component is [`super::load`]'s job.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::installed::{ComponentStore, Status, ToolsState};
+use super::error::{ComponentError, Refusal};
+use super::installed::{ComponentStore, Status, ToolDescription, ToolsState, function_name};
+use super::load::policy;
 use super::lock;
-use super::manifest::{self, Capabilities, Files};
-use crate::sandbox::grant::CallCaps;
-use crate::sandbox::registry::{GrantPolicy, Linking};
-use crate::sandbox::{Access, Grant, Sandbox, ToolComponent};
-
-/// What a component says of its tool (from `describe`, taken once at `add`): what the model sees.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolDescription {
-    /// The function name the component gives (the model sees `<component>__<name>`).
-    pub name: String,
-    /// Its description.
-    pub description: String,
-    /// Its JSON Schema, as text.
-    pub parameters_schema: String,
-}
-
-/// The name the model calls a component's tool by.
-pub fn function_name(component: &str, tool: &str) -> String {
-    format!("{component}__{tool}")
-}
+use super::manifest::{self, Capabilities};
+use crate::sandbox::api::ToolInfo;
+use crate::sandbox::registry::Linking;
+use crate::sandbox::runner::Sandbox;
 
 /// The longest name the model may call a tool by (OpenAI-compatible function names).
 const MAX_FUNCTION_NAME: usize = 64;
@@ -74,10 +59,16 @@ pub fn cli_project(cwd: &Path) -> PathBuf {
 /// refused here, naming the import — and asked to describe itself. Nothing is granted; with
 /// `enable_in`, it is also enabled for that project (offered once granted). The lockfile is not
 /// written.
-pub fn add(sandbox: &Sandbox, path: &Path, enable_in: Option<&Path>) -> Result<Added, String> {
-    let (found, bytes) = manifest::locate(path, |p| {
-        crate::sandbox::registry::read_component(p).map_err(|e| format!("{e:#}"))
-    })?;
+pub fn add(
+    sandbox: &Sandbox,
+    path: &Path,
+    enable_in: Option<&Path>,
+) -> Result<Added, ComponentError> {
+    let (found, bytes) = manifest::locate(path)?;
+    let refused = |why: Refusal| ComponentError::Refused {
+        path: found.wasm.clone(),
+        why,
+    };
     let m = &found.manifest;
     let sha = hex::encode(Sha256::digest(&bytes));
     let linking = Linking {
@@ -95,64 +86,52 @@ pub fn add(sandbox: &Sandbox, path: &Path, enable_in: Option<&Path>) -> Result<A
             policy(m.requested.files),
             linking,
         )
-        .map_err(|e| format!("{} is refused: {e:#}", found.wasm.display()))?;
+        .map_err(|e| refused(Refusal::Load(e)))?;
     if component.wit_version.as_str() != m.wit {
-        return Err(format!(
-            "{} is refused: its manifest says wit = {:?}, but the component exports {}",
-            found.wasm.display(),
-            m.wit,
-            component.wit_version.export_name()
-        ));
+        return Err(refused(Refusal::WitMismatch {
+            manifest: m.wit.clone(),
+            exports: component.wit_version.export_name(),
+        }));
     }
     let component = Arc::new(component);
     let info = sandbox
         .describe(&component, &[])
-        .map_err(|e| format!("{} is refused: describe failed: {e}", found.wasm.display()))?;
+        .map_err(|e| refused(Refusal::Describe(e)))?;
     if !valid_tool_name(&info.name) {
-        return Err(format!(
-            "{} is refused: its tool name {:?} must be lower snake case (a-z, 0-9, _; at most 64 characters; no \"__\")",
-            found.wasm.display(),
-            info.name
-        ));
+        return Err(refused(Refusal::ToolName(info.name)));
     }
     let function = function_name(&m.name, &info.name);
     if function.len() > MAX_FUNCTION_NAME {
-        return Err(format!(
-            "{} is refused: the model would call it {function:?}, longer than {MAX_FUNCTION_NAME} characters (shorten the component or tool name)",
-            found.wasm.display()
-        ));
+        return Err(refused(Refusal::FunctionName {
+            function,
+            max: MAX_FUNCTION_NAME,
+        }));
     }
     if info.description.len() > MAX_TOOL_DESCRIPTION
         || info.parameters_schema.len() > MAX_TOOL_SCHEMA
     {
-        return Err(format!(
-            "{} is refused: its tool description (at most {MAX_TOOL_DESCRIPTION} bytes) or parameters schema (at most {MAX_TOOL_SCHEMA} bytes) is too long; both go into every request",
-            found.wasm.display()
-        ));
+        return Err(refused(Refusal::TooLong {
+            description: MAX_TOOL_DESCRIPTION,
+            schema: MAX_TOOL_SCHEMA,
+        }));
     }
     if let Some(c) = info
         .description
         .chars()
         .find(|c| (c.is_control() && *c != '\n' && *c != '\t') || manifest::invisible(*c))
     {
-        return Err(format!(
-            "{} is refused: its tool description contains the control, bidirectional or invisible character U+{:04X}",
-            found.wasm.display(),
-            c as u32
-        ));
+        return Err(refused(Refusal::Invisible(c as u32)));
     }
     if serde_json::from_str::<serde_json::Value>(&info.parameters_schema)
         .map(|v| !v.is_object())
         .unwrap_or(true)
     {
-        return Err(format!(
-            "{} is refused: its parameters schema is not a JSON object",
-            found.wasm.display()
-        ));
+        return Err(refused(Refusal::Schema));
     }
     let store = ComponentStore::open_default()?;
+    // Under the lock: a `remove` elsewhere prunes binaries no installed component points to yet.
+    let _guard = store.lock()?;
     store.put_binary(&sha, &bytes)?;
-    let _guard = state_lock();
     let mut state = store.load()?;
     let replaced = state
         .components
@@ -177,7 +156,7 @@ pub fn add(sandbox: &Sandbox, path: &Path, enable_in: Option<&Path>) -> Result<A
         .statuses(enable_in)
         .into_iter()
         .find(|s| s.name == m.name)
-        .ok_or("the component vanished after install")?;
+        .ok_or(ComponentError::Vanished)?;
     Ok(Added {
         name: m.name.clone(),
         sha256: sha,
@@ -188,7 +167,7 @@ pub fn add(sandbox: &Sandbox, path: &Path, enable_in: Option<&Path>) -> Result<A
 }
 
 /// The tool a component described at `add`, kept in the state file beside the component.
-fn descriptions_put(state: &mut ToolsState, name: &str, info: &crate::sandbox::api::ToolInfo) {
+fn descriptions_put(state: &mut ToolsState, name: &str, info: &ToolInfo) {
     if let Some(c) = state.components.get_mut(name) {
         c.tool = Some(ToolDescription {
             name: info.name.clone(),
@@ -207,30 +186,12 @@ fn valid_tool_name(n: &str) -> bool {
         && !n.contains("__")
 }
 
-/// How a grant's directory is described and accessed.
-pub fn policy(files: Files) -> GrantPolicy {
-    match files {
-        Files::None => GrantPolicy {
-            directory: "none",
-            access: Access::ReadOnly,
-        },
-        Files::ProjectRead => GrantPolicy {
-            directory: "a read-only view of the project (no .git/, .bb7/, ignored or deny-listed files, no links)",
-            access: Access::ReadOnly,
-        },
-        Files::OutputWrite => GrantPolicy {
-            directory: "an empty directory whose files become the reply's proposed files",
-            access: Access::ReadWrite,
-        },
-    }
-}
-
 /// Grants `name` `caps` (`None`: everything it requests) and rewrites `project`'s lockfile.
 pub fn grant(
     name: &str,
     caps: Option<Capabilities>,
     project: Option<&Path>,
-) -> Result<Status, String> {
+) -> Result<Status, ComponentError> {
     change(project, |state| {
         let installed = state.component(name)?.clone();
         let caps = match caps {
@@ -243,9 +204,10 @@ pub fn grant(
                 .iter()
                 .find(|i| i.starts_with("wasi:sockets/"))
             {
-                return Err(format!(
-                    "{name} imports {i}: it cannot run without a network grant (grant --network, or --all)"
-                ));
+                return Err(ComponentError::NeedsNetwork {
+                    name: name.to_string(),
+                    import: i.clone(),
+                });
             }
         }
         state.grant(name, caps)?;
@@ -256,18 +218,18 @@ pub fn grant(
 }
 
 /// Withdraws `name`'s grant and rewrites `project`'s lockfile.
-pub fn revoke(name: &str, project: Option<&Path>) -> Result<Status, String> {
+pub fn revoke(name: &str, project: Option<&Path>) -> Result<Status, ComponentError> {
     change(project, |state| state.revoke(name))?;
     crate::audit::admin("revoke", name, project);
     status_of(name, project)
 }
 
 /// Uninstalls `name` and rewrites `project`'s lockfile.
-pub fn remove(name: &str, project: Option<&Path>) -> Result<(), String> {
+pub fn remove(name: &str, project: Option<&Path>) -> Result<(), ComponentError> {
     change(project, |state| state.remove(name))?;
     crate::audit::admin("remove", name, project);
     if let Ok(store) = ComponentStore::open_default() {
-        if let Ok(state) = store.load() {
+        if let (Ok(_guard), Ok(state)) = (store.lock(), store.load()) {
             store.prune(&state);
         }
     }
@@ -275,9 +237,9 @@ pub fn remove(name: &str, project: Option<&Path>) -> Result<(), String> {
 }
 
 /// Enables or disables `name` for `project` and rewrites its lockfile (creating `.bb7/`).
-pub fn set_enabled(name: &str, project: &Path, enabled: bool) -> Result<Status, String> {
-    let _guard = state_lock();
+pub fn set_enabled(name: &str, project: &Path, enabled: bool) -> Result<Status, ComponentError> {
     let store = ComponentStore::open_default()?;
+    let _guard = store.lock()?;
     let mut state = store.load()?;
     state.set_enabled(project, name, enabled)?;
     store.save(&state)?;
@@ -292,13 +254,13 @@ pub fn set_enabled(name: &str, project: &Path, enabled: bool) -> Result<Status, 
 }
 
 /// Every installed component as it stands for `project`.
-pub fn statuses(project: Option<&Path>) -> Result<Vec<Status>, String> {
+pub fn statuses(project: Option<&Path>) -> Result<Vec<Status>, ComponentError> {
     let store = ComponentStore::open_default()?;
     Ok(store.load()?.statuses(project))
 }
 
 /// The sha256 each component's grant was given for (whether or not it still holds), by name.
-pub fn grant_shas() -> Result<std::collections::BTreeMap<String, String>, String> {
+pub fn grant_shas() -> Result<std::collections::BTreeMap<String, String>, ComponentError> {
     let store = ComponentStore::open_default()?;
     Ok(store
         .load()?
@@ -308,21 +270,21 @@ pub fn grant_shas() -> Result<std::collections::BTreeMap<String, String>, String
         .collect())
 }
 
-fn status_of(name: &str, project: Option<&Path>) -> Result<Status, String> {
+fn status_of(name: &str, project: Option<&Path>) -> Result<Status, ComponentError> {
     statuses(project)?
         .into_iter()
         .find(|s| s.name == name)
-        .ok_or_else(|| format!("no tool component named {name:?} is installed"))
+        .ok_or_else(|| ComponentError::Gone(name.to_string()))
 }
 
-/// Loads, changes and saves the state, then rewrites `project`'s lockfile when it has `.bb7/` or
-/// anything is enabled there.
+/// Loads, changes and saves the state under its lock, then rewrites `project`'s lockfile when it
+/// has `.bb7/` or anything is enabled there.
 fn change(
     project: Option<&Path>,
-    f: impl FnOnce(&mut ToolsState) -> Result<(), String>,
-) -> Result<(), String> {
-    let _guard = state_lock();
+    f: impl FnOnce(&mut ToolsState) -> Result<(), ComponentError>,
+) -> Result<(), ComponentError> {
     let store = ComponentStore::open_default()?;
+    let _guard = store.lock()?;
     let mut state = store.load()?;
     f(&mut state)?;
     store.save(&state)?;
@@ -336,17 +298,11 @@ fn change(
     Ok(())
 }
 
-/// Serialises changes to the state file within this process.
-fn state_lock() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// `audit --check`: every difference between `project`'s lockfile and what would be offered now.
 /// A missing lockfile is a difference when anything would be offered.
-pub fn check(project: &Path) -> Result<Vec<String>, String> {
+pub fn check(project: &Path) -> Result<Vec<String>, ComponentError> {
     let now = lock::Lock::current(&statuses(Some(project))?);
-    match lock::read(project).map_err(|e| e.to_string())? {
+    match lock::read(project)? {
         Some(locked) => Ok(locked.differences(&now)),
         None if now.components.is_empty() => Ok(Vec::new()),
         None => {
@@ -362,74 +318,5 @@ pub fn check(project: &Path) -> Result<Vec<String>, String> {
             out.extend(empty.differences(&now));
             Ok(out)
         }
-    }
-}
-
-/// The component of an offered `status`, ready to run under its grant: the stored binary is read
-/// and must still hash to the approved sha256 (a replaced file is refused), and it is linked with
-/// exactly the interfaces the grant allows. Loaded components are kept in `loaded` (the
-/// [`crate::toolhost::ToolHost`]'s, which calls this).
-pub fn load_granted(
-    sandbox: &Sandbox,
-    status: &Status,
-    loaded: &Mutex<HashMap<String, Arc<ToolComponent>>>,
-) -> Result<Arc<ToolComponent>, String> {
-    let granted = status
-        .granted
-        .clone()
-        .ok_or_else(|| format!("{} is not granted", status.name))?;
-    let sha = &status.installed.sha256;
-    let limits = status.installed.effective_limits();
-    let network = !granted.network.is_empty();
-    let key = format!("{sha}/{network}/{limits:?}/{:?}", granted.files);
-    if let Some(c) = loaded.lock().ok().and_then(|m| m.get(&key).cloned()) {
-        if c.name == status.name {
-            return Ok(c);
-        }
-    }
-    let store = ComponentStore::open_default()?;
-    let path = store.wasm_path(sha);
-    let bytes = crate::sandbox::registry::read_component(&path).map_err(|e| format!("{e:#}"))?;
-    let actual = hex::encode(Sha256::digest(&bytes));
-    if &actual != sha {
-        return Err(format!(
-            "{} was changed on disk (sha256 {actual}, approved {sha}); it is not run — add and grant it again",
-            path.display()
-        ));
-    }
-    let linking = Linking {
-        network,
-        limits: Some(limits),
-        third_party: true,
-    };
-    let c = sandbox
-        .registry()
-        .load_third_party(
-            &status.name,
-            &path,
-            &bytes,
-            sha,
-            policy(granted.files),
-            linking,
-        )
-        .map_err(|e| format!("{}: {e:#}", status.name))?;
-    let c = Arc::new(c);
-    if let Ok(mut m) = loaded.lock() {
-        m.insert(key, Arc::clone(&c));
-    }
-    Ok(c)
-}
-
-/// What one call of a granted component receives: `dir` as its directory (when its grant has
-/// one), its network and its environment.
-pub fn call_caps(granted: &Capabilities, dir: Option<Grant>) -> CallCaps {
-    CallCaps {
-        dir: if granted.files == Files::None {
-            None
-        } else {
-            dir
-        },
-        network: granted.network.clone(),
-        env: granted.env.clone(),
     }
 }
