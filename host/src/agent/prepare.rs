@@ -85,8 +85,7 @@ impl ReplyJob {
         if mode == Mode::Agent && global {
             return Err(AgentError::GlobalAgent);
         }
-        let provider: Arc<dyn Provider> =
-            Arc::new(LlmClient::from_config(view.config)?);
+        let provider: Arc<dyn Provider> = Arc::new(LlmClient::from_config(view.config)?);
         let config = view.config.config().clone();
         let config_dir = crate::config::config_dir();
         let project_root = view.project.map(|p| p.root().to_path_buf());

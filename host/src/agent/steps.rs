@@ -325,7 +325,11 @@ async fn run_call(
 
 /// Runs an edit call (blocking). A refusal before the sandbox ran (read-only file, bad path) is an
 /// edit failure too: it gets a record-less marker so the reply still fails.
-fn edit_call(runner: &mut super::tools::ToolRunner, project: &Project, c: &ToolCall) -> CallOutcome {
+fn edit_call(
+    runner: &mut super::tools::ToolRunner,
+    project: &Project,
+    c: &ToolCall,
+) -> CallOutcome {
     match runner.run(c) {
         Ok(done) => CallOutcome {
             ok: true,
