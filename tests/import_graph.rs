@@ -55,7 +55,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, u32)] = &[
     ("cli", 95),
     ("protocol", 90),
-    ("workspace", 80),
+    ("workspace", 85),
     ("agent", 80),
     ("toolhost", 70),
     ("components", 60),
@@ -64,6 +64,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("chat", 40),
     ("instructions", 40),
     ("config", 30),
+    ("audit", 20),
     ("tokens", 30),
     ("store", 10),
     ("paths", 5),

@@ -1,6 +1,6 @@
 //! The types of one reply, shared by every part of the engine: what a reply needs ([`ReplyJob`],
 //! plus [`AgentJob`] in agent mode), how it ended ([`Ending`]), what it produced
-//! ([`ReplyOutcome`], [`AgentSummary`]), and why one could not be set up ([`AgentError`]).
+//! ([`ReplyOutcome`], [`AgentSummary`]), and why one could not be set up ([`AgentError`], in [`super::error`]).
 
 use std::sync::Arc;
 
@@ -8,6 +8,7 @@ use cap_std::fs::Dir;
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
+pub use super::error::AgentError;
 use super::request::RequestBuilder;
 use super::retrieval::Project;
 use super::third_party::ThirdParty;
@@ -21,33 +22,6 @@ pub const REATTEMPT_CHUNK: &str = "\n[Reattempting to apply file changes...]\n";
 
 /// The terminal error after a cancel, also stored as a system message (clients match it exactly).
 pub const ABORTED: &str = "Response aborted by user.";
-
-/// Why a reply could not be set up (before anything is sent to the model). The `Display` text is
-/// the message the client gets.
-#[derive(Debug, thiserror::Error)]
-pub enum AgentError {
-    /// Agent mode was asked for in a chat without a project.
-    #[error("{}", super::mode::GLOBAL_AGENT_ERROR)]
-    GlobalAgent,
-    /// The project's instructions file could not be read.
-    #[error("Project instructions error: {0}")]
-    Instructions(String),
-    /// A tool could not describe itself.
-    #[error("{0}")]
-    Describe(String),
-    /// The project could not be opened for the retrieval tools.
-    #[error("{0}")]
-    Project(String),
-    /// The chat directory could not be opened again for the reply.
-    #[error("Cannot open chat: {0}")]
-    ChatDir(std::io::Error),
-    /// The reply's staging directory could not be created.
-    #[error("Cannot create the staging directory: {0}")]
-    Staging(std::io::Error),
-    /// The model client could not be made (no API key, a bad base URL: its own message).
-    #[error(transparent)]
-    Llm(#[from] crate::llm::LlmError),
-}
 
 /// Everything one reply needs.
 pub struct ReplyJob {

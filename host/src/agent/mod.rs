@@ -19,6 +19,7 @@
 pub mod builtin;
 pub mod clarify;
 pub mod emit;
+pub mod error;
 pub mod events;
 pub mod gate;
 pub mod job;

@@ -15,7 +15,7 @@ use cap_std::fs::{Dir, MetadataExt as _};
 use serde_json::{Value, json};
 
 use super::builtin::BuiltinTool;
-use super::job::AgentError;
+use super::error::AgentError;
 use super::tools::ToolRunner;
 use crate::llm::tool_calls::ToolCall;
 use crate::sandbox::{Access, CallRecord, Grant};

@@ -10,7 +10,7 @@ use cap_std::fs::Dir;
 use serde_json::{Value, json};
 
 use super::builtin::BuiltinTool;
-use super::job::AgentError;
+use super::error::AgentError;
 use super::staging::StagingDir;
 use crate::chat::model::ContextFile;
 use crate::chat::paths::{self, ClientPath};

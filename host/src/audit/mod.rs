@@ -199,32 +199,3 @@ pub fn process_actor() -> Actor {
 pub fn set_process_actor(actor: Actor) {
     let _ = PROCESS_ACTOR.set(actor);
 }
-
-/// Records a change to the installed components (`add`, `grant`, `revoke`, `remove`, `enable`,
-/// `disable`) of `component`, made by the user: what the component now is (`component_sha256`), what
-/// it holds (`grants`, null when nothing), whether it is enabled for `project`, and the sha256 of
-/// `project`'s lockfile afterwards (`lock_sha256`). Called once the change is saved.
-pub fn admin(verb: &str, component: &str, project: Option<&Path>) {
-    let mut e = Entry::new(verb, &Actor::User, project).set("component", component);
-    if let Ok(statuses) = crate::components::manage::statuses(project) {
-        if let Some(s) = statuses.iter().find(|s| s.name == component) {
-            e = e
-                .set("component_sha256", s.installed.sha256.clone())
-                .set(
-                    "grants",
-                    s.granted
-                        .as_ref()
-                        .and_then(|g| serde_json::to_value(g).ok())
-                        .unwrap_or(Value::Null),
-                )
-                .set("enabled", s.enabled);
-        }
-    }
-    if let Some(p) = project {
-        let lock = p.join(".bb7").join(crate::components::lock::LOCK_FILE);
-        if let Ok(bytes) = crate::store::read_regular_path(&lock) {
-            e = e.set("lock_sha256", sha256_hex(&bytes));
-        }
-    }
-    record(e);
-}

@@ -151,7 +151,7 @@ pub fn add(
     }
     store.save(&state)?;
     store.prune(&state);
-    crate::audit::admin("add", &m.name, enable_in);
+    audit_change("add", &m.name, enable_in);
     let status = state
         .statuses(enable_in)
         .into_iter()
@@ -213,21 +213,21 @@ pub fn grant(
         state.grant(name, caps)?;
         Ok(())
     })?;
-    crate::audit::admin("grant", name, project);
+    audit_change("grant", name, project);
     status_of(name, project)
 }
 
 /// Withdraws `name`'s grant and rewrites `project`'s lockfile.
 pub fn revoke(name: &str, project: Option<&Path>) -> Result<Status, ComponentError> {
     change(project, |state| state.revoke(name))?;
-    crate::audit::admin("revoke", name, project);
+    audit_change("revoke", name, project);
     status_of(name, project)
 }
 
 /// Uninstalls `name` and rewrites `project`'s lockfile.
 pub fn remove(name: &str, project: Option<&Path>) -> Result<(), ComponentError> {
     change(project, |state| state.remove(name))?;
-    crate::audit::admin("remove", name, project);
+    audit_change("remove", name, project);
     if let Ok(store) = ComponentStore::open_default() {
         if let (Ok(_guard), Ok(state)) = (store.lock(), store.load()) {
             store.prune(&state);
@@ -245,7 +245,7 @@ pub fn set_enabled(name: &str, project: &Path, enabled: bool) -> Result<Status, 
     store.save(&state)?;
     lock::write(project, &state.statuses(Some(project)), true)?;
     drop(_guard);
-    crate::audit::admin(
+    audit_change(
         if enabled { "enable" } else { "disable" },
         name,
         Some(project),
@@ -319,4 +319,35 @@ pub fn check(project: &Path) -> Result<Vec<String>, ComponentError> {
             Ok(out)
         }
     }
+}
+
+/// Records a change to the installed components (`add`, `grant`, `revoke`, `remove`, `enable`,
+/// `disable`) of `component` in the audit chain, made by the user: what the component now is
+/// (`component_sha256`), what it holds (`grants`, null when nothing), whether it is enabled for
+/// `project`, and the sha256 of `project`'s lockfile afterwards (`lock_sha256`). Called once the
+/// change is saved.
+fn audit_change(verb: &str, component: &str, project: Option<&Path>) {
+    use crate::audit::{Actor, Entry};
+    let mut e = Entry::new(verb, &Actor::User, project).set("component", component);
+    if let Ok(statuses) = statuses(project) {
+        if let Some(s) = statuses.iter().find(|s| s.name == component) {
+            e = e
+                .set("component_sha256", s.installed.sha256.clone())
+                .set(
+                    "grants",
+                    s.granted
+                        .as_ref()
+                        .and_then(|g| serde_json::to_value(g).ok())
+                        .unwrap_or(serde_json::Value::Null),
+                )
+                .set("enabled", s.enabled);
+        }
+    }
+    if let Some(p) = project {
+        let lock = p.join(".bb7").join(lock::LOCK_FILE);
+        if let Ok(bytes) = crate::store::read_regular_path(&lock) {
+            e = e.set("lock_sha256", crate::audit::sha256_hex(&bytes));
+        }
+    }
+    crate::audit::record(e);
 }
