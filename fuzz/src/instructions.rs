@@ -71,6 +71,7 @@ pub fn run(data: &[u8]) {
             }
         }
         Err(e) => {
+            let e = e.to_string();
             for line in e.lines() {
                 assert!(
                     line.starts_with(".bb7/instructions line "),

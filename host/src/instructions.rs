@@ -924,7 +924,8 @@ mod tests {
         std::fs::remove_file(f.outside.join("evil/instructions")).unwrap();
         let e = prepare("project", Some(&f.config), Some(&pd))
             .err()
-            .expect("a replaced .bb7 is refused");
+            .expect("a replaced .bb7 is refused")
+            .to_string();
         assert!(
             e.starts_with(&format!("Cannot open {PROJECT_INSTRUCTIONS_PATH}: "))
                 && e.ends_with("was replaced since the project was opened; run init again"),
@@ -1047,7 +1048,10 @@ mod tests {
             "Invalid level: user (must be project, global or system)"
         );
         assert_eq!(
-            prepare("project", Some(&f.config), None).err().as_deref(),
+            prepare("project", Some(&f.config), None)
+                .err()
+                .map(|e| e.to_string())
+                .as_deref(),
             Some("No project: project instructions are not available in global-only mode")
         );
         assert!(
@@ -1055,7 +1059,10 @@ mod tests {
             "a project needs a .bb7 directory"
         );
         assert_eq!(
-            prepare("global", None, Some(&f.pd())).err().as_deref(),
+            prepare("global", None, Some(&f.pd()))
+                .err()
+                .map(|e| e.to_string())
+                .as_deref(),
             Some("Cannot locate ~/.config/bb7: HOME is not set")
         );
     }

@@ -195,7 +195,10 @@ mod tests {
             assert!(classify(bad, Some(root)).is_err(), "{bad:?}");
         }
         assert_eq!(
-            classify("src/a.rs", None).err().as_deref(),
+            classify("src/a.rs", None)
+                .err()
+                .map(|e| e.to_string())
+                .as_deref(),
             Some("Invalid path: src/a.rs (global chats take absolute paths)")
         );
         assert!(classify("/x/a.rs", None).unwrap().is_external());
