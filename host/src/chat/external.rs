@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 use crate::store::{StateDir, read_regular, write_atomic};
 
 const FILE: &str = "external-files.json";
+/// Held while the record is read, changed and written.
+const LOCK_FILE: &str = "external-files.json.lock";
 
 /// The scope of a chat: `"global"` for global chats, else the project root.
 pub fn scope(global_chat: bool, project_root: Option<&std::path::Path>) -> String {
@@ -69,6 +71,10 @@ impl ExternalRecord {
                 "no home directory for the record of external files",
             ));
         };
+        // Read, change and write under the record's lock: several host processes of one user
+        // (the inline edit's, a second chat's while a reply streams) may add at once.
+        let state = StateDir::open(dir, true)?;
+        let _lock = crate::store::lock::exclusive(state.dir(), LOCK_FILE)?;
         let mut rec = self.load();
         let set = rec.scopes.entry(scope.to_string()).or_default();
         let before = set.len();
@@ -76,7 +82,6 @@ impl ExternalRecord {
         if set.len() == before {
             return Ok(());
         }
-        let state = StateDir::open(dir, true)?;
         let bytes = serde_json::to_vec_pretty(&rec).map_err(io::Error::other)?;
         write_atomic(state.dir(), FILE, &bytes)
     }
@@ -85,6 +90,34 @@ impl ExternalRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Several writers at once (two host processes of one user: the inline edit's, a second chat's)
+    /// lose no entry: each read-modify-write runs under the record's lock.
+    #[test]
+    fn concurrent_adds_lose_nothing() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().to_path_buf();
+        let threads: Vec<_> = (0..8)
+            .map(|i| {
+                let dir = dir.clone();
+                std::thread::spawn(move || {
+                    let r = ExternalRecord { dir: Some(dir) };
+                    for j in 0..25 {
+                        r.add("global", [format!("/f/{i}/{j}").as_str()]).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let r = ExternalRecord { dir: Some(dir) };
+        let missing: Vec<String> = (0..8)
+            .flat_map(|i| (0..25).map(move |j| format!("/f/{i}/{j}")))
+            .filter(|p| !r.allows("global", p))
+            .collect();
+        assert!(missing.is_empty(), "lost entries: {missing:?}");
+    }
 
     #[test]
     fn scopes_are_separate() {
