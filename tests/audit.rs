@@ -653,7 +653,13 @@ fn a_connection_outside_the_network_grant_is_recorded_as_a_refusal() {
         .into_iter()
         .filter(|r| r["kind"] == "refusal")
         .collect();
-    assert!(!refusals.is_empty(), "no refusal recorded");
+    // The component tries several addresses outside its grant; one record per call says so (a
+    // component looping on connects must not flood the chain).
+    assert_eq!(
+        refusals.len(),
+        1,
+        "one socket refusal per call: {refusals:?}"
+    );
     let r = &refusals[0];
     assert_eq!(r["refused"], "socket", "{r}");
     assert_eq!(r["actor"], "user", "{r}");

@@ -32,14 +32,25 @@ pub fn load_or_make(dir: &Dir, path: &Path) -> Result<SigningKey, AuditError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let seed: [u8; 32] = rand::random();
             let key = SigningKey::from_bytes(&seed);
+            // Written whole to a temporary file (0600) and renamed into place, so a crash or a full
+            // disk never leaves a partial key that every later start would refuse.
+            // (A leftover temporary file is removed first: it is made anew, 0600, never reused.)
+            let tmp = format!("{KEY_FILE}.tmp");
+            match dir.remove_file(&tmp) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(AuditError::io("cannot create the audit key", &key_path, e));
+                }
+                _ => {}
+            }
             let mut opts = OpenOptions::new();
             opts.write(true).create_new(true).mode(0o600);
             let mut f = dir
-                .open_with(KEY_FILE, &opts)
+                .open_with(&tmp, &opts)
                 .map_err(|e| AuditError::io("cannot create the audit key", &key_path, e))?
                 .into_std();
             f.write_all(format!("{}\n", hex::encode(seed)).as_bytes())
                 .and_then(|()| f.sync_all())
+                .and_then(|()| dir.rename(&tmp, dir, KEY_FILE))
                 .map_err(|e| AuditError::io("cannot write the audit key", &key_path, e))?;
             write_public(dir, path, &key)?;
             crate::store::sync_dir(dir);
@@ -98,4 +109,29 @@ pub fn verify(public: &VerifyingKey, message: &[u8], signature_hex: &str) -> boo
     public
         .verify(message, &Signature::from_bytes(&bytes))
         .is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cap_std::ambient_authority;
+
+    /// The key is written whole and renamed into place: a temporary file left by a crash (or a
+    /// full disk) is replaced, never taken for the key, and the key is 0600.
+    #[test]
+    fn a_leftover_partial_key_never_becomes_the_key() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join(format!("{KEY_FILE}.tmp")), b"12").unwrap();
+        let dir = Dir::open_ambient_dir(t.path(), ambient_authority()).unwrap();
+        let key = load_or_make(&dir, t.path()).expect("a key is made");
+        assert!(!t.path().join(format!("{KEY_FILE}.tmp")).exists());
+        let again = load_or_make(&dir, t.path()).expect("the key is read back");
+        assert_eq!(key.to_bytes(), again.to_bytes());
+        let mode = std::fs::metadata(t.path().join(KEY_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
 }

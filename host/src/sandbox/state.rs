@@ -146,6 +146,9 @@ pub fn wasi_ctx(caps: &CallCaps) -> Result<WasiCtx, CallError> {
     if !caps.network.is_empty() {
         let allowed = resolve_network(&caps.network);
         let lookup = caps.network.iter().any(|e| !is_ip_entry(e));
+        // One refusal record per call: a component looping on connects outside its grant must not
+        // flood the audit chain (the first one says what it tried).
+        let recorded = std::sync::atomic::AtomicBool::new(false);
         builder
             .allow_tcp(true)
             .allow_ip_name_lookup(lookup)
@@ -156,7 +159,7 @@ pub fn wasi_ctx(caps: &CallCaps) -> Result<WasiCtx, CallError> {
                     SocketAddrUse::TcpConnect => allowed.contains(&addr),
                     _ => false,
                 };
-                if !ok {
+                if !ok && !recorded.swap(true, std::sync::atomic::Ordering::Relaxed) {
                     crate::audit::refusal(
                         &crate::audit::process_actor(),
                         None,
