@@ -60,6 +60,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("toolhost", 70),
     ("components", 60),
     ("sandbox", 50),
+    ("spend", 47),
     ("llm", 45),
     ("chat", 40),
     ("instructions", 40),

@@ -13,6 +13,7 @@ pub mod llm;
 pub mod paths;
 pub mod protocol;
 pub mod sandbox;
+pub mod spend;
 pub mod store;
 pub mod tokens;
 pub mod toolhost;

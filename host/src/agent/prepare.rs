@@ -36,6 +36,8 @@ pub struct ReplyRequest {
     pub mode: Option<Mode>,
     /// Becomes `true` on `cancel`.
     pub cancel: watch::Receiver<bool>,
+    /// `send {override_cap}`: this reply's requests pass the spend caps.
+    pub override_cap: bool,
 }
 
 /// The chat a reply is for, and what the session holds for it.
@@ -78,6 +80,7 @@ impl ReplyJob {
             retry,
             mode,
             cancel,
+            override_cap,
         } = req;
         let global = view.global;
         let chat = view.chat;
@@ -87,6 +90,14 @@ impl ReplyJob {
         }
         let provider: Arc<dyn Provider> = Arc::new(LlmClient::from_config(view.config)?);
         let config = view.config.config().clone();
+        // Every request of the reply passes the spend caps first (ECOSYSTEM-PROTOCOL.md §11).
+        let provider = crate::spend::Capped::wrap(
+            provider,
+            config.spend,
+            &config.base_url,
+            view.id,
+            override_cap,
+        );
         let config_dir = crate::config::config_dir();
         let project_root = view.project.map(|p| p.root().to_path_buf());
         let inst = crate::instructions::load(

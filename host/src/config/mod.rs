@@ -4,6 +4,7 @@
 //! the actions that need the API key (sending, titles, balance, models) report instead of calling the network.
 
 pub mod agent;
+pub mod spend;
 
 use std::fmt;
 use std::io;
@@ -122,6 +123,8 @@ pub struct Config {
     pub stream_idle_timeout_ms: u64,
     /// Agent mode: the tool-call budget, retrieval limits and the secret deny list (`agent`).
     pub agent: agent::AgentConfig,
+    /// The spend caps (`spend`, ECOSYSTEM-PROTOCOL.md §11).
+    pub spend: spend::SpendConfig,
 }
 
 impl Default for Config {
@@ -138,6 +141,7 @@ impl Default for Config {
             diff_mode: DiffMode::default(),
             stream_idle_timeout_ms: DEFAULT_STREAM_IDLE_TIMEOUT_MS,
             agent: Default::default(),
+            spend: Default::default(),
         }
     }
 }
@@ -156,6 +160,7 @@ impl fmt::Debug for Config {
             .field("diff_mode", &self.diff_mode)
             .field("stream_idle_timeout_ms", &self.stream_idle_timeout_ms)
             .field("agent", &self.agent)
+            .field("spend", &self.spend)
             .finish()
     }
 }
@@ -241,6 +246,13 @@ impl Config {
             None | Some(Value::Null) => {}
             Some(v) => match agent::AgentConfig::parse(v) {
                 Ok(a) => config.agent = a,
+                Err(ps) => ps.into_iter().for_each(|e| p.problem(e)),
+            },
+        }
+        match p.map.get("spend") {
+            None | Some(Value::Null) => {}
+            Some(v) => match spend::SpendConfig::parse(v) {
+                Ok(c) => config.spend = c,
                 Err(ps) => ps.into_iter().for_each(|e| p.problem(e)),
             },
         }

@@ -53,8 +53,9 @@ impl ClientSettings {
 /// Why a model request failed. The messages are shown to the user as they are.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LlmError {
-    /// The API answered with an error status.
-    #[error("{message} (HTTP {status})")]
+    /// The API answered with an error status. A 402 reads `Insufficient credits: <OpenRouter's
+    /// message>` (ECOSYSTEM-PROTOCOL.md §11).
+    #[error("{}", http_text(*status, message))]
     Http {
         /// The HTTP status code.
         status: u16,
@@ -84,6 +85,19 @@ pub enum LlmError {
     /// A stream chunk or response body is not JSON; holds the parse error.
     #[error("the model API sent an unreadable chunk: {0}")]
     BadChunk(String),
+    /// The host refused to make the request (a spend cap, [`crate::spend`]); holds the whole
+    /// message, which starts with `Spend cap:`.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// How an HTTP error reads: OpenRouter's message and the status; a 402 says that credits ran out.
+fn http_text(status: u16, message: &str) -> String {
+    if status == 402 {
+        format!("Insufficient credits: {message} (HTTP 402)")
+    } else {
+        format!("{message} (HTTP {status})")
+    }
 }
 
 /// What a completed stream amounted to.

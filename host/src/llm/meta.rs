@@ -135,6 +135,21 @@ pub struct Balance {
     /// Whether the key has no limit.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub unlimited: bool,
+    /// The key's own spending limit (`GET /key`), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<f64>,
+    /// What is left of the key's limit, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_remaining: Option<f64>,
+}
+
+/// The key's `limit` and `limit_remaining` from a `GET /key` answer; both `None` for a key without
+/// a limit.
+fn key_limit(v: &Value) -> (Option<f64>, Option<f64>) {
+    let d = v.get("data").unwrap_or(v);
+    let limit = d.get("limit").and_then(Value::as_f64);
+    let remaining = limit.and(d.get("limit_remaining").and_then(Value::as_f64));
+    (limit, remaining)
 }
 
 /// The model list in the protocol's shape, from the disk cache when it is fresh for this base URL,
@@ -247,12 +262,22 @@ fn model_entry(m: &Value) -> Option<ModelInfo> {
 }
 
 /// The balance: `/credits` when the key may read it, else the key's own limit and usage from
-/// `/key`.
+/// `/key`; either way with the key's `limit` and `limit_remaining` when it has a limit.
 pub async fn balance(provider: &dyn Provider) -> Result<Balance, LlmError> {
     match provider.get_json("credits").await {
         Ok(v) => {
             let d = v.get("data").unwrap_or(&v);
+            // The key's limit is extra: a key endpoint that fails does not fail the balance.
+            let (limit, limit_remaining) = match provider.get_json("key").await {
+                Ok(k) => key_limit(&k),
+                Err(e) => {
+                    tracing::debug!("no key limit: {e}");
+                    (None, None)
+                }
+            };
             Ok(Balance {
+                limit,
+                limit_remaining,
                 total_credits: Some(
                     d.get("total_credits")
                         .and_then(Value::as_f64)
@@ -266,12 +291,14 @@ pub async fn balance(provider: &dyn Provider) -> Result<Balance, LlmError> {
         Err(LlmError::Http { status, .. }) if matches!(status, 401 | 403 | 404) => {
             let v = provider.get_json("key").await?;
             let d = v.get("data").unwrap_or(&v);
-            let limit = d.get("limit").and_then(Value::as_f64);
+            let (limit, limit_remaining) = key_limit(&v);
             Ok(Balance {
+                limit_remaining,
                 total_credits: limit,
                 total_usage: d.get("usage").and_then(Value::as_f64).unwrap_or(0.0),
                 source: Some("key"),
                 unlimited: limit.is_none(),
+                limit,
             })
         }
         Err(e) => Err(e),

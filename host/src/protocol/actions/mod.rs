@@ -8,6 +8,7 @@ mod misc;
 mod remote;
 mod review;
 mod send;
+mod spend;
 mod title;
 mod tools;
 
@@ -65,6 +66,7 @@ pub fn dispatch(ctx: &Ctx, req: &Request) -> Handled {
         "clarify" => return agent::clarify(req),
         "get_models" => return remote::get_models(ctx, req),
         "get_balance" => return remote::get_balance(ctx, req),
+        "get_usage" => return spend::get_usage(ctx, req),
         "generate_title" => return title::generate_title(ctx, req),
         "get_hunks" => return review::get_hunks(ctx, req),
         _ => {}

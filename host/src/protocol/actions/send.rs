@@ -28,6 +28,7 @@ pub fn send(ctx: &Ctx, req: &Request) -> Handled {
     let effort = req.opt_str("reasoning_effort")?.map(str::to_string);
     let retry = RetryContext::from_json(req.fields.get("retry_context").unwrap_or(&Value::Null))?;
     let mode = req.opt_str("mode")?.map(Mode::parse).transpose()?;
+    let override_cap = req.flag("override_cap")?;
     let cancel = ctx.inflight.claim(req.id.as_deref())?;
     let reply = ReplyRequest {
         content,
@@ -36,6 +37,7 @@ pub fn send(ctx: &Ctx, req: &Request) -> Handled {
         retry,
         mode,
         cancel,
+        override_cap,
     };
     let (started, stale) = {
         let mut s = ctx.lock();

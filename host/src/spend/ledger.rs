@@ -1,0 +1,286 @@
+//! The usage ledger: one line per model request, under the global state dir (`~/.bb7/spend/`),
+//! shared by every host process of the user (caps are per user, not per project).
+//!
+//! - `ledger-YYYY-MM.jsonl`: the requests of one UTC month, appended (one `write` of one line,
+//!   fsynced) under the file lock `spend/lock`, so concurrent hosts never interleave or lose lines.
+//! - `days.json`: the totals per UTC day (cost and requests), rewritten atomically under the same
+//!   lock after each append, so a cap check reads one small file instead of the ledger. It also
+//!   records how many bytes of each month's ledger it covers: after a crash between the append and
+//!   the rewrite, the next append finds the ledger longer than that and recounts the month.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::Path;
+
+use cap_std::fs::{Dir, OpenOptions};
+use chrono::{DateTime, Datelike, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::store::StateDir;
+
+/// The ledger's directory under the global state dir.
+pub const DIR: &str = "spend";
+const DAYS: &str = "days.json";
+const LOCK: &str = "lock";
+
+/// Why the ledger could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// Neither `$BB7_HOME` nor `$HOME` is set.
+    #[error("no state directory (set HOME or BB7_HOME)")]
+    NoStateDir,
+    /// A file of the ledger could not be read or written.
+    #[error("the usage ledger ({path}): {source}")]
+    Io {
+        /// The file or directory, as shown to the user.
+        path: String,
+        /// The cause.
+        source: io::Error,
+    },
+}
+
+/// One model request, as the ledger records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// When the request finished (RFC 3339, UTC).
+    pub time: String,
+    /// The model asked.
+    pub model: String,
+    /// The chat the request was for (empty for requests outside a chat).
+    pub chat: String,
+    /// Input tokens.
+    pub prompt_tokens: u64,
+    /// Generated tokens.
+    pub completion_tokens: u64,
+    /// Input tokens read from the provider's cache.
+    pub cached_tokens: u64,
+    /// The cost the provider reported (US dollars; 0 when it reported none, e.g. a local model).
+    pub cost: f64,
+}
+
+impl Entry {
+    fn when(&self) -> Option<DateTime<Utc>> {
+        DateTime::parse_from_rfc3339(&self.time)
+            .ok()
+            .map(|t| t.with_timezone(&Utc))
+    }
+}
+
+/// The totals of one day in `days.json`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct DayTotal {
+    /// Dollars spent.
+    pub cost: f64,
+    /// Requests made.
+    pub requests: u64,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Days {
+    /// `YYYY-MM-DD` → totals.
+    days: BTreeMap<String, DayTotal>,
+    /// Ledger file → the bytes of it counted in `days`.
+    covered: BTreeMap<String, u64>,
+}
+
+/// The ledger at `dir` (normally `~/.bb7/spend`).
+pub struct Ledger {
+    dir: StateDir,
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> LedgerError + '_ {
+    move |source| LedgerError::Io {
+        path: crate::config::display_path(path),
+        source,
+    }
+}
+
+/// The ledger file of the month of `t`.
+fn month_file(t: &DateTime<Utc>) -> String {
+    format!("ledger-{:04}-{:02}.jsonl", t.year(), t.month())
+}
+
+impl Ledger {
+    /// The user's ledger under the global state dir (created when missing).
+    pub fn open_global() -> Result<Ledger, LedgerError> {
+        let root = crate::paths::state_dir().ok_or(LedgerError::NoStateDir)?;
+        Ledger::open(&root.join(DIR))
+    }
+
+    /// The ledger in `path` (created when missing).
+    pub fn open(path: &Path) -> Result<Ledger, LedgerError> {
+        let dir = StateDir::open(path, true).map_err(io_err(path))?;
+        Ok(Ledger { dir })
+    }
+
+    fn d(&self) -> &Dir {
+        self.dir.dir()
+    }
+
+    /// Appends `e` and adds it to its day's total, under the lock.
+    pub fn append(&self, e: &Entry) -> Result<(), LedgerError> {
+        let when = e.when().unwrap_or_else(Utc::now);
+        let file = month_file(&when);
+        let path = self.dir.path().join(&file);
+        let _lock = crate::store::lock::exclusive(self.d(), LOCK)
+            .map_err(io_err(&self.dir.path().join(LOCK)))?;
+        let mut days = self.read_days();
+        // A crash after an earlier append but before its totals were written: recount the months
+        // whose file is not what the totals cover.
+        for f in self.files()? {
+            let len = self.d().metadata(&f).map(|m| m.len()).unwrap_or(0);
+            if days.covered.get(&f).copied().unwrap_or(0) != len {
+                self.recount(&mut days, &f);
+            }
+        }
+        let len = self.d().metadata(&file).map(|m| m.len()).unwrap_or(0);
+        let mut line = serde_json::to_vec(e).map_err(|x| io_err(&path)(x.into()))?;
+        line.push(b'\n');
+        let mut opts = OpenOptions::new();
+        opts.create(true).append(true);
+        let mut f = self.d().open_with(&file, &opts).map_err(io_err(&path))?;
+        f.write_all(&line).map_err(io_err(&path))?;
+        f.sync_data().map_err(io_err(&path))?;
+        let day = days
+            .days
+            .entry(when.format("%Y-%m-%d").to_string())
+            .or_default();
+        day.cost += e.cost;
+        day.requests += 1;
+        *days.covered.entry(file).or_default() = len + line.len() as u64;
+        let body = serde_json::to_vec(&days).map_err(|x| io_err(&path)(x.into()))?;
+        crate::store::write_atomic(self.d(), DAYS, &body)
+            .map_err(io_err(&self.dir.path().join(DAYS)))
+    }
+
+    fn read_days(&self) -> Days {
+        crate::store::read_regular(self.d(), DAYS)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    /// Recounts the days of `file`'s month (`ledger-YYYY-MM.jsonl`) from the file itself.
+    fn recount(&self, days: &mut Days, file: &str) {
+        let prefix = format!(
+            "{}-",
+            file.trim_start_matches("ledger-")
+                .trim_end_matches(".jsonl")
+        );
+        days.days.retain(|k, _| !k.starts_with(&prefix));
+        let bytes = crate::store::read_regular(self.d(), file).unwrap_or_default();
+        for e in parse_lines(&bytes) {
+            if let Some(t) = e.when() {
+                let d = days
+                    .days
+                    .entry(t.format("%Y-%m-%d").to_string())
+                    .or_default();
+                d.cost += e.cost;
+                d.requests += 1;
+            }
+        }
+        days.covered.insert(file.to_string(), bytes.len() as u64);
+    }
+
+    /// What was spent on the UTC day of `now` and in its month (from `days.json`).
+    pub fn spent(&self, now: &DateTime<Utc>) -> (f64, f64) {
+        let days = self.read_days();
+        let today = now.format("%Y-%m-%d").to_string();
+        let month = now.format("%Y-%m-").to_string();
+        let day = days.days.get(&today).map(|d| d.cost).unwrap_or(0.0);
+        let month = days
+            .days
+            .iter()
+            .filter(|(k, _)| k.starts_with(&month))
+            .map(|(_, d)| d.cost)
+            .sum();
+        (day, month)
+    }
+
+    /// The monthly ledger files, oldest first.
+    fn files(&self) -> Result<Vec<String>, LedgerError> {
+        let mut files: Vec<String> = Vec::new();
+        let listing = self.d().entries().map_err(io_err(self.dir.path()))?;
+        for ent in listing.flatten() {
+            let name = ent.file_name().to_string_lossy().into_owned();
+            if name.starts_with("ledger-") && name.ends_with(".jsonl") {
+                files.push(name);
+            }
+        }
+        files.sort();
+        Ok(files)
+    }
+
+    /// Every entry since `since` (all of them when `None`), oldest first; the months before
+    /// `since` are not read.
+    pub fn entries(&self, since: Option<&DateTime<Utc>>) -> Result<Vec<Entry>, LedgerError> {
+        let first = since.map(month_file);
+        let mut out = Vec::new();
+        for f in self.files()? {
+            if first.as_ref().is_some_and(|first| f < *first) {
+                continue;
+            }
+            let bytes = match crate::store::read_regular(self.d(), &f) {
+                Ok(b) => b,
+                Err(e) => return Err(io_err(&self.dir.path().join(&f))(e)),
+            };
+            out.extend(
+                parse_lines(&bytes)
+                    .filter(|e| since.is_none_or(|s| e.when().is_some_and(|t| t >= *s))),
+            );
+        }
+        Ok(out)
+    }
+}
+
+/// The entries of a ledger file; a line that does not parse (a torn write by a crashed host) is
+/// skipped.
+fn parse_lines(bytes: &[u8]) -> impl Iterator<Item = Entry> + '_ {
+    bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .filter_map(|l| serde_json::from_slice(l).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(time: &str, cost: f64) -> Entry {
+        Entry {
+            time: time.to_string(),
+            model: "m".into(),
+            chat: "c".into(),
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            cached_tokens: 0,
+            cost,
+        }
+    }
+
+    #[test]
+    fn totals_per_day_and_month_and_recount_after_a_lost_update() {
+        let tmp = tempfile::tempdir().unwrap();
+        let l = Ledger::open(tmp.path()).unwrap();
+        l.append(&entry("2026-03-01T10:00:00Z", 0.25)).unwrap();
+        l.append(&entry("2026-03-02T10:00:00Z", 0.5)).unwrap();
+        l.append(&entry("2026-02-28T10:00:00Z", 4.0)).unwrap();
+        let now = DateTime::parse_from_rfc3339("2026-03-02T12:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(l.spent(&now), (0.5, 0.75));
+        // A crash between the append and the totals: the totals are recounted at the next append.
+        std::fs::remove_file(tmp.path().join(DAYS)).unwrap();
+        l.append(&entry("2026-03-02T11:00:00Z", 1.0)).unwrap();
+        assert_eq!(l.spent(&now), (1.5, 1.75));
+        let feb = DateTime::parse_from_rfc3339("2026-02-28T12:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(l.spent(&feb), (4.0, 4.0), "every month is recounted");
+        let since = DateTime::parse_from_rfc3339("2026-03-01T00:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(l.entries(Some(&since)).unwrap().len(), 3);
+        assert_eq!(l.entries(None).unwrap().len(), 4);
+    }
+}
