@@ -70,6 +70,10 @@ end, {
   end,
   desc = "BB-7: agent mode for this chat (on, off, toggle)",
 })
+-- Issue 28 §11: spend per day / model / chat (lua/bb7/ui/usage.lua).
+vim.api.nvim_create_user_command("BB7Usage", function()
+  require("bb7.ui.usage").open()
+end, { desc = "BB-7: spend per day, model or chat (from the usage ledger), with the caps" })
 -- Issue 29: the agent's waiting question, global chats.
 cmd("BB7Answer", "answer", { nargs = "*", bang = true, desc = "BB-7: answer the agent's question (! skips it)" })
 cmd("BB7Global", "global", { desc = "BB-7: the global chats (toggle the chat list between project and global)" })

@@ -13,8 +13,22 @@ local M = {}
 local L = vim.log.levels
 local notify = S.notify
 
---- Sends `text` in the active chat, streaming the reply to subscribers.
-function M.send(text)
+--- Asks (vim.ui.select) whether to go past a spend cap for one send; calls `yes()` when the user
+--- says so.
+function M.confirm_override(message, yes)
+  local choices = { "Send anyway (override the cap for this send)", "Do not send" }
+  vim.ui.select(choices, { prompt = require("bb7.util").oneline(message) }, function(_, idx)
+    if idx == 1 then
+      yes()
+    end
+  end)
+end
+
+--- Sends `text` in the active chat, streaming the reply to subscribers. `opts.override_cap`: this
+--- send passes the spend caps (`send {override_cap}`); without it, a send the caps already stop
+--- (nothing left of the day's or the month's cap) asks first.
+function M.send(text, opts)
+  opts = opts or {}
   text = text or ""
   if not project.ensure_chat() then
     return false
@@ -41,7 +55,26 @@ function M.send(text)
   if text:match("^%s*$") and retry then
     text = "Please fix the edits that failed."
   end
+  local cap = not opts.override_cap and fetch.spend_left()
+  if cap and cap.left <= 0 then
+    M.confirm_override(
+      ("Spend cap: the %s cap of %s is spent (%s over). Send anyway?"):format(
+        cap.cap,
+        require("bb7.util").money(cap.limit),
+        require("bb7.util").money(-cap.left)
+      ),
+      function()
+        if M.send(text, { override_cap = true }) then
+          S.emit("draft", "")
+        end
+      end
+    )
+    return false
+  end
   local params = { content = text }
+  if opts.override_cap then
+    params.override_cap = true
+  end
   local model = settings.current_model()
   if model then
     params.model = model
@@ -137,6 +170,21 @@ function M._finish_send(st, r)
     end
     if r.message == "Response aborted by user." then
       notify("Response aborted by user.", L.INFO)
+    elseif tostring(r.message):sub(1, 10) == "Spend cap:" then
+      -- The host refused before asking the model: offer to send again past the cap, once.
+      vim.schedule(function()
+        M.confirm_override(tostring(r.message) .. " Send again past the cap?", function()
+          local function resend()
+            if S.stream == st then -- the refused send is still settling
+              return vim.defer_fn(resend, 20)
+            end
+            if S.chat and S.chat.id == st.chat_id then
+              M.send(st.text, { override_cap = true })
+            end
+          end
+          resend()
+        end)
+      end)
     else
       S.fail("send", r)
     end

@@ -233,6 +233,10 @@ function M.status_text(width)
         parts[#parts + 1] = "last " .. util.money(u.cost)
       end
     end
+    local cap = require("bb7.session.fetch").spend_left()
+    if cap and level < 2 then
+      parts[#parts + 1] = ("cap %s/%s, %s left"):format(util.money(cap.limit), cap.cap, util.money(math.max(0, cap.left)))
+    end
     if b and b.total_credits and level < 1 then
       parts[#parts + 1] = "balance " .. util.money((b.total_credits or 0) - (b.total_usage or 0))
     end
