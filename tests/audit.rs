@@ -2,8 +2,8 @@
 //! the component verbs leave in `~/.bb7/audit/log.jsonl`, and `bb7 audit verify` catching each kind
 //! of tampering while passing a crash's torn tail and many concurrent writers.
 //!
-//! Chains of many records are made with the hidden `bb7 audit dev-append --count N` (the real
-//! writer; kept out of `--help`).
+//! Chains of many records are made through the real writer in processes of their own: this test
+//! binary re-run as its `dev_append_helper` (nothing of it ships in the user's `bb7`).
 
 mod common;
 
@@ -12,7 +12,7 @@ use std::fs;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::{Command, Output, Stdio};
 
 use common::{Home, ok_json, stderr, stdout};
 use serde_json::Value;
@@ -58,17 +58,50 @@ fn rehash(mut v: Value) -> Value {
     v
 }
 
-fn dev_append(home: &Home, log: &Path, count: u64, tag: &str) -> Output {
-    home.run(&[
-        "audit",
-        "dev-append",
-        "--count",
-        &count.to_string(),
-        "--tag",
-        tag,
-        "--log",
-        log.to_str().unwrap(),
+/// A process that appends `count` `test` records (`tag`, and each one's index `n`) to `log`
+/// through the real writer ([`bb7::audit::Chain`]), then exits (writing its exit checkpoint): this
+/// test binary, running only [`dev_append_helper`].
+fn appender(home: &Home, log: &Path, count: u64, tag: &str) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args([
+        "dev_append_helper",
+        "--exact",
+        "--ignored",
+        "--quiet",
+        "--test-threads=1",
     ])
+    .env("HOME", home.path())
+    .env("BB7_HOME", home.state_dir())
+    .env("BB7_TEST_APPEND_COUNT", count.to_string())
+    .env("BB7_TEST_APPEND_TAG", tag)
+    .env("BB7_TEST_APPEND_LOG", log);
+    c
+}
+
+fn dev_append(home: &Home, log: &Path, count: u64, tag: &str) -> Output {
+    appender(home, log, count, tag).output().unwrap()
+}
+
+/// Not a test: the body of [`appender`]'s processes (does nothing unless run by one).
+#[test]
+#[ignore = "run by other tests, in a process of its own"]
+fn dev_append_helper() {
+    let Ok(count) = std::env::var("BB7_TEST_APPEND_COUNT") else {
+        return;
+    };
+    let count: u64 = count.parse().unwrap();
+    let tag = std::env::var("BB7_TEST_APPEND_TAG").unwrap();
+    let log = PathBuf::from(std::env::var_os("BB7_TEST_APPEND_LOG").unwrap());
+    let chain = bb7::audit::Chain::shared(&log);
+    for n in 0..count {
+        chain
+            .append(
+                bb7::audit::Entry::new("test", &bb7::audit::Actor::User, None)
+                    .set("tag", tag.as_str())
+                    .set("n", n),
+            )
+            .expect("append");
+    }
 }
 
 fn verify(home: &Home, extra: &[&str]) -> Output {
@@ -321,16 +354,7 @@ fn a_torn_tail_from_a_kill_9_is_cut_and_noted_never_reported_as_tampering() {
     let log = log_of(&home);
     assert!(dev_append(&home, &log, 10, "before").status.success());
     // A writer killed mid-way: wait until it has written something, then SIGKILL it.
-    let mut child = home
-        .cmd()
-        .args([
-            "audit",
-            "dev-append",
-            "--count",
-            "100000000",
-            "--tag",
-            "killed",
-        ])
+    let mut child = appender(&home, &log, 100_000_000, "killed")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -379,15 +403,7 @@ fn eight_processes_appending_500_records_each_make_one_linear_chain() {
     let log = log_of(&home);
     let children: Vec<_> = (0..8)
         .map(|p| {
-            home.cmd()
-                .args([
-                    "audit",
-                    "dev-append",
-                    "--count",
-                    "500",
-                    "--tag",
-                    &format!("p{p}"),
-                ])
+            appender(&home, &log, 500, &format!("p{p}"))
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -454,6 +470,53 @@ fn tool_calls_jsonl_moves_into_the_chain_on_first_use() {
     assert_verifies(&verify(&home, &[]));
 }
 
+/// A process stopped after the old log's records were chained but before the old file was removed
+/// leaves both; the next process removes the old file and chains nothing twice.
+#[test]
+fn a_migration_cut_short_before_the_old_file_went_is_not_repeated() {
+    let home = Home::new();
+    fs::create_dir_all(home.state_dir()).unwrap();
+    let legacy = home.state_dir().join("tool-calls.jsonl");
+    let old = r#"{"started":"2025-01-01T00:00:00.000Z","tool":"read_file","component_sha256":"ab","wit_version":"0.1.0","grants":[{"path":"/p","access":"read-only"}],"network":"none","env":"none","duration_ms":1.5,"compile_ms":0.0,"outcome":"ok"}"#;
+    fs::write(&legacy, format!("{old}\n")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    ok_json(&home.call("list_files", dir.path(), "{}", &[]));
+    assert!(!legacy.exists());
+    // As if the first process had been killed between its fsync and the removal.
+    fs::write(&legacy, format!("{old}\n")).unwrap();
+    ok_json(&home.call("list_files", dir.path(), "{}", &[]));
+    assert!(!legacy.exists(), "the old log stays");
+    let recs = records(&log_of(&home));
+    let migrated = recs.iter().filter(|r| r["migrated"] == true).count();
+    let migrations = recs.iter().filter(|r| r["kind"] == "migration").count();
+    assert_eq!((migrated, migrations), (1, 1), "{recs:?}");
+    assert_verifies(&verify(&home, &[]));
+}
+
+/// A chain whose last line is not a record cannot take another: the record is not dropped (it goes
+/// to `log.jsonl.unchained`), and the command says so and exits 3 (its work is done).
+#[test]
+fn a_record_the_chain_cannot_take_is_kept_and_the_command_fails() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    ok_json(&home.call("list_files", dir.path(), "{}", &[]));
+    let log = log_of(&home);
+    let mut f = fs::OpenOptions::new().append(true).open(&log).unwrap();
+    f.write_all(b"{\"not\":\"a record\"}\n").unwrap();
+    drop(f);
+    let o = home.call("list_files", dir.path(), "{}", &[]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("is not a record"), "{err}");
+    assert!(err.contains("log.jsonl.unchained"), "{err}");
+    let kept = records(&log.with_file_name("log.jsonl.unchained"));
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(kept[0]["kind"], "tool_call");
+    assert_eq!(kept[0]["tool"], "list_files");
+    // The chain itself is left as it was: verify names the line that is not a record.
+    assert_fails(&verify(&home, &[]), &["line 3", "altered"]);
+}
+
 #[test]
 fn show_lists_records_by_project_and_time() {
     let home = Home::new();
@@ -488,8 +551,10 @@ fn show_lists_records_by_project_and_time() {
     assert!(stderr(&bad).contains("--since"), "{}", stderr(&bad));
 }
 
+/// The user's binary has no command that appends arbitrary records (tests append through the
+/// library, see [`appender`]).
 #[test]
-fn the_dev_command_is_not_in_help() {
+fn the_binary_has_no_dev_command() {
     let home = Home::new();
     let o = home.run(&["audit", "--help"]);
     let help = stdout(&o);
@@ -497,6 +562,17 @@ fn the_dev_command_is_not_in_help() {
         assert!(help.contains(c), "{help}");
     }
     assert!(!help.contains("dev-append"), "{help}");
+    let log = log_of(&home);
+    let o = home.run(&[
+        "audit",
+        "dev-append",
+        "--count",
+        "1",
+        "--log",
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!log.exists(), "a record was appended");
 }
 
 #[test]
@@ -672,4 +748,106 @@ fn a_connection_outside_the_network_grant_is_recorded_as_a_refusal() {
         "{r}"
     );
     assert_verifies(&verify(&home, &[]));
+}
+
+/// `bb7 tools call --audit-log L`: a connection refused for lying outside the grant is recorded in
+/// L, with the call, not in the default chain.
+#[test]
+fn a_socket_refusal_goes_to_the_chain_given_with_audit_log() {
+    let home = Home::new();
+    let proj = home.path().join("proj");
+    fs::create_dir_all(proj.join(".bb7")).unwrap();
+    let granted = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let gp = granted.local_addr().unwrap().port();
+    let op = other.local_addr().unwrap().port();
+    let hostile = common::wasm::build("tests/hostile", "hostile-wasm", "hostile.wasm");
+    let pkg = tempfile::tempdir().unwrap();
+    fs::copy(&hostile, pkg.path().join("c.wasm")).unwrap();
+    fs::write(
+        pkg.path().join("bb7-tool.toml"),
+        format!(
+            "name = \"probe\"\nversion = \"1.0\"\nwit = \"0.1.0\"\nnetwork = [\"127.0.0.1:{gp}\"]\n"
+        ),
+    )
+    .unwrap();
+    let tools = |args: &[&str]| {
+        let o = home
+            .cmd()
+            .current_dir(&proj)
+            .arg("tools")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    };
+    tools(&["add", pkg.path().to_str().unwrap()]);
+    tools(&["grant", "probe", "--network", &format!("127.0.0.1:{gp}")]);
+    let given = home.path().join("elsewhere").join("log.jsonl");
+    let args = serde_json::json!({"attack": "net", "tcp_port": op, "udp_port": op}).to_string();
+    tools(&[
+        "call",
+        "probe",
+        "--dir",
+        proj.to_str().unwrap(),
+        "--args",
+        &args,
+        "--audit-log",
+        given.to_str().unwrap(),
+    ]);
+    let refusals = |log: &Path| -> Vec<Value> {
+        if !log.exists() {
+            return Vec::new();
+        }
+        records(log)
+            .into_iter()
+            .filter(|r| r["kind"] == "refusal")
+            .collect()
+    };
+    let here = refusals(&given);
+    assert_eq!(here.len(), 1, "{here:?}");
+    assert_eq!(here[0]["refused"], "socket", "{}", here[0]);
+    assert!(
+        refusals(&log_of(&home)).is_empty(),
+        "a refusal went to the default chain"
+    );
+    assert!(
+        records(&given).iter().any(|r| r["kind"] == "tool_call"),
+        "the call itself is in the given chain"
+    );
+}
+
+/// A deny-list refusal is the host's own finding (the deny list checked against the call's path),
+/// never read from the error text: a failure whose message merely says "hidden by the deny list"
+/// (here the name of a file that does not exist) is not recorded as one.
+#[test]
+fn only_a_path_the_deny_list_hides_is_recorded_as_a_deny_list_refusal() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    let o = home.call(
+        "read_file",
+        dir.path(),
+        r#"{"file_path":"hidden by the deny list (agent.deny, pattern `x`)"}"#,
+        &["--setting", "deny=*.secret"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let recs = recs_but_checkpoints(&log_of(&home));
+    assert!(
+        recs.iter().all(|r| r["kind"] != "refusal"),
+        "a refusal from the message text: {recs:?}"
+    );
+    // The real thing still is one, naming the pattern.
+    fs::write(dir.path().join("token.secret"), "s3cr3t").unwrap();
+    let o = home.call(
+        "read_file",
+        dir.path(),
+        r#"{"file_path":"./token.secret"}"#,
+        &["--setting", "deny=*.secret"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let recs = recs_but_checkpoints(&log_of(&home));
+    let refusals: Vec<&Value> = recs.iter().filter(|r| r["kind"] == "refusal").collect();
+    assert_eq!(refusals.len(), 1, "{recs:?}");
+    assert_eq!(refusals[0]["refused"], "deny_list");
+    assert_eq!(refusals[0]["pattern"], "*.secret");
 }

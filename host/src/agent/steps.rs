@@ -348,12 +348,16 @@ fn edit_call(
             // recorded in the audit chain, and given a record-less marker so the reply still fails.
             let mut o = CallOutcome::failed(e.0, record);
             if o.record.is_none() {
-                crate::audit::refusal(
-                    &crate::audit::Actor::Model,
-                    Some(&project.root),
-                    "call",
-                    o.error.as_deref().unwrap_or_default(),
-                );
+                // In the sandbox's chain (the one its calls go to), when it has one.
+                if let Ok(sandbox) = runner.sandbox()
+                    && let Some(log) = sandbox.audit()
+                {
+                    log.refusal(
+                        Some(&project.root),
+                        "call",
+                        o.error.as_deref().unwrap_or_default(),
+                    );
+                }
                 o.record = Some(crate::sandbox::CallRecord {
                     started: chrono::Utc::now()
                         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),

@@ -7,6 +7,20 @@ use serde_json::Value;
 /// Appends `v`'s canonical form to `out`.
 pub fn write(v: &Value, out: &mut Vec<u8>) {
     match v {
+        // serde_json's map is already ordered by key bytes (unless a crate turned on its
+        // `preserve_order`): then no sort and no second lookup per key.
+        Value::Object(m) if m.keys().is_sorted() => {
+            out.push(b'{');
+            for (i, (k, x)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                string(k, out);
+                out.push(b':');
+                write(x, out);
+            }
+            out.push(b'}');
+        }
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();
             keys.sort_unstable();

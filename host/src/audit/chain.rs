@@ -27,8 +27,8 @@ use ed25519_dalek::SigningKey;
 use serde_json::{Map, Value};
 
 use super::{
-    Actor, AuditError, CHECKPOINT_EVERY, Entry, GENESIS, LEGACY_FILE, LOG_FILE, canonical, key,
-    sha256_hex, sha256_tagged,
+    Actor, AuditError, CHECKPOINT_EVERY, Entry, GENESIS, HeadError, LEGACY_FILE, LOG_FILE,
+    UNCHAINED_SUFFIX, canonical, key, sha256_hex, sha256_tagged,
 };
 
 /// The last record of a chain: what the next one chains to.
@@ -118,12 +118,43 @@ impl Chain {
     }
 
     /// Appends `entry`, returning the new head (a checkpoint that follows it is not counted).
+    ///
+    /// A record the chain cannot take (its last line is not a record, the disk is full, …) is not
+    /// dropped: it is appended to `<log>.unchained` beside the chain, and the failure is kept for
+    /// [`super::take_trouble`] (the command line exits non-zero, the protocol server warns).
     pub fn append(&self, entry: Entry) -> Result<Head, AuditError> {
+        let fields = entry.fields.clone();
+        let result = self.append_chained(entry);
+        if let Err(e) = &result {
+            let kept = self.keep_unchained(fields);
+            super::note_trouble(&self.path, e, kept);
+        }
+        result
+    }
+
+    /// Appends `fields` (and the time) as one line of `<log>.unchained`; its path when written.
+    fn keep_unchained(&self, mut fields: Map<String, Value>) -> Option<PathBuf> {
+        let (parent, name) = split(&self.path);
+        let side = format!("{name}{UNCHAINED_SUFFIX}");
+        fields.insert("time".into(), now().into());
+        let mut line = canonical::to_vec(&Value::Object(fields));
+        line.push(b'\n');
+        let dir = crate::store::StateDir::open(&parent, true).ok()?;
+        let mut opts = OpenOptions::new();
+        opts.append(true).create(true).mode(0o600);
+        let mut f = dir.dir().open_with(&side, &opts).ok()?.into_std();
+        f.write_all(&line).ok()?;
+        Some(parent.join(side))
+    }
+
+    fn append_chained(&self, entry: Entry) -> Result<Head, AuditError> {
         self.with_lock(|inner, file, path| {
             let mut head = inner.head(file, path)?;
             if !inner.migrated {
-                inner.migrated = true;
+                // Marked done only once it is: a failed migration is tried again (and never
+                // written twice: see `migrate`).
                 head = migrate(file, path, head)?;
+                inner.migrated = true;
             }
             let (line, new) = seal(entry.fields, &head);
             write_line(file, path, &line)?;
@@ -175,9 +206,10 @@ impl Chain {
 
     fn open(&self, inner: &mut Inner) -> Result<File, AuditError> {
         let (parent, name) = split(&self.path);
-        std::fs::create_dir_all(&parent)
-            .map_err(|e| AuditError::io("cannot create", &parent, e))?;
-        let dir = Dir::open_ambient_dir(&parent, ambient_authority())
+        let dir = crate::store::StateDir::open(&parent, true)
+            .map_err(|e| AuditError::io("cannot open", &parent, e))?
+            .dir()
+            .try_clone()
             .map_err(|e| AuditError::io("cannot open", &parent, e))?;
         let mut opts = OpenOptions::new();
         opts.read(true).append(true).create(true).mode(0o600);
@@ -369,17 +401,16 @@ fn tail_after_last_newline(file: &File, len: u64) -> std::io::Result<Option<Torn
 }
 
 /// The head of `file[..end]`, which ends with a newline (or is empty).
-fn last_record(file: &File, end: u64) -> Result<Head, String> {
+pub(crate) fn last_record(file: &File, end: u64) -> Result<Head, HeadError> {
     if end == 0 {
         return Ok(Head::genesis());
     }
-    let start = line_start_before(file, end - 1).map_err(|e| e.to_string())?;
+    let start = line_start_before(file, end - 1)?;
     let mut line = vec![0u8; (end - 1 - start) as usize];
-    file.read_exact_at(&mut line, start)
-        .map_err(|e| e.to_string())?;
-    let v: Value = serde_json::from_slice(&line).map_err(|e| format!("not JSON: {e}"))?;
-    let seq = v["seq"].as_u64().ok_or("no seq")?;
-    let hash = v["hash"].as_str().ok_or("no hash")?.to_string();
+    file.read_exact_at(&mut line, start)?;
+    let v: Value = serde_json::from_slice(&line)?;
+    let seq = v["seq"].as_u64().ok_or(HeadError::NoSeq)?;
+    let hash = v["hash"].as_str().ok_or(HeadError::NoHash)?.to_string();
     Ok(Head { seq, hash })
 }
 
@@ -387,6 +418,10 @@ fn last_record(file: &File, end: u64) -> Result<Head, String> {
 /// of `<state>/tool-calls.jsonl` into the chain, each as a `tool_call` record marked
 /// `migrated: true` (the original fields kept), then a `migration` record with the old file's
 /// sha256, fsyncs and removes the old file.
+///
+/// All or nothing, and never twice: the records and the `migration` record go out in one write,
+/// cut back off when the write fails; a chain that already holds a `migration` record of the same
+/// old file (a process stopped before it could remove it) only gets the old file removed.
 fn migrate(file: &mut File, path: &Path, mut head: Head) -> Result<Head, AuditError> {
     let Some(audit_dir) = path.parent() else {
         return Ok(head);
@@ -412,31 +447,83 @@ fn migrate(file: &mut File, path: &Path, mut head: Head) -> Result<Head, AuditEr
             return Ok(head);
         }
     };
-    let mut count = 0u64;
-    for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-        let entry = match serde_json::from_slice::<Value>(line) {
-            Ok(Value::Object(old)) => legacy_entry(old),
-            _ => Entry::new("tool_call", &Actor::User, None)
-                .set("migrated", true)
-                .failed("an unreadable line of tool-calls.jsonl")
-                .set("legacy_line", String::from_utf8_lossy(line).into_owned()),
-        };
+    let legacy_sha = sha256_hex(&bytes);
+    if !holds_migration_of(file, &legacy_sha).map_err(|e| AuditError::io("cannot read", path, e))? {
+        let mut out = Vec::new();
+        let mut count = 0u64;
+        for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            let entry = match serde_json::from_slice::<Value>(line) {
+                Ok(Value::Object(old)) => legacy_entry(old),
+                _ => Entry::new("tool_call", &Actor::User, None)
+                    .set("migrated", true)
+                    .failed("an unreadable line of tool-calls.jsonl")
+                    .set("legacy_line", String::from_utf8_lossy(line).into_owned()),
+            };
+            let (l, new) = seal(entry.fields, &head);
+            out.extend_from_slice(&l);
+            head = new;
+            count += 1;
+        }
+        let entry = Entry::new("migration", &Actor::User, None)
+            .set("from", legacy_path.to_string_lossy().into_owned())
+            .set("records", count)
+            .set("legacy_sha256", legacy_sha);
         let (l, new) = seal(entry.fields, &head);
-        write_line(file, path, &l)?;
+        out.extend_from_slice(&l);
+        let before = file
+            .metadata()
+            .map_err(|e| AuditError::io("cannot read", path, e))?
+            .len();
+        if let Err(e) = write_line(file, path, &out).and_then(|()| {
+            file.sync_data()
+                .map_err(|e| AuditError::io("cannot sync", path, e))
+        }) {
+            // Nothing of a failed migration stays (the next append tries again).
+            let _ = file.set_len(before);
+            return Err(e);
+        }
         head = new;
-        count += 1;
     }
-    let entry = Entry::new("migration", &Actor::User, None)
-        .set("from", legacy_path.to_string_lossy().into_owned())
-        .set("records", count)
-        .set("legacy_sha256", sha256_hex(&bytes));
-    let (l, new) = seal(entry.fields, &head);
-    write_line(file, path, &l)?;
-    file.sync_data()
-        .map_err(|e| AuditError::io("cannot sync", path, e))?;
-    crate::store::remove_file_if_exists(&state_dir, LEGACY_FILE)
-        .map_err(|e| AuditError::io("cannot remove", &legacy_path, e))?;
-    Ok(new)
+    // A removal that fails is tried again by the next process; the chain already holds the records.
+    if let Err(e) = crate::store::remove_file_if_exists(&state_dir, LEGACY_FILE) {
+        tracing::warn!("cannot remove {}: {e}", legacy_path.display());
+    }
+    Ok(head)
+}
+
+/// Whether the chain in `file` holds a `migration` record of an old log whose sha256 is `sha`.
+fn holds_migration_of(file: &File, sha: &str) -> std::io::Result<bool> {
+    use std::io::BufRead;
+    let needle = format!("\"legacy_sha256\":\"{sha}\"");
+    let finder = memchr::memmem::Finder::new(needle.as_bytes());
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, ReadAt { file, pos: 0 });
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            return Ok(false);
+        }
+        if finder.find(&line).is_some()
+            && serde_json::from_slice::<Value>(&line)
+                .is_ok_and(|v| v["kind"] == "migration" && v["legacy_sha256"].as_str() == Some(sha))
+        {
+            return Ok(true);
+        }
+    }
+}
+
+/// Reads `file` from `pos` with positioned reads (the descriptor's offset is left alone).
+struct ReadAt<'a> {
+    file: &'a File,
+    pos: u64,
+}
+
+impl std::io::Read for ReadAt<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.file.read_at(buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
 }
 
 fn legacy_entry(old: Map<String, Value>) -> Entry {

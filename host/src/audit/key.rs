@@ -7,7 +7,7 @@ use std::path::Path;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 
-use super::{AuditError, KEY_FILE, PUBKEY_FILE};
+use super::{AuditError, KEY_FILE, KeyError, PUBKEY_FILE};
 
 /// A short name for a public key: the first 16 hex digits of its SHA-256.
 pub fn key_id(public: &VerifyingKey) -> String {
@@ -66,23 +66,21 @@ fn write_public(dir: &Dir, path: &Path, key: &SigningKey) -> Result<(), AuditErr
         .map_err(|e| AuditError::io("cannot write", &path.join(PUBKEY_FILE), e))
 }
 
-fn parse_secret(bytes: &[u8]) -> Result<SigningKey, String> {
-    let text = std::str::from_utf8(bytes).map_err(|_| "not hex text".to_string())?;
-    let raw = hex::decode(text.trim()).map_err(|e| format!("not hex: {e}"))?;
-    let seed: [u8; 32] = raw
-        .try_into()
-        .map_err(|_| "not a 32-byte Ed25519 seed".to_string())?;
+fn parse_secret(bytes: &[u8]) -> Result<SigningKey, KeyError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| KeyError::NotText)?;
+    let raw = hex::decode(text.trim())?;
+    let seed: [u8; 32] = raw.try_into().map_err(|_| KeyError::WrongLength("seed"))?;
     Ok(SigningKey::from_bytes(&seed))
 }
 
 /// Parses a public key file's text (64 hex digits, surrounding whitespace ignored).
-pub fn parse_public(text: &[u8]) -> Result<VerifyingKey, String> {
-    let text = std::str::from_utf8(text).map_err(|_| "not hex text".to_string())?;
-    let raw = hex::decode(text.trim()).map_err(|e| format!("not hex: {e}"))?;
+pub fn parse_public(text: &[u8]) -> Result<VerifyingKey, KeyError> {
+    let text = std::str::from_utf8(text).map_err(|_| KeyError::NotText)?;
+    let raw = hex::decode(text.trim())?;
     let bytes: [u8; 32] = raw
         .try_into()
-        .map_err(|_| "not a 32-byte Ed25519 public key".to_string())?;
-    VerifyingKey::from_bytes(&bytes).map_err(|e| format!("not an Ed25519 public key: {e}"))
+        .map_err(|_| KeyError::WrongLength("public key"))?;
+    VerifyingKey::from_bytes(&bytes).map_err(|e| KeyError::NotPublicKey(e.to_string()))
 }
 
 /// What a checkpoint's signature covers: a fixed prefix and the checkpoint's canonical JSON
@@ -118,6 +116,30 @@ mod tests {
 
     /// The key is written whole and renamed into place: a temporary file left by a crash (or a
     /// full disk) is replaced, never taken for the key, and the key is 0600.
+    /// A bad key file is told apart by its typed reason, not by its text.
+    #[test]
+    fn key_errors_are_typed() {
+        assert_eq!(parse_public(b"\xff").unwrap_err(), KeyError::NotText);
+        assert!(matches!(parse_public(b"zz"), Err(KeyError::NotHex(_))));
+        assert_eq!(
+            parse_public(b"abcd\n").unwrap_err(),
+            KeyError::WrongLength("public key")
+        );
+        assert_eq!(
+            parse_secret(b"abcd").unwrap_err(),
+            KeyError::WrongLength("seed")
+        );
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join(KEY_FILE), b"12\n").unwrap();
+        let dir = Dir::open_ambient_dir(t.path(), ambient_authority()).unwrap();
+        match load_or_make(&dir, t.path()) {
+            Err(AuditError::Key { reason, .. }) => {
+                assert_eq!(reason, KeyError::WrongLength("seed"))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn a_leftover_partial_key_never_becomes_the_key() {
         use std::os::unix::fs::PermissionsExt;

@@ -33,6 +33,9 @@ pub const LOG_FILE: &str = "log.jsonl";
 pub const KEY_FILE: &str = "key";
 /// The public key (hex of the 32-byte Ed25519 public key): what a reviewer pins.
 pub const PUBKEY_FILE: &str = "key.pub";
+/// Appended to the chain's file name for the side file that keeps records the chain could not take
+/// (`log.jsonl.unchained`).
+pub const UNCHAINED_SUFFIX: &str = ".unchained";
 /// The log of tool calls that came before the chain; its records move into the chain on first use.
 pub const LEGACY_FILE: &str = "tool-calls.jsonl";
 
@@ -55,7 +58,7 @@ pub enum AuditError {
         /// The key file.
         path: PathBuf,
         /// What is wrong with it.
-        reason: String,
+        reason: KeyError,
     },
     /// The chain's last complete line is not a record, so nothing can be chained after it.
     #[error(
@@ -65,8 +68,58 @@ pub enum AuditError {
         /// The chain file.
         path: PathBuf,
         /// Why it is not a record.
-        reason: String,
+        reason: HeadError,
     },
+    /// A chain or key file named on the command line cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A public key file holds no usable key.
+    #[error("{}: {reason}", path.display())]
+    PublicKey {
+        /// The key file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: KeyError,
+    },
+}
+
+/// Why a key file's text is not a key.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum KeyError {
+    /// Not UTF-8 text.
+    #[error("not hex text")]
+    NotText,
+    /// Not hex digits.
+    #[error("not hex: {0}")]
+    NotHex(#[from] hex::FromHexError),
+    /// Hex of the wrong length.
+    #[error("not a 32-byte Ed25519 {0}")]
+    WrongLength(&'static str),
+    /// 32 bytes that are not an Ed25519 public key.
+    #[error("not an Ed25519 public key: {0}")]
+    NotPublicKey(String),
+}
+
+/// Why the last line of a chain is not a record.
+#[derive(Debug, thiserror::Error)]
+pub enum HeadError {
+    /// It could not be read.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// It is not JSON.
+    #[error("not JSON: {0}")]
+    NotJson(#[from] serde_json::Error),
+    /// It has no numeric `seq`.
+    #[error("no seq")]
+    NoSeq,
+    /// It has no `hash` string.
+    #[error("no hash")]
+    NoHash,
 }
 
 impl AuditError {
@@ -177,6 +230,29 @@ pub fn record(entry: Entry) {
     }
 }
 
+static TROUBLE: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Notes that the chain at `path` could not take a record (`kept`: where the record went instead).
+pub(crate) fn note_trouble(path: &Path, e: &AuditError, kept: Option<PathBuf>) {
+    let kept = match kept {
+        Some(k) => format!("the record was kept in {}", k.display()),
+        None => "the record could not be kept anywhere".to_string(),
+    };
+    let message = format!(
+        "the audit chain {} could not take a record: {e}; {kept}",
+        path.display()
+    );
+    let mut t = TROUBLE.lock().unwrap_or_else(|p| p.into_inner());
+    // The first failure says what went wrong; later ones are the same story.
+    t.get_or_insert(message);
+}
+
+/// The first failure to append to an audit chain since the last call, if any (then cleared): the
+/// command line exits non-zero with it, the protocol server sends it as a `warning` event.
+pub fn take_trouble() -> Option<String> {
+    TROUBLE.lock().unwrap_or_else(|p| p.into_inner()).take()
+}
+
 /// Records a refusal: `what` was denied (`deny_list`, `socket`, `http`, `call`) with `reason`.
 pub fn refusal(actor: &Actor, project: Option<&Path>, what: &str, reason: &str) {
     record(
@@ -198,4 +274,33 @@ pub fn process_actor() -> Actor {
 /// Sets [`process_actor`] (once, at start).
 pub fn set_process_actor(actor: Actor) {
     let _ = PROCESS_ACTOR.set(actor);
+}
+
+#[cfg(test)]
+mod tests {
+    /// The chain's files are opened and made through `cap_std` handles and `store/`'s helpers,
+    /// never by path with `std::fs` (a planted symlink must not redirect them).
+    #[test]
+    fn no_direct_std_fs_calls_by_path() {
+        for (name, text) in [
+            ("chain.rs", include_str!("chain.rs")),
+            ("key.rs", include_str!("key.rs")),
+            ("verify.rs", include_str!("verify.rs")),
+            ("canonical.rs", include_str!("canonical.rs")),
+        ] {
+            let code = text.split("#[cfg(test)]").next().unwrap_or(text);
+            for call in [
+                "std::fs::create_dir",
+                "std::fs::write",
+                "std::fs::read",
+                "std::fs::remove",
+                "std::fs::rename",
+                "std::fs::OpenOptions",
+                "File::open(",
+                "File::create(",
+            ] {
+                assert!(!code.contains(call), "{name} calls {call}");
+            }
+        }
+    }
 }

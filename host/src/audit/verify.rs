@@ -11,7 +11,7 @@ use ed25519_dalek::VerifyingKey;
 use serde_json::Value;
 
 use super::chain::Head;
-use super::{canonical, key, sha256_tagged};
+use super::{AuditError, HeadError, canonical, key, sha256_tagged};
 
 /// A head pinned elsewhere (`--head`): a hash, optionally with its `seq` (`bb7 audit head`'s
 /// output, `SEQ HASH`, is accepted as is).
@@ -25,7 +25,7 @@ pub struct Pinned {
 
 impl Pinned {
     /// Parses `HASH`, `SEQ HASH` or `SEQ:HASH`.
-    pub fn parse(text: &str) -> Result<Pinned, String> {
+    pub fn parse(text: &str) -> Result<Pinned, PinnedError> {
         let text = text.trim();
         let (seq, hash) = match text.split_once(char::is_whitespace) {
             Some((s, h)) => (Some(s), h.trim()),
@@ -37,19 +37,31 @@ impl Pinned {
             },
         };
         let seq = seq
-            .map(|s| s.parse::<u64>().map_err(|_| format!("{s:?} is not a seq")))
+            .map(|s| {
+                s.parse::<u64>()
+                    .map_err(|_| PinnedError::Seq(s.to_string()))
+            })
             .transpose()?;
         let hex = hash.strip_prefix("sha256:").unwrap_or("");
         if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(format!(
-                "{hash:?} is not a head hash (sha256: and 64 hex digits)"
-            ));
+            return Err(PinnedError::Hash(hash.to_string()));
         }
         Ok(Pinned {
             seq,
             hash: hash.to_ascii_lowercase(),
         })
     }
+}
+
+/// Why a `--head` value is not a head.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PinnedError {
+    /// The part before the hash is not a number.
+    #[error("{0:?} is not a seq")]
+    Seq(String),
+    /// The hash is not `sha256:` and 64 hex digits.
+    #[error("{0:?} is not a head hash (sha256: and 64 hex digits)")]
+    Hash(String),
 }
 
 /// A chain that verified.
@@ -104,12 +116,18 @@ pub fn open(path: &Path) -> std::io::Result<File> {
 }
 
 /// Reads a public key file.
-pub fn read_public(path: &Path) -> Result<VerifyingKey, String> {
-    let f = open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+pub fn read_public(path: &Path) -> Result<VerifyingKey, AuditError> {
+    let read = |source| AuditError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let f = open(path).map_err(read)?;
     let mut text = Vec::new();
-    std::io::Read::read_to_end(&mut std::io::Read::take(f, 4096), &mut text)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    key::parse_public(&text).map_err(|e| format!("{}: {e}", path.display()))
+    std::io::Read::read_to_end(&mut std::io::Read::take(f, 4096), &mut text).map_err(read)?;
+    key::parse_public(&text).map_err(|reason| AuditError::PublicKey {
+        path: path.to_path_buf(),
+        reason,
+    })
 }
 
 /// Walks the chain in `reader`: every record's hash matches its content, its `seq` follows the one
@@ -260,39 +278,26 @@ pub fn verify(
 }
 
 /// The last complete record of the chain at `path`: its `seq` and `hash` (not verified).
-pub fn read_head(path: &Path) -> Result<Head, String> {
+pub fn read_head(path: &Path) -> Result<Head, AuditError> {
+    let read = |source| AuditError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
     let f = match open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Head::genesis()),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Err(e) => return Err(read(e)),
     };
-    let len = f
-        .metadata()
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?
-        .len();
+    let len = f.metadata().map_err(read)?.len();
     // Up to the last newline: a torn tail is not part of the chain.
-    let end = super::chain::line_start_before(&f, len)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if end == 0 {
-        return Ok(Head::genesis());
-    }
-    let start = super::chain::line_start_before(&f, end - 1)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mut line = vec![0u8; (end - 1 - start) as usize];
-    std::os::unix::fs::FileExt::read_exact_at(&f, &mut line, start)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let v: Value = serde_json::from_slice(&line)
-        .map_err(|e| format!("the last line of {} is not a record: {e}", path.display()))?;
-    match (v["seq"].as_u64(), v["hash"].as_str()) {
-        (Some(seq), Some(hash)) => Ok(Head {
-            seq,
-            hash: hash.to_string(),
-        }),
-        _ => Err(format!(
-            "the last line of {} is not a record (no seq or hash)",
-            path.display()
-        )),
-    }
+    let end = super::chain::line_start_before(&f, len).map_err(read)?;
+    super::chain::last_record(&f, end).map_err(|reason| match reason {
+        HeadError::Io(source) => read(source),
+        reason => AuditError::BadHead {
+            path: path.to_path_buf(),
+            reason,
+        },
+    })
 }
 
 /// Every complete record of the chain in `reader`, as read (not verified); lines that are not JSON

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use serde_json::Value;
 
-use crate::audit::verify::{self, Pinned};
-use crate::audit::{Actor, Chain, Entry, PUBKEY_FILE};
+use crate::audit::verify::{self, Pinned, PinnedError};
+use crate::audit::{AuditError, PUBKEY_FILE};
 
 /// The `audit` subcommands.
 #[derive(Debug, Subcommand)]
@@ -50,19 +50,6 @@ pub enum AuditCommand {
         #[arg(long)]
         log: Option<PathBuf>,
     },
-    /// Development only (tests and benchmarks): append COUNT `test` records through the real writer.
-    #[command(hide = true)]
-    DevAppend {
-        /// How many records.
-        #[arg(long)]
-        count: u64,
-        /// A label stored in each record (`tag`), with the record's index (`n`).
-        #[arg(long, default_value = "")]
-        tag: String,
-        /// The chain (default: ~/.bb7/audit/log.jsonl).
-        #[arg(long)]
-        log: Option<PathBuf>,
-    },
 }
 
 /// Runs one `audit` subcommand: exit 0, 1 when verification fails, 2 when the command cannot run.
@@ -76,7 +63,6 @@ pub fn run(cmd: AuditCommand) -> ExitCode {
             json,
             log,
         } => show_cmd(log, project, since, json),
-        AuditCommand::DevAppend { count, tag, log } => dev_append(log, count, &tag),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -87,13 +73,37 @@ pub fn run(cmd: AuditCommand) -> ExitCode {
     }
 }
 
-fn log_path(log: Option<PathBuf>) -> Result<PathBuf, String> {
+/// Why an `audit` command cannot run (exit 2).
+#[derive(Debug, thiserror::Error)]
+enum CmdError {
+    /// Neither `--log` nor a state directory.
+    #[error("no audit chain: neither --log nor $HOME/$BB7_HOME is set")]
+    NoChain,
+    /// A file cannot be read, or is not what it should be.
+    #[error(transparent)]
+    Audit(#[from] AuditError),
+    /// `--head` is not a head.
+    #[error(transparent)]
+    Pinned(#[from] PinnedError),
+    /// `--since` is not a time.
+    #[error("--since {0:?}: not an RFC 3339 time or a YYYY-MM-DD date")]
+    Since(String),
+}
+
+fn log_path(log: Option<PathBuf>) -> Result<PathBuf, CmdError> {
     log.or_else(crate::paths::audit_log)
-        .ok_or_else(|| "no audit chain: neither --log nor $HOME/$BB7_HOME is set".to_string())
+        .ok_or(CmdError::NoChain)
+}
+
+fn read_error(path: &Path, source: std::io::Error) -> CmdError {
+    CmdError::Audit(AuditError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 fn verify_cmd(log: Option<PathBuf>, pubkey: Option<PathBuf>, head: Option<String>) -> ExitCode {
-    let run = || -> Result<Result<verify::Report, verify::Failure>, String> {
+    let run = || -> Result<Result<verify::Report, verify::Failure>, CmdError> {
         let path = log_path(log)?;
         let pinned = head.as_deref().map(Pinned::parse).transpose()?;
         let public = match pubkey {
@@ -106,8 +116,7 @@ fn verify_cmd(log: Option<PathBuf>, pubkey: Option<PathBuf>, head: Option<String
                 }
             }
         };
-        let file =
-            verify::open(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let file = verify::open(&path).map_err(|e| read_error(&path, e))?;
         Ok(verify::verify(file, public.as_ref(), pinned.as_ref()))
     };
     match run() {
@@ -143,7 +152,7 @@ fn verify_cmd(log: Option<PathBuf>, pubkey: Option<PathBuf>, head: Option<String
     }
 }
 
-fn head_cmd(log: Option<PathBuf>) -> Result<(), String> {
+fn head_cmd(log: Option<PathBuf>) -> Result<(), CmdError> {
     let head = verify::read_head(&log_path(log)?)?;
     println!("{} {}", head.seq, head.hash);
     Ok(())
@@ -154,17 +163,16 @@ fn show_cmd(
     project: Option<PathBuf>,
     since: Option<String>,
     json: bool,
-) -> Result<(), String> {
+) -> Result<(), CmdError> {
     let path = log_path(log)?;
     let since = since.as_deref().map(parse_since).transpose()?;
     let project = project.map(|p| p.canonicalize().unwrap_or(p));
     let file = match verify::open(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Err(e) => return Err(read_error(&path, e)),
     };
-    let records =
-        verify::records(file).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let records = verify::records(file).map_err(|e| read_error(&path, e))?;
     let mut out = String::new();
     for r in records {
         if let Some(p) = &project {
@@ -196,7 +204,7 @@ fn show_cmd(
     Ok(())
 }
 
-fn parse_since(s: &str) -> Result<chrono::DateTime<chrono::FixedOffset>, String> {
+fn parse_since(s: &str) -> Result<chrono::DateTime<chrono::FixedOffset>, CmdError> {
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
         return Ok(t);
     }
@@ -204,7 +212,7 @@ fn parse_since(s: &str) -> Result<chrono::DateTime<chrono::FixedOffset>, String>
         .ok()
         .and_then(|d| d.and_hms_opt(0, 0, 0))
         .map(|t| t.and_utc().fixed_offset())
-        .ok_or_else(|| format!("--since {s:?}: not an RFC 3339 time or a YYYY-MM-DD date"))
+        .ok_or_else(|| CmdError::Since(s.to_string()))
 }
 
 /// One record on one line: seq, time, kind, actor, what, outcome.
@@ -244,19 +252,4 @@ fn human(r: &Value) -> String {
         },
         outcome
     )
-}
-
-fn dev_append(log: Option<PathBuf>, count: u64, tag: &str) -> Result<(), String> {
-    let path = log_path(log)?;
-    let chain = Chain::shared(&path);
-    for n in 0..count {
-        chain
-            .append(
-                Entry::new("test", &Actor::User, None)
-                    .set("tag", tag)
-                    .set("n", n),
-            )
-            .map_err(|e| e.to_string())?;
-    }
-    Ok(())
 }

@@ -51,13 +51,33 @@ pub fn main() -> ExitCode {
         Some(Command::Tools(cmd)) => {
             init_cli_logging();
             crate::audit::set_process_actor(crate::audit::Actor::User);
-            tools::run(cmd)
+            unaudited_fails(tools::run(cmd))
         }
         Some(Command::Audit(cmd)) => {
             init_cli_logging();
             audit::run(cmd)
         }
         None => crate::protocol::serve(),
+    }
+}
+
+/// Exit status 3: the command did its work, but the audit chain could not take a record of it (the
+/// record went to `<log>.unchained`; see `doc/audit.md`).
+pub const EXIT_UNAUDITED: u8 = 3;
+
+/// `code`, unless an audit record could not be chained: then the reason on stderr, and a command
+/// that otherwise succeeded exits [`EXIT_UNAUDITED`].
+fn unaudited_fails(code: ExitCode) -> ExitCode {
+    match crate::audit::take_trouble() {
+        None => code,
+        Some(t) => {
+            eprintln!("bb7: {t}");
+            if code == ExitCode::SUCCESS {
+                ExitCode::from(EXIT_UNAUDITED)
+            } else {
+                code
+            }
+        }
     }
 }
 

@@ -102,6 +102,16 @@ pub fn stale_context(id: Option<&str>, files: &[String]) -> Map<String, Value> {
     )
 }
 
+/// The `warning` of kind `audit`: the audit chain could not take a record (the reply goes on; the
+/// record was kept beside the chain, as `message` says).
+pub fn audit_trouble(id: Option<&str>, message: &str) -> Map<String, Value> {
+    event(
+        kind::WARNING,
+        id,
+        json!({"kind": "audit", "message": message}),
+    )
+}
+
 /// Adds the agent job's counts to a `done` (`steps`, `tool_calls`) or `diff_error` event (`steps`,
 /// `tool_call_count`: its `tool_calls` is already the list of edit calls), and the `job_id`.
 fn add_counts(m: &mut Map<String, Value>, a: &AgentSummary) {

@@ -41,6 +41,38 @@ pub struct CallRecord {
     pub error: Option<String>,
 }
 
+/// Why the sandbox refused what a call asked for, decided by the host (never read from a message a
+/// component wrote).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// A built-in tool was refused a path the deny list hides: `pattern` is the deny-list pattern
+    /// that hides it (checked by the host against the call's settings and arguments).
+    DenyList {
+        /// The pattern.
+        pattern: String,
+    },
+}
+
+/// The deny-list pattern that hides a path a built-in tool call names (`file_path`, `prefix` or
+/// `path` in `arguments`), under the call's `settings` (their `deny`, else the default list).
+pub fn deny_list_refusal(settings: &[(String, String)], arguments: &str) -> Option<Refusal> {
+    use bb7_tool_logic::retrieval::deny::DenyList;
+    let s = bb7_tool_logic::settings::Settings::from_pairs(
+        settings.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    )
+    .ok()?;
+    let deny = DenyList::new(s.deny.iter().map(String::as_str));
+    let args: serde_json::Value = serde_json::from_str(arguments).ok()?;
+    ["file_path", "prefix", "path"].iter().find_map(|field| {
+        let raw = args.get(*field)?.as_str()?;
+        let rel = bb7_tool_logic::paths::normalize(field, raw, true).ok()?;
+        let pattern = deny
+            .check_path(&rel, false)
+            .or_else(|| deny.check_path(&rel, true))?;
+        Some(Refusal::DenyList { pattern })
+    })
+}
+
 /// A granted list as the record writes it: `"none"` when empty, else the entries.
 pub fn granted_list(entries: &[String]) -> serde_json::Value {
     if entries.is_empty() {
@@ -81,18 +113,32 @@ impl AuditLog {
         self.chain.path()
     }
 
+    /// Appends a `refusal` record: `what` (`socket`, `call`, …) was denied with `reason`. A chain
+    /// that cannot be written is reported (see [`crate::audit::take_trouble`]), never turned into a
+    /// failure of what it records.
+    pub fn refusal(&self, project: Option<&Path>, what: &str, reason: &str) {
+        let entry = Entry::new("refusal", &self.actor, project)
+            .set("refused", what)
+            .failed(reason);
+        if let Err(e) = self.chain.append(entry) {
+            tracing::warn!("{e}");
+        }
+    }
+
     /// Appends `record` (without the hashes of the arguments and the result).
     pub fn append(&self, record: &CallRecord) -> Result<(), AuditError> {
-        self.append_call(record, None, None)
+        self.append_call(record, None, None, None)
     }
 
     /// Appends `record` as a `tool_call` record, with the sha256 of the call's `arguments` and of
-    /// its JSON `result` (when it succeeded).
+    /// its JSON `result` (when it succeeded); a `refusal` record follows when the host refused
+    /// what the call asked for.
     pub fn append_call(
         &self,
         record: &CallRecord,
         arguments: Option<&str>,
         result: Option<&serde_json::Value>,
+        refusal: Option<&Refusal>,
     ) -> Result<(), AuditError> {
         let project = record.grants.first().map(|g| g.path.clone());
         let mut entry = Entry::new("tool_call", &self.actor, project.as_deref());
@@ -101,10 +147,6 @@ impl AuditLog {
                 entry = entry.set(&k, v);
             }
         }
-        let denied = record
-            .error
-            .as_deref()
-            .filter(|e| e.contains("hidden by the deny list"));
         let entry = entry
             .set("ok", record.outcome == "ok")
             .set_opt("args_sha256", arguments.map(|a| sha256_hex(a.as_bytes())))
@@ -113,12 +155,13 @@ impl AuditLog {
                 result.map(|r| sha256_hex(r.to_string().as_bytes())),
             );
         self.chain.append(entry)?;
-        if let Some(reason) = denied {
+        if let Some(Refusal::DenyList { pattern }) = refusal {
             let refusal = Entry::new("refusal", &self.actor, project.as_deref())
                 .set("refused", "deny_list")
+                .set("pattern", pattern.clone())
                 .set("tool", record.tool.clone())
                 .set_opt("component", record.component.clone())
-                .failed(reason);
+                .failed(record.error.clone().unwrap_or_default());
             self.chain.append(refusal)?;
         }
         Ok(())

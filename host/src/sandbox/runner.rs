@@ -69,6 +69,11 @@ impl Sandbox {
         &self.registry
     }
 
+    /// The audit log every call is recorded in, when there is one.
+    pub fn audit(&self) -> Option<&AuditLog> {
+        self.audit.as_ref()
+    }
+
     /// The limits every call runs under.
     pub fn limits(&self) -> &Limits {
         &self.limits
@@ -83,7 +88,7 @@ impl Sandbox {
         let settings = settings.to_vec();
         self.execute(
             tool,
-            wasi_ctx(&CallCaps::none())?,
+            wasi_ctx(&CallCaps::none(), self.audit.as_ref())?,
             None,
             move |pre, store| pre.describe(store, &settings),
         )
@@ -154,7 +159,22 @@ impl Sandbox {
         if let Some(log) = &self.audit {
             // The call's effect stands either way; a log that cannot be written is reported, not
             // turned into a failed call.
-            if let Err(e) = log.append_call(&record, Some(arguments), result.as_ref().ok()) {
+            // A built-in tool refused a path: the host checks the deny list itself (a message is
+            // only text, and a component could write any).
+            let refusal = match &result {
+                Err(CallError::Tool(f))
+                    if f.kind == "permission-denied" && tool.third_party.is_none() =>
+                {
+                    super::audit::deny_list_refusal(settings, arguments)
+                }
+                _ => None,
+            };
+            if let Err(e) = log.append_call(
+                &record,
+                Some(arguments),
+                result.as_ref().ok(),
+                refusal.as_ref(),
+            ) {
                 tracing::warn!(
                     "cannot append to the audit log {}: {e}",
                     log.path().display()
@@ -176,7 +196,7 @@ impl Sandbox {
             self.check_grant(grant)?;
         }
         let limits = tool.limits.unwrap_or(self.limits);
-        let wasi = wasi_ctx(caps)?;
+        let wasi = wasi_ctx(caps, self.audit.as_ref())?;
         let settings = settings.to_vec();
         let arguments = arguments.to_string();
         let json = self.execute(tool, wasi, output, move |pre, store| {

@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use wasmtime_wasi::sockets::SocketAddrUse;
 
+use super::audit::AuditLog;
 use super::error::CallError;
 use super::grant::{Access, CallCaps, is_ip_entry};
 use super::limits::{Limits, OutputBudget, OutputLimit};
@@ -133,8 +134,9 @@ impl ResourceLimiter for CallLimiter {
 /// network and no environment unless `caps` grants them: TCP connections only to the granted
 /// `host:port` pairs (names resolved here, by the host; name lookup inside the component only when
 /// a granted host is a name), no listening, no UDP; only the granted variables, with the host's
-/// values.
-pub fn wasi_ctx(caps: &CallCaps) -> Result<WasiCtx, CallError> {
+/// values. A connection refused for lying outside the grant is a `refusal` record in `audit` (the
+/// sandbox's chain, when it has one).
+pub fn wasi_ctx(caps: &CallCaps, audit: Option<&AuditLog>) -> Result<WasiCtx, CallError> {
     let mut builder = WasiCtxBuilder::new();
     // Must precede preopened_dir: it is recorded per preopen. Without it every filesystem call
     // hops through a thread pool (~10x slower directory walks).
@@ -149,6 +151,7 @@ pub fn wasi_ctx(caps: &CallCaps) -> Result<WasiCtx, CallError> {
         // One refusal record per call: a component looping on connects outside its grant must not
         // flood the audit chain (the first one says what it tried).
         let recorded = std::sync::atomic::AtomicBool::new(false);
+        let audit = audit.cloned();
         builder
             .allow_tcp(true)
             .allow_ip_name_lookup(lookup)
@@ -159,13 +162,11 @@ pub fn wasi_ctx(caps: &CallCaps) -> Result<WasiCtx, CallError> {
                     SocketAddrUse::TcpConnect => allowed.contains(&addr),
                     _ => false,
                 };
-                if !ok && !recorded.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                    crate::audit::refusal(
-                        &crate::audit::process_actor(),
-                        None,
-                        "socket",
-                        &format!("{use_:?} {addr}: not granted"),
-                    );
+                if !ok
+                    && let Some(log) = &audit
+                    && !recorded.swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    log.refusal(None, "socket", &format!("{use_:?} {addr}: not granted"));
                 }
                 Box::pin(async move { ok })
             });
@@ -267,7 +268,12 @@ mod tests {
         let limits = Limits::default();
         let engine = engine::shared(&limits).unwrap();
         let component = wasmtime::component::Component::new(&engine, bytes).unwrap();
-        let mut store = new_store(&engine, &limits, wasi_ctx(&CallCaps::none()).unwrap(), None);
+        let mut store = new_store(
+            &engine,
+            &limits,
+            wasi_ctx(&CallCaps::none(), None).unwrap(),
+            None,
+        );
         let linker = wasmtime::component::Linker::<CallState>::new(&engine);
         let r = linker
             .instantiate(&mut store, &component)

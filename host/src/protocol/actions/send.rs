@@ -98,6 +98,10 @@ async fn finish_send(ctx: Ctx, id: Option<String>, started: StartedReply) {
             files,
             only_if_unnamed: true,
         });
+    // An audit record the chain could not take during the reply (kept in `<log>.unchained`).
+    if let Some(t) = crate::audit::take_trouble() {
+        events::emit(&ctx, &events::audit_trouble(id.as_deref(), &t));
+    }
     events::emit(&ctx, &m);
     if let Some(job) = title_job {
         title::run(ctx, provider, config, job).await;
