@@ -89,6 +89,11 @@ fn add_grant_call(dir: &Path, name: &str) {
     env.write_local("notes.txt", "hello from the project\n");
     env.write_local(".env", "SECRET=hunter2\n");
 
+    // The host serves the project from before the install (as the plugin's would).
+    let mut s = env.spawn();
+    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
+    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+
     let out = ok(&tools(&env, &["add", p(dir), "--project"]));
     assert!(out.contains(&function), "{out}");
     ok(&tools(&env, &["grant", name, "--all"]));
@@ -127,9 +132,7 @@ fn add_grant_call(dir: &Path, name: &str) {
     );
 
     // Agent mode: the model calls it and gets the file's text.
-    let mut s = env.spawn();
-    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
-    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    s.ok(json!({"action": "chat_new", "name": "t"}));
     let rid = s.next_id();
     s.send(&json!({"action": "send", "content": "read notes", "model": "mock/agent", "mode": "agent", "request_id": rid}));
     let want = json!(rid);
