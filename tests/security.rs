@@ -646,7 +646,7 @@ fn an_oversized_component_is_refused_before_compiling() {
     let home = common::Home::new();
     let big = home.path().join("big.wasm");
     let f = fs::File::create(&big).unwrap();
-    f.set_len(17 << 20).unwrap();
+    f.set_len(65 << 20).unwrap();
     fs::create_dir_all(home.path().join("d")).unwrap();
     let out = home.run(&[
         "tools",
@@ -661,9 +661,9 @@ fn an_oversized_component_is_refused_before_compiling() {
     ]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
-    // Refused by its size, before anything read or compiled it: 17 MiB of zeros is no
+    // Refused by its size, before anything read or compiled it: 65 MiB of zeros is no
     // component, and compiling it would fail with another error.
-    assert!(err.contains("at most 16 MiB"), "{err}");
+    assert!(err.contains("at most 64 MiB"), "{err}");
     assert!(!err.contains("compil"), "{err}");
 }
 

@@ -227,7 +227,14 @@ fn granted_summary(s: &Status) -> String {
 fn add(path: &std::path::Path, enable: bool) -> anyhow::Result<()> {
     let sb = sandbox(None)?;
     let project = project();
+    // Compiling a large component takes seconds: say so (stderr; stdout is the result).
+    eprintln!(
+        "bb7: compiling {} (at most {} s)…",
+        path.display(),
+        crate::sandbox::registry::COMPILE_TIME_LIMIT.as_secs()
+    );
     let added = manage::add(&sb, path, enable.then_some(project.as_path()))?;
+    eprintln!("bb7: compiled in {:.1} s", added.compile_ms / 1000.0);
     let st = &added.status;
     let tool = st
         .installed
@@ -246,6 +253,9 @@ fn add(path: &std::path::Path, enable: bool) -> anyhow::Result<()> {
         req = st.installed.requested.summary(),
         granted = granted_summary(st),
     );
+    if let Some(note) = &added.note {
+        println!("  note       {note}");
+    }
     if let Some(old) = &added.replaced {
         println!("  replaced   {old} (its grant does not hold for the new binary)");
     }

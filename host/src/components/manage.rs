@@ -37,6 +37,11 @@ pub struct Added {
     pub manifest_origin: String,
     /// The component's state afterwards.
     pub status: Status,
+    /// How long compiling it took, in milliseconds (its native code is cached, so the first call
+    /// does not compile again).
+    pub compile_ms: f64,
+    /// What the author should know: a request the component cannot use (see [`files_note`]).
+    pub note: Option<String>,
 }
 
 /// The project the CLI acts on: the nearest ancestor of `cwd` holding `.bb7/`, else `cwd`.
@@ -163,7 +168,25 @@ pub fn add(
         replaced,
         manifest_origin: found.manifest_origin,
         status,
+        compile_ms: component.load_ms,
+        note: files_note(m.requested.files, &component.imports),
     })
+}
+
+/// A component that requests a directory but imports no `wasi:filesystem/preopens` can never see
+/// it: the usual cause is a JavaScript world without `wasi:filesystem`. Says how to fix it.
+pub fn files_note(files: manifest::Files, imports: &[String]) -> Option<String> {
+    if files == manifest::Files::None
+        || imports
+            .iter()
+            .any(|i| i.starts_with("wasi:filesystem/preopens@"))
+    {
+        return None;
+    }
+    Some(format!(
+        "it requests files = \"{}\" but imports no wasi:filesystem/preopens, so it can never see them: a JavaScript (jco / componentize-js) component needs a world that includes `import wasi:filesystem/preopens@0.2.x;` and `import wasi:filesystem/types@0.2.x;` (doc/components.md, JavaScript); otherwise drop `files` from the manifest",
+        files.as_str()
+    ))
 }
 
 /// The tool a component described at `add`, kept in the state file beside the component.
@@ -350,4 +373,20 @@ fn audit_change(verb: &str, component: &str, project: Option<&Path>) {
         }
     }
     crate::audit::record(e);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_files_request_without_a_filesystem_import_names_the_js_world_fix() {
+        let none: Vec<String> = vec!["wasi:cli/stdout@0.2.3".into()];
+        let note = files_note(manifest::Files::ProjectRead, &none).expect("a note");
+        assert!(note.contains("wasi:filesystem/preopens"), "{note}");
+        assert!(note.contains("JavaScript"), "{note}");
+        let fs = vec!["wasi:filesystem/preopens@0.2.0".to_string()];
+        assert_eq!(files_note(manifest::Files::ProjectRead, &fs), None);
+        assert_eq!(files_note(manifest::Files::None, &none), None);
+    }
 }

@@ -95,8 +95,12 @@ impl ComponentCache {
                 }
             }
         }
-        let component = Component::new(engine, bytes)
-            .map_err(|e| anyhow::anyhow!("compiling component: {e}"))?;
+        let component = Component::new(engine, bytes).map_err(|e| {
+            anyhow::anyhow!(
+                "compiling component: {}",
+                super::hints::explained(super::hints::chain(e.chain()))
+            )
+        })?;
         if let (Some(path), Some(key)) = (self.artifact(sha256), &key) {
             if let Ok(serialized) = component.serialize() {
                 // The tag first: an artifact without its matching tag is never loaded.

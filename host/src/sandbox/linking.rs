@@ -74,7 +74,7 @@ pub fn refusal(import: &str, network: bool, own_types: &str) -> Option<String> {
     }
     if import.starts_with("wasi:http/") {
         return Some(format!(
-            "the component imports {import}; bb7 does not offer wasi:http (use wasi:sockets with a network grant)"
+            "the component imports {import}, but bb7 does not offer wasi:http: build the component without HTTP (componentize-js/jco: --disable http fetch-event; Rust: do not depend on wasi:http), or use wasi:sockets with a network request (network = [\"host:port\", …])"
         ));
     }
     if !import.starts_with("wasi:") {
@@ -83,4 +83,21 @@ pub fn refusal(import: &str, network: bool, own_types: &str) -> Option<String> {
         ));
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wasi_http_import_is_refused_naming_how_to_build_without_it() {
+        let why = refusal(
+            "wasi:http/outgoing-handler@0.2.3",
+            true,
+            "bb7:tool/types@0.1.0",
+        )
+        .expect("refused");
+        assert!(why.contains("wasi:http/outgoing-handler@0.2.3"), "{why}");
+        assert!(why.contains("--disable http fetch-event"), "{why}");
+    }
 }

@@ -19,6 +19,7 @@ pub mod cache;
 pub mod engine;
 pub mod error;
 pub mod grant;
+pub mod hints;
 pub mod hostcalls;
 pub mod limits;
 pub mod linking;

@@ -286,11 +286,15 @@ fn classify(store: &Store<CallState>, limits: &Limits, e: wasmtime::Error) -> Ca
     if store.data().deadline_hit() || matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
         return CallError::TimeLimit(limits.wall_time.as_millis() as u64);
     }
-    let msg = format!("{e:#}");
-    CallError::Trap(truncate(
-        msg.lines().next().unwrap_or("unknown trap"),
-        MAX_ERROR_MESSAGE,
-    ))
+    // The whole cause chain (the trap itself is the root cause, under wasmtime's backtrace
+    // context), and the fix when it is a known one.
+    let msg = super::hints::explained(super::hints::chain(e.chain()));
+    let msg = if msg.is_empty() {
+        "unknown trap".to_string()
+    } else {
+        msg
+    };
+    CallError::Trap(truncate(&msg, MAX_ERROR_MESSAGE))
 }
 
 /// A tool failure with its message cut to [`MAX_ERROR_MESSAGE`] bytes.

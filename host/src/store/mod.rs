@@ -286,7 +286,24 @@ pub fn read_regular_path(path: &Path) -> io::Result<Vec<u8>> {
     )
 }
 
+/// [`read_regular_path`] with its own limit of `max` bytes instead of [`MAX_READ`] (component
+/// files, which may be larger than any state file).
+pub fn read_regular_path_max(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    check_and_read_max(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)?,
+        max,
+    )
+}
+
 fn check_and_read(f: std::fs::File) -> io::Result<Vec<u8>> {
+    check_and_read_max(f, MAX_READ)
+}
+
+fn check_and_read_max(f: std::fs::File, max: u64) -> io::Result<Vec<u8>> {
     use std::io::Read;
     let meta = f.metadata()?;
     if !meta.is_file() {
@@ -295,14 +312,14 @@ fn check_and_read(f: std::fs::File) -> io::Result<Vec<u8>> {
             "not a regular file",
         ));
     }
-    if meta.len() > MAX_READ {
+    if meta.len() > max {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("larger than {} MiB", MAX_READ >> 20),
+            format!("larger than {} MiB", max >> 20),
         ));
     }
     let mut out = Vec::with_capacity(meta.len() as usize);
-    f.take(MAX_READ).read_to_end(&mut out)?;
+    f.take(max).read_to_end(&mut out)?;
     Ok(out)
 }
 
