@@ -220,7 +220,7 @@ fn the_python_client_lists_the_tools_and_calls_each_built_in_and_a_granted_compo
     for r in &calls {
         assert_eq!(r["actor"], "mcp:pytest-mcp", "{r}");
     }
-    for tool in ["read_file", "search_project", "list_files", "count_words"] {
+    for tool in ["read_file", "search_project", "list_files", "wordcount"] {
         assert!(
             calls
                 .iter()
