@@ -55,6 +55,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, u32)] = &[
     ("cli", 95),
     ("protocol", 90),
+    ("mcp", 90),
     ("workspace", 85),
     ("agent", 80),
     ("toolhost", 70),

@@ -10,6 +10,7 @@ pub mod components;
 pub mod config;
 pub mod instructions;
 pub mod llm;
+pub mod mcp;
 pub mod paths;
 pub mod protocol;
 pub mod sandbox;

@@ -17,6 +17,7 @@ use crate::llm::tool_calls::ToolCall;
 const MAX_RESULT_SHOWN: usize = 64 << 10;
 
 /// One offered third-party tool.
+#[derive(Clone)]
 pub struct Offered {
     /// The name the model calls (`<component>__<tool>`).
     pub function: String,
@@ -51,6 +52,15 @@ impl ThirdParty {
                 })
             })
             .collect();
+        ThirdParty {
+            tools,
+            view: ViewSlot::default(),
+        }
+    }
+
+    /// The tools of `tools` with a project view of their own (`bb7 mcp`: one per call, as the
+    /// offered list is fixed for the server's life but the project changes under it).
+    pub fn with_tools(tools: Vec<Offered>) -> ThirdParty {
         ThirdParty {
             tools,
             view: ViewSlot::default(),

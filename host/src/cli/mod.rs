@@ -28,6 +28,12 @@ enum Command {
     /// Verify and read the audit chain (~/.bb7/audit/log.jsonl).
     #[command(subcommand)]
     Audit(audit::AuditCommand),
+    /// Serve the sandboxed tools to an MCP client over stdio (doc/mcp.md).
+    Mcp {
+        /// The project (default: the nearest directory above the current one holding .bb7/).
+        #[arg(long, value_name = "DIR")]
+        project: Option<std::path::PathBuf>,
+    },
 }
 
 /// Parses the command line and runs it.
@@ -57,6 +63,8 @@ pub fn main() -> ExitCode {
             init_cli_logging();
             audit::run(cmd)
         }
+        // stdout is the MCP session and stderr stays silent while it runs.
+        Some(Command::Mcp { project }) => crate::mcp::main(project),
         None => crate::protocol::serve(),
     }
 }

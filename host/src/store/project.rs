@@ -340,3 +340,30 @@ mod tests {
         );
     }
 }
+
+/// A project root named on a command line (`bb7 mcp --project DIR`), canonicalised; it must be a
+/// directory.
+pub fn canonical_dir(dir: &Path) -> io::Result<PathBuf> {
+    let root = dir.canonicalize()?;
+    if !root.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            format!("{} is not a directory", root.display()),
+        ));
+    }
+    Ok(root)
+}
+
+/// The nearest ancestor of `start` (itself included, canonicalised first) holding a `.bb7/`
+/// directory (a real one, not a link to one); `None` when there is none.
+pub fn nearest_project(start: &Path) -> io::Result<Option<PathBuf>> {
+    let start = start.canonicalize()?;
+    Ok(start
+        .ancestors()
+        .find(|d| {
+            d.join(".bb7")
+                .symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_dir())
+        })
+        .map(Path::to_path_buf))
+}

@@ -1,0 +1,271 @@
+//! The MCP server: the offered tools (fixed at start), and each `tools/call` run as agent mode runs
+//! it, on a blocking thread, its sandbox record appended to the audit chain under the client's name.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    Tool, ToolsCapability,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Map, Value};
+
+use crate::agent::retrieval::{self, CallOutcome, Project};
+use crate::agent::third_party::{Offered, ThirdParty};
+use crate::agent::tools::ToolRunner;
+use crate::audit::Actor;
+use crate::llm::tool_calls::ToolCall;
+use crate::sandbox::AuditLog;
+use crate::toolhost::ToolHost;
+
+/// Why the server cannot start or stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    /// The project cannot be opened for the tools.
+    #[error("{0}")]
+    Project(#[from] crate::agent::error::AgentError),
+    /// An empty directory standing in for a chat could not be made.
+    #[error("cannot create a temporary directory: {0}")]
+    Temp(std::io::Error),
+    /// The protocol session failed (not a clean end of input).
+    #[error("the MCP session failed: {0}")]
+    Session(String),
+}
+
+/// One offered tool and how it runs.
+enum Runs {
+    /// A built-in retrieval tool.
+    Retrieval,
+    /// A third-party component's tool.
+    ThirdParty(Offered),
+}
+
+struct Offer {
+    tool: Tool,
+    runs: Runs,
+}
+
+struct Inner {
+    project: Project,
+    offers: Vec<Offer>,
+    /// The tool host, made at the first call (its audit records name the client).
+    host: OnceLock<Arc<ToolHost>>,
+    /// What a call's runner takes for its chat: an empty directory (no output, no context), so
+    /// every read is of the project itself, as in an agent reply's first step.
+    no_chat: tempfile::TempDir,
+    diff_mode: crate::config::DiffMode,
+}
+
+/// The `bb7 mcp` server of one project.
+#[derive(Clone)]
+pub struct Server {
+    inner: Arc<Inner>,
+}
+
+impl Server {
+    /// The server of `root`: its offered tools are decided now, for the server's life.
+    pub fn new(root: &Path) -> Result<Server, McpError> {
+        let config = crate::config::load().config().clone();
+        let project = crate::agent::steps::open_project(root, &config.agent)?;
+        let mut offers = Vec::new();
+        for spec in retrieval::specs(project.settings())? {
+            offers.push(Offer {
+                tool: tool(spec),
+                runs: Runs::Retrieval,
+            });
+        }
+        let third = ThirdParty::for_project(root, &crate::agent::steps::reserved_names());
+        let specs = third.specs();
+        for offered in third.tools {
+            if let Some(spec) = specs.iter().find(|s| s.name == offered.function) {
+                offers.push(Offer {
+                    tool: tool(spec.clone()),
+                    runs: Runs::ThirdParty(offered),
+                });
+            }
+        }
+        let no_chat = tempfile::Builder::new()
+            .prefix("bb7-mcp-")
+            .tempdir()
+            .map_err(McpError::Temp)?;
+        Ok(Server {
+            inner: Arc::new(Inner {
+                project,
+                offers,
+                host: OnceLock::new(),
+                no_chat,
+                diff_mode: config.diff_mode,
+            }),
+        })
+    }
+
+    /// The project's root.
+    pub fn root(&self) -> &PathBuf {
+        &self.inner.project.root
+    }
+
+    /// The names of the offered tools, in the order listed.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.inner
+            .offers
+            .iter()
+            .map(|o| o.tool.name.to_string())
+            .collect()
+    }
+
+    /// Serves MCP on stdin/stdout until stdin closes.
+    pub async fn serve_stdio(self) -> Result<(), McpError> {
+        let running = match self.serve(rmcp::transport::stdio()).await {
+            Ok(r) => r,
+            // Input ended before (or during) the handshake: nothing to serve, a clean end.
+            Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+            Err(e) => return Err(McpError::Session(e.to_string())),
+        };
+        running
+            .waiting()
+            .await
+            .map(|_| ())
+            .map_err(|e| McpError::Session(e.to_string()))
+    }
+
+    fn host(&self, client: &str) -> Arc<ToolHost> {
+        Arc::clone(self.inner.host.get_or_init(|| {
+            let actor = Actor::Mcp(client.to_string());
+            crate::audit::set_process_actor(actor.clone());
+            Arc::new(ToolHost::with_audit(
+                crate::paths::audit_log().map(|p| AuditLog::new(p).actor(actor)),
+            ))
+        }))
+    }
+
+    /// Runs one call (blocking), exactly as agent mode runs it.
+    fn run(&self, host: Arc<ToolHost>, offer: usize, call: &ToolCall) -> CallOutcome {
+        let inner = &self.inner;
+        let chat_dir = match cap_std::fs::Dir::open_ambient_dir(
+            inner.no_chat.path(),
+            cap_std::ambient_authority(),
+        ) {
+            Ok(d) => d,
+            Err(e) => return CallOutcome::failed(format!("{}: {e}", call.name), None),
+        };
+        let mut runner =
+            match ToolRunner::new(host, inner.diff_mode, &inner.project.root, chat_dir, &[]) {
+                Ok(r) => r,
+                Err(e) => return CallOutcome::failed(format!("{}: {e}", call.name), None),
+            };
+        runner.set_agent(true);
+        match &inner.offers[offer].runs {
+            Runs::Retrieval => retrieval::run(&mut runner, &inner.project, call),
+            Runs::ThirdParty(offered) => {
+                let third = ThirdParty::with_tools(vec![offered.clone()]);
+                third.run(&mut runner, &inner.project, offered, call)
+            }
+        }
+    }
+}
+
+/// An agent-mode tool spec as an MCP tool.
+fn tool(spec: crate::llm::request::ToolSpec) -> Tool {
+    let schema = match spec.parameters {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    Tool::new(spec.name, spec.description, Arc::new(schema))
+}
+
+/// The client's name as the audit chain records it: printable, at most 64 characters.
+fn client_name(info: Option<Implementation>) -> String {
+    let name: String = info
+        .map(|i| i.name)
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(64)
+        .collect();
+    if name.trim().is_empty() {
+        "unknown".to_string()
+    } else {
+        name
+    }
+}
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        let mut caps = ServerCapabilities::default();
+        let mut tools = ToolsCapability::default();
+        tools.list_changed = Some(false);
+        caps.tools = Some(tools);
+        InitializeResult::new(caps)
+            .with_server_info(Implementation::new("bb7", crate::VERSION))
+            .with_instructions(
+                "bb7's sandboxed tools for one project: search_project, read_file and list_files see the project read-only, never .git/, .bb7/ or deny-listed files; third-party tools run under the grants the user gave them.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(
+            self.inner.offers.iter().map(|o| o.tool.clone()).collect(),
+        ))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.inner
+            .offers
+            .iter()
+            .find(|o| o.tool.name == name)
+            .map(|o| o.tool.clone())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let Some(offer) = self.inner.offers.iter().position(|o| o.tool.name == name) else {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "unknown tool {name:?}; the tools offered are {}",
+                    self.tool_names().join(", ")
+                ),
+                None,
+            ));
+        };
+        let args = request.arguments.unwrap_or_default();
+        super::args::check(&name, &self.inner.offers[offer].tool.input_schema, &args)
+            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+        let value = Value::Object(args);
+        let call = ToolCall {
+            id: format!("mcp_{}", context.id),
+            name,
+            arguments_raw: value.to_string(),
+            arguments: Ok(value),
+        };
+        let host = self.host(&client_name(context.client_info()));
+        let server = self.clone();
+        let job = tokio::task::spawn_blocking(move || server.run(host, offer, &call));
+        let outcome = tokio::select! {
+            joined = job => joined.map_err(|e| ErrorData::internal_error(format!("the call failed: {e}"), None))?,
+            // The client gave up: answer at once (a component still running ends at its time
+            // limit; its record is still appended to the audit chain).
+            _ = context.ct.cancelled() => {
+                return Err(ErrorData::internal_error("the call was cancelled", None));
+            }
+        };
+        let result = if outcome.ok {
+            CallToolResult::success(vec![ContentBlock::text(outcome.content)])
+        } else {
+            CallToolResult::error(vec![ContentBlock::text(
+                outcome.error.unwrap_or(outcome.content),
+            )])
+        };
+        Ok(result.into())
+    }
+}

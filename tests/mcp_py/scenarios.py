@@ -1,0 +1,207 @@
+"""`bb7 mcp` driven by the official Python MCP SDK's stdio client (tests/mcp.rs runs this).
+
+Usage: scenarios.py SCENARIO BB7 PROJECT [ARG]. Each scenario asserts what it checks and prints
+one JSON line of facts for the Rust test; any failed assertion exits non-zero with its message.
+The environment (HOME, BB7_HOME, BB7_CACHE_DIR) is the test's isolated one.
+"""
+
+import json
+import os
+import sys
+import tempfile
+import time
+
+import anyio
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import types
+from mcp.shared.exceptions import MCPError
+
+SCENARIO, BB7, PROJECT = sys.argv[1], sys.argv[2], sys.argv[3]
+EXTRA = sys.argv[4] if len(sys.argv) > 4 else ""
+
+
+def params():
+    return StdioServerParameters(
+        command=BB7, args=["mcp", "--project", PROJECT], env=dict(os.environ)
+    )
+
+
+def is_error(r):
+    v = getattr(r, "is_error", None)
+    if v is None:
+        v = getattr(r, "isError", None)
+    return bool(v)
+
+
+def text(r):
+    return "".join(getattr(c, "text", "") for c in r.content)
+
+
+class Client:
+    """One `bb7 mcp` process and an initialized session; its stderr is kept in a file."""
+
+    def __init__(self, name="pytest-mcp"):
+        self.name = name
+        self.errlog = tempfile.TemporaryFile(mode="w+")
+
+    async def __aenter__(self):
+        self._t = stdio_client(params(), errlog=self.errlog)
+        read, write = await self._t.__aenter__()
+        self._s = ClientSession(
+            read, write, client_info=types.Implementation(name=self.name, version="1.0")
+        )
+        self.s = await self._s.__aenter__()
+        self.init = await self.s.initialize()
+        return self
+
+    async def __aexit__(self, *exc):
+        await self._s.__aexit__(*exc)
+        await self._t.__aexit__(*exc)
+        self.errlog.seek(0)
+        self.stderr = self.errlog.read()
+        return False
+
+    async def call(self, name, args):
+        return await self.s.call_tool(name, args)
+
+
+async def ok(c, name, args):
+    r = await c.call(name, args)
+    assert not is_error(r), f"{name} {args} failed: {text(r)}"
+    return text(r)
+
+
+async def err(c, name, args):
+    r = await c.call(name, args)
+    assert is_error(r), f"{name} {args} should have failed, got: {text(r)}"
+    return text(r)
+
+
+async def basics():
+    async with Client() as c:
+        caps = c.init.capabilities.tools
+        listed = await c.s.list_tools()
+        names = [t.name for t in listed.tools]
+        read = await ok(c, "read_file", {"file_path": "src/a.txt"})
+        assert read.startswith("path=src/a.txt file_id="), read
+        assert "alpha beta" in read, read
+        search = json.loads(await ok(c, "search_project", {"query": "alpha"}))
+        found = [r["file_path"] for r in search["results"]]
+        assert "src/a.txt" in found, search
+        files = json.loads(await ok(c, "list_files", {}))
+        listed_files = [f if isinstance(f, str) else f.get("path", f.get("file_path")) for f in files["files"]]
+        # The deny list and .git/ are hidden from every built-in.
+        for hidden in [".env", ".git/config", ".bb7/"]:
+            assert not any(p.startswith(hidden) for p in listed_files), (hidden, listed_files)
+        secret = json.loads(await ok(c, "search_project", {"query": "hunter2"}))
+        assert secret["results"] == [], secret
+        refusals = {}
+        for path in [".env", ".git/config", "../outside.txt", "/etc/passwd", "link.txt", "linkdir/b.txt"]:
+            refusals[path] = await err(c, "read_file", {"file_path": path})
+        wc = None
+        if "wordcount__count_words" in names:
+            wc = json.loads(await ok(c, "wordcount__count_words", {"path": "."}))
+    print(json.dumps({
+        "tools": names,
+        "list_changed": getattr(caps, "list_changed", getattr(caps, "listChanged", None)),
+        "refusals": refusals,
+        "wordcount": wc,
+        "files": listed_files,
+        "stderr": c.stderr,
+    }))
+
+
+async def time_limit():
+    async with Client() as c:
+        t0 = time.monotonic()
+        over = await err(c, "bomb__hostile", {"attack": "loop"})
+        # The server keeps serving.
+        after = await ok(c, "bomb__hostile", {"attack": "ok"})
+        read = await ok(c, "read_file", {"file_path": "src/a.txt"})
+    print(json.dumps({"over": over, "after": after, "read_ok": "alpha" in read,
+                      "secs": time.monotonic() - t0, "stderr": c.stderr}))
+
+
+async def cancel():
+    async with Client() as c:
+        cancelled = False
+        with anyio.move_on_after(0.5) as scope:
+            await c.call("bomb__hostile", {"attack": "loop"})
+        cancelled = scope.cancelled_caught
+        t0 = time.monotonic()
+        read = await ok(c, "read_file", {"file_path": "src/a.txt"})
+        next_secs = time.monotonic() - t0
+    print(json.dumps({"cancelled": cancelled, "read_ok": "alpha" in read,
+                      "next_secs": next_secs, "stderr": c.stderr}))
+
+
+async def sequential():
+    n = int(EXTRA or "100")
+    async with Client() as c:
+        for i in range(n):
+            path = f"many/f{i % 10}.txt"
+            r = await ok(c, "read_file", {"file_path": path})
+            assert r.startswith(f"path={path} "), (i, r)
+            assert f"content of file {i % 10}\n" in r, (i, r)
+    print(json.dumps({"calls": n, "stderr": c.stderr}))
+
+
+async def concurrent():
+    clients = int(EXTRA or "8")
+    per = 10
+    results = {}
+    stderrs = []
+
+    async def one(k):
+        async with Client(name=f"client-{k}") as c:
+            async def call(i):
+                j = (k + i) % 10
+                r = await ok(c, "read_file", {"file_path": f"many/f{j}.txt"})
+                assert r.startswith(f"path=many/f{j}.txt "), (k, i, r)
+                assert f"content of file {j}\n" in r, (k, i, r)
+                results[(k, i)] = True
+            async with anyio.create_task_group() as tg:
+                for i in range(per):
+                    tg.start_soon(call, i)
+        stderrs.append(c.stderr)
+
+    async with anyio.create_task_group() as tg:
+        for k in range(clients):
+            tg.start_soon(one, k)
+    assert len(results) == clients * per, len(results)
+    print(json.dumps({"calls": len(results), "stderr": "".join(stderrs)}))
+
+
+async def bad():
+    """Protocol errors as the SDK sees them: an unknown tool and bad arguments are invalid-params."""
+    async with Client() as c:
+        codes = {}
+        for name, args in [("no_such_tool", {}), ("read_file", {}), ("read_file", {"file_path": 7})]:
+            try:
+                r = await c.call(name, args)
+                codes[name + json.dumps(args)] = ("result", is_error(r), text(r))
+            except MCPError as e:
+                codes[name + json.dumps(args)] = ("error", e.error.code, e.error.message)
+        read = await ok(c, "read_file", {"file_path": "src/a.txt"})
+    print(json.dumps({"codes": codes, "read_ok": "alpha" in read, "stderr": c.stderr}))
+
+
+async def bench():
+    """Per-call round trips of read_file (milliseconds), and search_project over the project."""
+    n = int(EXTRA or "200")
+    async with Client() as c:
+        await ok(c, "read_file", {"file_path": "src/a.txt"})
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await ok(c, "read_file", {"file_path": "src/a.txt"})
+        read_ms = (time.perf_counter() - t0) * 1000 / n
+        t0 = time.perf_counter()
+        await ok(c, "search_project", {"query": "needle"})
+        search_ms = (time.perf_counter() - t0) * 1000
+    print(json.dumps({"read_ms": read_ms, "search_ms": search_ms, "stderr": c.stderr}))
+
+
+SCENARIOS = {f.__name__: f for f in [basics, time_limit, cancel, sequential, concurrent, bad, bench]}
+
+if __name__ == "__main__":
+    anyio.run(SCENARIOS[SCENARIO])
