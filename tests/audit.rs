@@ -441,7 +441,7 @@ fn eight_processes_appending_500_records_each_make_one_linear_chain() {
     }
     // One checkpoint after each multiple of 100 and one per exiting process.
     let cps = recs.iter().filter(|r| r["kind"] == "checkpoint").count();
-    assert!(cps >= 40 + 1, "{cps} checkpoints");
+    assert!(cps > 40, "{cps} checkpoints");
 }
 
 #[test]

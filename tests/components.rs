@@ -33,12 +33,11 @@ fn word_count() -> &'static Path {
 fn net_probe() -> &'static Path {
     static P: OnceLock<PathBuf> = OnceLock::new();
     P.get_or_init(|| {
-        let wasm = common::wasm::build(
+        common::wasm::build(
             "examples/tool-components",
             "tool-examples-wasm",
             "net_probe.wasm",
-        );
-        wasm
+        )
     })
 }
 
@@ -882,7 +881,7 @@ fn output_write_files_become_the_reply_s_proposed_files() {
             0,
             "c1",
             "maker__hostile",
-            &json!({"attack": "fs", "ops": [
+            json!({"attack": "fs", "ops": [
                 {"op": "read_dir", "path": "/"},
                 {"op": "mkdir_all", "path": "/gen"},
                 {"op": "write", "path": "/gen/new.txt", "data": "made by a component"},
@@ -894,7 +893,7 @@ fn output_write_files_become_the_reply_s_proposed_files() {
             0,
             "c2",
             "maker__hostile",
-            &json!({"attack": "fs", "ops": [
+            json!({"attack": "fs", "ops": [
                 {"op": "mkdir_all", "path": "/.git/hooks"},
                 {"op": "write", "path": "/.git/hooks/post-checkout", "data": "evil"},
             ]})
@@ -1221,9 +1220,9 @@ fn blocked_calls_release_their_memory() {
 fn output_write_is_capped_while_writing_and_deep_chains_are_refused() {
     let big = |via: &str| json!({"attack": "write_big", "mib": 256, "via": via}).to_string();
     let server = MockServer::start(Script::new(vec![
-        Reply::tool_calls([ToolCall::new(0, "c1", "writer__hostile", &big("file"))]),
+        Reply::tool_calls([ToolCall::new(0, "c1", "writer__hostile", big("file"))]),
         Reply::text(["one"]),
-        Reply::tool_calls([ToolCall::new(0, "c2", "writer__hostile", &big("stream"))]),
+        Reply::tool_calls([ToolCall::new(0, "c2", "writer__hostile", big("stream"))]),
         Reply::text(["two"]),
         Reply::tool_calls([ToolCall::new(
             0,
@@ -1236,7 +1235,7 @@ fn output_write_is_capped_while_writing_and_deep_chains_are_refused() {
             0,
             "c4",
             "writer__hostile",
-            &json!({"attack": "write_big", "mib": 4, "via": "file"}).to_string(),
+            json!({"attack": "write_big", "mib": 4, "via": "file"}).to_string(),
         )]),
         Reply::text(["four"]),
     ]));

@@ -309,8 +309,7 @@ impl Layout {
     }
 }
 
-#[path = "common/snapshot.rs"]
-mod tree_snapshot;
+use common::snapshot as tree_snapshot;
 use tree_snapshot::{Node, Snapshot};
 
 /// Everything under `dir` (but `skip`), directories' mtimes included (tests/common/snapshot.rs).

@@ -160,7 +160,15 @@ fn invalid_tool_arguments_are_a_tool_error_not_a_crash() {
     let (_, r) = run(&server);
     let s = r.expect("the stream itself is fine");
     let err = s.tool_calls[0].arguments.as_ref().unwrap_err();
-    assert!(err.contains("not valid JSON"), "{err}");
+    assert!(
+        matches!(err, bb7::llm::tool_calls::ArgumentsError::InvalidJson(_)),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .starts_with("the arguments are not valid JSON: "),
+        "{err}"
+    );
     assert_eq!(s.tool_calls[0].arguments_raw, "{\"path\": \"x\", oops");
 }
 

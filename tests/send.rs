@@ -702,6 +702,39 @@ fn auto_retry_repairs_failed_edits_once() {
     event(&t.chat(), "AssistantWriteFile", "new.txt");
 }
 
+/// Chat mode is the agent loop with one step: when the repair fails too there is no third
+/// request, the reattempt chunk is streamed once, the `diff_error` lists the calls of both attempts
+/// but only the repair's errors, and no agent event or job trace is made (`finish` fails on any
+/// event that is not a chunk).
+#[test]
+fn auto_retry_repairs_only_once_and_chat_mode_reports_no_agent_job() {
+    let bad = |id: &str| {
+        Reply::tool_calls([ToolCall::edit_file(
+            0,
+            id,
+            &[("a.txt", "{{file_id:a.txt}}", "gamma", "GAMMA")],
+        )])
+    };
+    let mut t = setup_with(
+        vec![bad("c1"), bad("c2"), Reply::text(["never asked"])],
+        json!({"auto_retry_partial_edits": true}),
+    );
+    t.add("a.txt", "alpha\n");
+    let (evs, term) = t.send("edit");
+    assert_eq!(term["type"], "diff_error", "{term}");
+    assert_eq!(t.reqs().len(), 2);
+    assert_eq!(chunks(&evs), [REATTEMPT]);
+    assert_eq!(list(&term["errors"]).len(), 1, "{term}");
+    let calls = list(&term["tool_calls"]);
+    let ids: Vec<&str> = calls.iter().filter_map(|c| c["id"].as_str()).collect();
+    assert_eq!(ids, ["c1", "c2"], "{term}");
+    assert!(calls.iter().all(|c| c["error"].is_string()), "{term}");
+    assert!(t.chat().get("mode").is_none());
+    assert!(!t.env.chat_dir(&t.id).join("traces").exists());
+    let msgs = t.messages();
+    assert!(msgs.iter().all(|m| m.get("agent").is_none()), "{msgs:?}");
+}
+
 #[test]
 fn without_auto_retry_a_failed_edit_is_not_retried() {
     let mut t = setup(vec![Reply::tool_calls([ToolCall::edit_file(

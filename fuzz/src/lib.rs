@@ -17,10 +17,10 @@ pub mod sse;
 /// store's fsyncs cost nothing.
 pub fn scratch_dir() -> tempfile::TempDir {
     let shm = std::path::Path::new("/dev/shm");
-    if shm.is_dir() {
-        if let Ok(d) = tempfile::Builder::new().prefix("bb7-fuzz-").tempdir_in(shm) {
-            return d;
-        }
+    if shm.is_dir()
+        && let Ok(d) = tempfile::Builder::new().prefix("bb7-fuzz-").tempdir_in(shm)
+    {
+        return d;
     }
     tempfile::Builder::new()
         .prefix("bb7-fuzz-")

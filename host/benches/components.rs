@@ -14,9 +14,9 @@
 //!    `bb7-tool.toml` beside each (`name = "wc01".."wc20"`, otherwise the example's manifest) is
 //!    the only manifest, with a custom section appended that differs per copy. Two timings:
 //!    a. spawn -> `bb7_init` -> `init` -> its reply, per run on a fresh project directory that
-//!       was enabled beforehand (its `.bb7/` removed again, so `bb7_init` succeeds);
+//!    was enabled beforehand (its `.bb7/` removed again, so `bb7_init` succeeds);
 //!    b. spawn -> `init` -> `chat_new` -> an agent-mode `send` -> `done`, against `bb7-mock-llm`
-//!       (a one-chunk text reply; the first request is checked to offer the 20 tools).
+//!    (a one-chunk text reply; the first request is checked to offer the 20 tools).
 //!    The same two with no component installed, for comparison.
 //! 2. `bb7 tools add <dir>` of the dev-profile `word_count.wasm` (no `--release`; its size and
 //!    how much of it is code is printed), cold (fresh HOME and empty `BB7_CACHE_DIR` per run) and

@@ -172,10 +172,11 @@ fn chunk_overhead() {
                     w0 = at;
                 }
                 for tok in v["content"].as_str().unwrap_or("").split_whitespace() {
-                    if let Ok(i) = tok.parse::<usize>() {
-                        if i < CHUNKS && recv[i].is_none() {
-                            recv[i] = Some(at);
-                        }
+                    if let Ok(i) = tok.parse::<usize>()
+                        && i < CHUNKS
+                        && recv[i].is_none()
+                    {
+                        recv[i] = Some(at);
                     }
                 }
             }

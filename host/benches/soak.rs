@@ -180,7 +180,7 @@ fn main() {
         if i % 10 == 9 {
             server.push(Reply::tool_calls([ToolCall::new(
                 0,
-                &format!("c{i}"),
+                format!("c{i}"),
                 "write_file",
                 json!({"path": format!("out{}.txt", i % 30), "content": format!("send {i}\n")})
                     .to_string(),

@@ -662,8 +662,12 @@ mod tests {
         fn pd(&self) -> ProjectDir {
             ProjectDir::open(&self.root).unwrap()
         }
-        fn project(&self) -> Result<Option<String>, String> {
-            load_project(&self.pd()).map_err(|e| e.to_string())
+        fn project(&self) -> Result<Option<String>, InstructionsError> {
+            load_project(&self.pd())
+        }
+        /// The project instructions' error as the user reads it.
+        fn project_err(&self) -> String {
+            self.project().unwrap_err().to_string()
         }
     }
 
@@ -776,27 +780,27 @@ mod tests {
         let f = fixture();
         f.project_file("ok\n\n@include /etc/passwd\n");
         assert_eq!(
-            f.project().unwrap_err(),
+            f.project_err(),
             ".bb7/instructions line 3: @include: absolute paths are not allowed: /etc/passwd"
         );
         f.project_file("@include ../x");
         assert_eq!(
-            f.project().unwrap_err(),
+            f.project_err(),
             ".bb7/instructions line 1: @include: path resolves outside the project root: ../x"
         );
         f.project_file("@include docs/../../outside/secret.md");
         assert_eq!(
-            f.project().unwrap_err(),
+            f.project_err(),
             ".bb7/instructions line 1: @include: path resolves outside the project root: docs/../../outside/secret.md"
         );
         f.project_file("@include docs/x.md");
         assert_eq!(
-            f.project().unwrap_err(),
+            f.project_err(),
             ".bb7/instructions line 1: @include: file not found: docs/x.md"
         );
         f.project_file("@include\n@include   \n");
         assert_eq!(
-            f.project().unwrap_err(),
+            f.project_err(),
             ".bb7/instructions line 1: @include: missing path\n.bb7/instructions line 2: @include: missing path"
         );
     }
@@ -807,19 +811,19 @@ mod tests {
         std::fs::create_dir_all(f.root.join("docs")).unwrap();
         f.project_file("@include docs");
         assert_eq!(
-            f.project().unwrap_err(),
+            f.project_err(),
             ".bb7/instructions line 1: @include: not a regular file: docs"
         );
         std::fs::write(f.root.join("bin"), b"\xff\xfe").unwrap();
         f.project_file("@include bin");
         assert_eq!(
-            f.project().unwrap_err(),
+            f.project_err(),
             ".bb7/instructions line 1: @include: file is not valid UTF-8: bin"
         );
         let big = vec![b'a'; MAX_INCLUDE_BYTES as usize + 1];
         std::fs::write(f.root.join("big"), big).unwrap();
         f.project_file("@include big");
-        assert!(f.project().unwrap_err().contains("file too large: big"));
+        assert!(f.project_err().contains("file too large: big"));
     }
 
     #[test]
@@ -841,12 +845,12 @@ mod tests {
         mkfifo(&f.root.join("pipe"));
         f.project_file("@include pipe");
         assert_eq!(
-            f.project().unwrap_err(),
+            f.project_err(),
             ".bb7/instructions line 1: @include: not a regular file: pipe"
         );
         std::fs::remove_file(f.root.join(PROJECT_INSTRUCTIONS_PATH)).unwrap();
         mkfifo(&f.root.join(PROJECT_INSTRUCTIONS_PATH));
-        assert!(f.project().unwrap_err().contains("not a regular file"));
+        assert!(f.project_err().contains("not a regular file"));
     }
 
     #[test]
@@ -856,7 +860,7 @@ mod tests {
         symlink(&f.outside, f.root.join("outdir")).unwrap();
         symlink("../outside/secret.md", f.root.join("rel-link.md")).unwrap();
         f.project_file("@include link.md\n@include outdir/secret.md\n@include rel-link.md\n");
-        let err = f.project().unwrap_err();
+        let err = f.project_err();
         assert_eq!(err.lines().count(), 3, "{err}");
         for (path, line) in [("link.md", 1), ("outdir/secret.md", 2), ("rel-link.md", 3)] {
             let prefix = format!(".bb7/instructions line {line}: @include: cannot read {path}: ");
@@ -877,7 +881,7 @@ mod tests {
         std::fs::write(f.outside.join("secret.md"), "SECRET\n").unwrap();
         std::fs::hard_link(f.outside.join("secret.md"), f.root.join("notes.md")).unwrap();
         f.project_file("@include notes.md\n");
-        let err = f.project().unwrap_err();
+        let err = f.project_err();
         assert_eq!(
             err,
             ".bb7/instructions line 1: @include: notes.md has several hard links (it may be the same file as one outside the project), so it is not included"
@@ -903,7 +907,7 @@ mod tests {
             ".bb7/instructions",
         ] {
             f.project_file(&format!("@include {inc}\n"));
-            let err = f.project().unwrap_err();
+            let err = f.project_err();
             assert!(!err.contains("token"), "{err}");
             assert!(err.contains(inc), "{err}");
         }
@@ -923,8 +927,7 @@ mod tests {
         assert_eq!(load_project(&pd), Ok(Some("MINE\n".to_string())));
         std::fs::remove_file(f.outside.join("evil/instructions")).unwrap();
         let e = prepare("project", Some(&f.config), Some(&pd))
-            .err()
-            .expect("a replaced .bb7 is refused")
+            .expect_err("a replaced .bb7 is refused")
             .to_string();
         assert!(
             e.starts_with(&format!("Cannot open {PROJECT_INSTRUCTIONS_PATH}: "))

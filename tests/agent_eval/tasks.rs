@@ -978,7 +978,7 @@ pub fn all() -> Vec<Task> {
                 );
                 ensure!(w[0]["tools"] == w[1]["tools"], "tools change between steps");
                 ensure!(
-                    w[0]["messages"][1].to_string() == w[1]["messages"][1].to_string(),
+                    w[0]["messages"][1] == w[1]["messages"][1],
                     "user message bytes"
                 );
             }

@@ -26,6 +26,9 @@ pub fn call_requested(
     call: &ToolCall,
     step: usize,
 ) {
+    if !events.live() {
+        return;
+    }
     events.emit(
         sink,
         AgentEvent::ToolCallRequested {
@@ -48,6 +51,9 @@ pub fn call_completed(
     step: usize,
     duration_ms: f64,
 ) {
+    if !events.live() {
+        return;
+    }
     let r = outcome.record.as_ref();
     let extra = json!({
         "component_sha256": r.map(|r| r.component_sha256.clone()),

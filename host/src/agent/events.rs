@@ -124,6 +124,8 @@ pub struct JobEvents {
     pub trace: Trace,
     /// The job's id, written on every trace line.
     pub job_id: String,
+    /// Whether events reach the client (not in chat mode, which reports no job).
+    live: bool,
 }
 
 impl JobEvents {
@@ -133,12 +135,24 @@ impl JobEvents {
             cursor: 0,
             trace,
             job_id,
+            live: true,
+        }
+    }
+
+    /// An event stream that sends and traces nothing (chat mode).
+    pub fn silent() -> JobEvents {
+        JobEvents {
+            live: false,
+            ..JobEvents::new(String::new(), Trace::none())
         }
     }
 
     /// Emits `event` to the client, and traces it with `extra` (fields only the trace carries:
     /// component hash, grants, the text the model read).
     pub fn emit(&mut self, sink: &mut dyn ReplySink, event: AgentEvent, extra: Option<Value>) {
+        if !self.live {
+            return;
+        }
         self.cursor += 1;
         sink.agent_event(self.cursor, &event);
         let mut line = match serde_json::to_value(&event) {
@@ -162,6 +176,11 @@ impl JobEvents {
             "kind": kind,
             "data": data,
         }));
+    }
+
+    /// Whether events reach the client and the trace (building one is wasted work otherwise).
+    pub fn live(&self) -> bool {
+        self.live
     }
 
     /// Events emitted so far.

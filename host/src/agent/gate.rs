@@ -31,6 +31,8 @@ pub struct CallGate {
     seen: HashMap<String, usize>,
     /// In the current step: the repeated call that stopped it, and its first step.
     repeated: Option<(String, usize)>,
+    /// Whether repeated calls are refused (not in chat mode's one step).
+    detect_repeats: bool,
 }
 
 impl CallGate {
@@ -41,6 +43,15 @@ impl CallGate {
             calls: 0,
             seen: HashMap::new(),
             repeated: None,
+            detect_repeats: true,
+        }
+    }
+
+    /// A gate that admits every call (chat mode: its one step runs all its calls, repeats too).
+    pub fn unlimited() -> CallGate {
+        CallGate {
+            detect_repeats: false,
+            ..CallGate::new(usize::MAX)
         }
     }
 
@@ -84,6 +95,9 @@ impl CallGate {
                  use the results above and decide again"
             ));
         }
+        if !self.detect_repeats {
+            return Verdict::Run;
+        }
         let key = call_key(call);
         if let Some(&first) = self.seen.get(&key) {
             self.repeated = Some((call.name.clone(), first));
@@ -118,7 +132,8 @@ mod tests {
             id: "x".into(),
             name: name.into(),
             arguments_raw: args.into(),
-            arguments: serde_json::from_str(args).map_err(|e| e.to_string()),
+            arguments: serde_json::from_str(args)
+                .map_err(|e| crate::llm::tool_calls::ArgumentsError::invalid_json(&e)),
         }
     }
 

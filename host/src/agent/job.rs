@@ -53,6 +53,55 @@ pub struct AgentJob {
     pub third_party: ThirdParty,
 }
 
+/// How a reply runs through the one loop of [`super::steps`]: chat mode is that loop with the
+/// edit tools only, one step (plus the hidden repair attempt) and nothing reported beyond the
+/// reply's chunks; agent mode adds the retrieval, clarify and third-party tools, steps until the
+/// model stops calling (within a call budget) and the AGENT-PROTOCOL events, status lines and trace.
+pub struct Policy {
+    /// The tools beyond the edit tools and what they work on; `None`: every call goes to the edit
+    /// runner, which refuses any other tool.
+    pub explore: Option<AgentJob>,
+    /// How many steps the reply may take.
+    pub steps: StepLimit,
+    /// Whether the reply is an agent job: its events, its trace, status lines in the reply text
+    /// and an [`AgentSummary`] on the outcome.
+    pub report: bool,
+}
+
+/// How many steps a reply may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepLimit {
+    /// One step. When one of its edit calls fails and `repair` is set, one more hidden request
+    /// with the errors and the reply's pending changes (EDITS.md), whose result ends the reply.
+    One {
+        /// Whether the one repair attempt may be made (`auto_retry_partial_edits`).
+        repair: bool,
+    },
+    /// Steps until one makes no call; once this many calls are counted, one last step in which no
+    /// tool may be called. Repeated calls are refused.
+    Budget(usize),
+}
+
+impl Policy {
+    /// The policy of `job`: agent mode when it carries an [`AgentJob`] (taken), else chat mode.
+    pub fn of(job: &mut ReplyJob) -> Policy {
+        match job.agent.take() {
+            Some(agent) => Policy {
+                steps: StepLimit::Budget(agent.config.max_tool_calls_per_job),
+                explore: Some(agent),
+                report: true,
+            },
+            None => Policy {
+                explore: None,
+                steps: StepLimit::One {
+                    repair: job.auto_retry,
+                },
+                report: false,
+            },
+        }
+    }
+}
+
 /// How a reply ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Ending {

@@ -1,11 +1,13 @@
 //! The reply engine: one assistant reply with its tool calls, in chat mode or agent mode.
 //!
 //! - [`job`]: the types every part shares — [`ReplyJob`] (what a reply needs, set up by
-//!   [`ReplyJob::prepare`] in [`prepare`]), [`Ending`], [`ReplyOutcome`], [`AgentError`].
-//! - [`reply`]: [`reply::run`], the entry point; chat mode (one step, one hidden repair attempt).
-//! - [`steps`]: agent mode, the multi-step loop; [`gate`] its call gate (budget, loop detector),
-//!   [`emit`] what it reports per call and at the end.
-//! - [`stream`]: what both modes share: streaming a request, running an edit, the commit.
+//!   [`ReplyJob::prepare`] in [`prepare`]), the [`Policy`] a reply runs by, [`Ending`],
+//!   [`ReplyOutcome`], [`AgentError`].
+//! - [`reply`]: [`reply::run`], the entry point.
+//! - [`steps`]: the one reply loop; chat mode is that loop with one step (plus one hidden repair
+//!   attempt), the edit tools only and no job reported, as its [`Policy`] says. [`gate`] is its
+//!   call gate (budget, loop detector), [`emit`] what it reports per call and at the end.
+//! - [`stream`]: streaming one model request into the reply, and the commit.
 //! - [`events`]: the [`ReplySink`] a reply streams to and the typed [`events::AgentEvent`]s.
 //! - [`builtin`]: the built-in tools ([`builtin::BuiltinTool`]: name, kind, grant) defined once.
 //! - [`tools`]: running edit calls against the reply's [`staging`] directory with EDITS.md's rules;
@@ -37,5 +39,5 @@ pub mod trace;
 pub mod usage_log;
 
 pub use events::ReplySink;
-pub use job::{AgentError, AgentJob, Ending, ReplyJob, ReplyOutcome};
+pub use job::{AgentError, AgentJob, Ending, Policy, ReplyJob, ReplyOutcome, StepLimit};
 pub use request::RequestBuilder;

@@ -71,7 +71,7 @@ mod tests {
         std::os::unix::fs::symlink("/etc/passwd", s.path().join("src/evil")).unwrap();
         std::os::unix::fs::symlink("a.rs", s.path().join("src/inner")).unwrap();
         let refused = |rel: &str, why: &str| {
-            let e = s.read(rel).err().expect("refused");
+            let e = s.read(rel).expect_err("refused");
             assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{rel}: {e}");
             assert_eq!(e.to_string(), why, "{rel}");
         };

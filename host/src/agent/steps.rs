@@ -1,10 +1,14 @@
-//! Agent mode (AGENT-PROTOCOL.md §1): a reply of several steps. Each step streams the model's
+//! The reply loop, for both modes (AGENT-PROTOCOL.md §1, EDITS.md): each step streams the model's
 //! answer; its tool calls run (retrieval against the project read-only, edits against the reply's
 //! staging directory, `clarify_user` through the client), and the assistant message with its calls
-//! plus one result per call are appended for the next step. The loop ends when a step makes no
-//! call, or after the budget is spent with one last step in which no tool may be called. Edits are
-//! committed to `output/` all or nothing, as in chat mode.
+//! plus one result per call are appended for the next step. One place makes the model request
+//! ([`steps`]), one runs a call ([`step_call`]). The job's [`Policy`] decides what differs: chat
+//! mode offers only the edit tools, takes one step (plus one hidden repair request when an edit
+//! fails) and reports no job; agent mode ends when a step makes no call, or after the budget is
+//! spent with one last step in which no tool may be called. Edits are committed to `output/` all
+//! or nothing.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
 use serde_json::{Value, json};
@@ -14,14 +18,17 @@ use super::clarify::{self, NO_USER_ANSWER};
 use super::emit::{self, round3};
 use super::events::{AgentEvent, JobEvents, ReplySink, new_job_id};
 use super::gate::{CallGate, Verdict};
-use super::job::{AgentError, AgentJob, AgentSummary, Ending, ReplyJob, ReplyOutcome};
+use super::job::{
+    AgentError, AgentJob, AgentSummary, Ending, Policy, REATTEMPT_CHUNK, ReplyJob, ReplyOutcome,
+    StepLimit,
+};
 use super::retrieval::{self, CallOutcome, Project};
 use super::stream::{self, Acc, Streamed};
-use super::tools::call_record;
+use super::tools::{ToolRunner, call_record};
 use super::trace::Trace;
 use crate::config::agent::AgentConfig;
 use crate::llm::Usage;
-use crate::llm::prompt::printable;
+use crate::llm::prompt::{RetryContext, printable};
 use crate::llm::request::{ToolResult, Turn};
 use crate::llm::tool_calls::{MAX_TOOL_CALLS_PER_STEP, ToolCall};
 
@@ -49,9 +56,9 @@ struct JobState {
     summary: AgentSummary,
     usage: Usage,
     turns: Vec<Turn>,
-    /// The errors of edit calls that reached the tool (they fail the reply).
+    /// The errors of the current step's edit calls that reached the tool (they fail the reply).
     edit_errors: Vec<String>,
-    /// One record per edit call, failed or not (a `diff_error`'s `tool_calls`).
+    /// One record per edit call, failed or not, over every step (a `diff_error`'s `tool_calls`).
     edit_records: Vec<Value>,
     /// Time spent waiting for the model, left out of the host's own time.
     model_ms: f64,
@@ -59,39 +66,91 @@ struct JobState {
     wait_ms: f64,
 }
 
-/// Runs an agent reply: announces the job, runs its steps, commits, and reports how it ended.
-pub async fn run(mut job: ReplyJob, agent: AgentJob, sink: &mut dyn ReplySink) -> ReplyOutcome {
+/// The request a step makes.
+enum Next {
+    /// A step: the first, or one after the calls of the step before.
+    Step,
+    /// The last step, after the budget is spent: no tool may be called.
+    Final,
+    /// Chat mode's hidden repair attempt: the first request again, with the errors and the
+    /// reply's pending changes.
+    Repair(RetryContext),
+}
+
+/// Where a call goes.
+enum Route<'a> {
+    /// To the edit runner (in chat mode, every call: the runner refuses any other tool).
+    Edit,
+    /// A retrieval tool, against the job's project.
+    Retrieval(&'a AgentJob),
+    /// A third-party tool.
+    ThirdParty(&'a AgentJob, &'a super::third_party::Offered),
+    /// `clarify_user`.
+    Clarify,
+    /// No tool of that name is offered.
+    Unknown,
+}
+
+impl Policy {
+    fn route(&self, name: &str) -> Route<'_> {
+        let Some(agent) = &self.explore else {
+            return Route::Edit;
+        };
+        if let Some(t) = agent.third_party.find(name) {
+            return Route::ThirdParty(agent, t);
+        }
+        match BuiltinTool::parse(name).map(BuiltinTool::kind) {
+            Some(ToolKind::Clarify) => Route::Clarify,
+            Some(ToolKind::Edit) => Route::Edit,
+            Some(_) => Route::Retrieval(agent),
+            None => Route::Unknown,
+        }
+    }
+}
+
+/// Runs a reply as `policy` says: announces the job (agent mode), runs its steps, commits, and
+/// reports how it ended.
+pub async fn run(mut job: ReplyJob, policy: Policy, sink: &mut dyn ReplySink) -> ReplyOutcome {
     let started = Instant::now();
-    let job_id = new_job_id();
-    let trace = match job.chat_dir.try_clone() {
-        Ok(d) => Trace::open(&d, &job_id),
-        Err(_) => Trace::none(),
+    let mut events = if policy.report {
+        let job_id = new_job_id();
+        let trace = match job.chat_dir.try_clone() {
+            Ok(d) => Trace::open(&d, &job_id),
+            Err(_) => Trace::none(),
+        };
+        JobEvents::new(job_id, trace)
+    } else {
+        JobEvents::silent()
     };
-    let mut events = JobEvents::new(job_id.clone(), trace);
-    let mut gate = CallGate::new(agent.config.max_tool_calls_per_job);
-    let mut acc = Acc::new(sink, true);
+    let mut gate = match policy.steps {
+        StepLimit::Budget(n) => CallGate::new(n),
+        StepLimit::One { .. } => CallGate::unlimited(),
+    };
+    let mut acc = Acc::new(sink, policy.report);
     events.emit(
         acc.sink,
         AgentEvent::JobStarted {
-            job_id: job_id.clone(),
+            job_id: events.job_id.clone(),
             mode: "agent",
             model: job.request.model.clone(),
             max_tool_calls: gate.budget(),
         },
-        Some(json!({"project": agent.project.root,
-                    "tools": job.request.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>()})),
+        Some(
+            json!({"project": policy.explore.as_ref().map(|a| &a.project.root),
+                    "tools": job.request.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>()}),
+        ),
     );
     if let Some(t) = job.tools.as_mut() {
-        t.set_agent(true);
+        t.set_agent(policy.explore.is_some());
     }
     let mut st = JobState {
         summary: AgentSummary {
-            job_id,
+            job_id: events.job_id.clone(),
             ..Default::default()
         },
         ..Default::default()
     };
-    let ending = steps(&mut job, &agent, &mut events, &mut gate, &mut acc, &mut st).await;
+    let ending = steps(&mut job, &policy, &mut events, &mut gate, &mut acc, &mut st).await;
     let (ending, written) = stream::commit(job.tools.as_ref(), &job.chat_dir, ending);
     emit::job_end(&mut events, acc.sink, &ending, &written);
     let total_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -110,41 +169,40 @@ pub async fn run(mut job: ReplyJob, agent: AgentJob, sink: &mut dyn ReplySink) -
         usage: st.usage,
         ending,
         duration: started.elapsed().as_secs_f64(),
-        agent: Some(st.summary),
+        agent: policy.report.then_some(st.summary),
     }
 }
 
-/// The loop: one model request per step, then the step's calls; ends when a step makes no call,
-/// an edit failed, or after the last step (the one after the budget is spent, with no tools).
+/// The loop: one model request per step, then the step's calls; [`after_step`] decides whether
+/// another request follows.
 async fn steps(
     job: &mut ReplyJob,
-    agent: &AgentJob,
+    policy: &Policy,
     events: &mut JobEvents,
     gate: &mut CallGate,
     acc: &mut Acc<'_>,
     st: &mut JobState,
 ) -> Ending {
-    let user = job.request.user_message(job.retry.as_ref(), &[]);
-    let note = budget_note(gate.budget());
-    let mut final_step = false;
+    let mut user = None;
+    let mut next = Next::Step;
     loop {
         st.summary.steps += 1;
         let step = st.summary.steps;
-        let body = job
-            .request
-            .agent_body(&user, &st.turns, final_step.then_some(note.as_str()));
+        let final_step = matches!(next, Next::Final);
+        let body = request_body(job, policy, &st.turns, &next, &mut user);
         events.note(
             "step.request",
             json!({"step": step, "earlier_steps": st.turns.len(), "final": final_step}),
         );
         acc.step_text.clear();
+        st.edit_errors.clear();
         let t_model = Instant::now();
         let streamed =
             stream::stream_once(&*job.provider, &body, acc, &mut job.cancel.clone()).await;
         st.model_ms += t_model.elapsed().as_secs_f64() * 1000.0;
         let s = match streamed {
             Streamed::Ok(s) => s,
-            Streamed::Err(e) => return Ending::Failed(e),
+            Streamed::Err(e) => return Ending::Failed(e.to_string()),
             Streamed::Cancelled => return Ending::Cancelled,
         };
         st.usage = st.usage.add(&s.usage);
@@ -164,15 +222,17 @@ async fn steps(
         }
         let dropped = s.dropped_tool_calls;
         if dropped > 0 {
-            // Refused as the budget refuses: counted, not run. They are not in the step's
-            // assistant message either, so they need no results; the model is told below.
             events.note(
                 "step.calls_dropped",
                 json!({"step": step, "taken": s.tool_calls.len(), "dropped": dropped}),
             );
-            acc.status(&format!(
-                "\n[{dropped} more tool calls in this step were not run: at most {MAX_TOOL_CALLS_PER_STEP} per step]\n"
-            ));
+            if let StepLimit::Budget(_) = policy.steps {
+                // Refused as the budget refuses: counted, not run. They are not in the step's
+                // assistant message either, so they need no results; the model is told below.
+                acc.status(&format!(
+                    "\n[{dropped} more tool calls in this step were not run: at most {MAX_TOOL_CALLS_PER_STEP} per step]\n"
+                ));
+            }
         }
         let mut turn = Turn {
             text: acc.step_text.clone(),
@@ -185,33 +245,100 @@ async fn steps(
             if *job.cancel.borrow() {
                 return Ending::Cancelled;
             }
-            match step_call(job, agent, call, step, events, gate, acc, st).await {
+            match step_call(job, policy, call, step, events, gate, acc, st).await {
                 Some(result) => turn.results.push(result),
                 None => return Ending::Cancelled,
             }
         }
         gate.count_dropped(dropped);
         st.summary.tool_calls = gate.calls();
-        if dropped > 0
-            && let Some(last) = turn.results.last_mut()
-        {
-            last.content.push_str("\n\n");
-            last.content.push_str(&emit::dropped_note(dropped));
+        if dropped > 0 {
+            match policy.steps {
+                StepLimit::Budget(_) => {
+                    if let Some(last) = turn.results.last_mut() {
+                        last.content.push_str("\n\n");
+                        last.content.push_str(&emit::dropped_note(dropped));
+                    }
+                }
+                // All or nothing: the calls past the cap were not run, so nothing of this reply
+                // is proposed.
+                StepLimit::One { .. } => st.edit_errors.push(format!(
+                    "{dropped} more tool calls than the {MAX_TOOL_CALLS_PER_STEP} one reply may make were not run"
+                )),
+            }
         }
         st.turns.push(turn);
-        if !st.edit_errors.is_empty() {
-            return Ending::DiffError {
-                errors: st.edit_errors.clone(),
-                tool_calls: st.edit_records.clone(),
-            };
+        next = match after_step(job, policy, gate, acc, st) {
+            Ok(next) => next,
+            Err(ending) => return ending,
+        };
+    }
+}
+
+/// The body of the request `next`: chat mode renders its one request (again, with the retry
+/// context, for the repair); agent mode sends the user message once rendered (`user`) and every
+/// earlier step's calls and results.
+fn request_body(
+    job: &ReplyJob,
+    policy: &Policy,
+    turns: &[Turn],
+    next: &Next,
+    user: &mut Option<String>,
+) -> Value {
+    match (next, policy.steps) {
+        (Next::Repair(retry), _) => {
+            let pending = job.tools.as_ref().map(|t| t.pending()).unwrap_or_default();
+            job.request.body(Some(retry), &pending, false)
         }
-        if gate.spent() {
-            final_step = true;
-        }
-        if !acc.text.is_empty() && !acc.text.ends_with('\n') {
-            acc.status("\n");
+        (_, StepLimit::One { .. }) => job.request.body(job.retry.as_ref(), &[], true),
+        (_, StepLimit::Budget(max)) => {
+            let user =
+                user.get_or_insert_with(|| job.request.user_message(job.retry.as_ref(), &[]));
+            let note = matches!(next, Next::Final).then(|| budget_note(max));
+            job.request.agent_body(user, turns, note.as_deref())
         }
     }
+}
+
+/// After a step's calls: the next request, or how the reply ends. A failed edit ends it (after
+/// chat mode's one repair attempt); chat mode's one step ends it anyway; in agent mode the step
+/// after the budget is spent is the last.
+fn after_step(
+    job: &ReplyJob,
+    policy: &Policy,
+    gate: &CallGate,
+    acc: &mut Acc<'_>,
+    st: &mut JobState,
+) -> Result<Next, Ending> {
+    let failed = !st.edit_errors.is_empty();
+    match policy.steps {
+        StepLimit::One { .. } if !failed => return Err(Ending::Done),
+        StepLimit::One { repair } => {
+            if repair && st.summary.steps == 1 && job.tools.is_some() {
+                acc.status(REATTEMPT_CHUNK);
+                return Ok(Next::Repair(RetryContext {
+                    errors: st.edit_errors.clone(),
+                    tool_calls: st.edit_records.clone(),
+                    partial: true,
+                }));
+            }
+        }
+        StepLimit::Budget(_) if !failed => {
+            if !acc.text.is_empty() && !acc.text.ends_with('\n') {
+                acc.status("\n");
+            }
+            return Ok(if gate.spent() {
+                Next::Final
+            } else {
+                Next::Step
+            });
+        }
+        StepLimit::Budget(_) => {}
+    }
+    Err(Ending::DiffError {
+        errors: st.edit_errors.clone(),
+        tool_calls: st.edit_records.clone(),
+    })
 }
 
 /// One call of a step: reported, passed through the gate, run if admitted, reported again and
@@ -219,7 +346,7 @@ async fn steps(
 #[allow(clippy::too_many_arguments)]
 async fn step_call(
     job: &mut ReplyJob,
-    agent: &AgentJob,
+    policy: &Policy,
     call: &ToolCall,
     step: usize,
     events: &mut JobEvents,
@@ -227,7 +354,7 @@ async fn step_call(
     acc: &mut Acc<'_>,
     st: &mut JobState,
 ) -> Option<ToolResult> {
-    let builtin = BuiltinTool::parse(&call.name);
+    let route = policy.route(&call.name);
     emit::call_requested(events, acc.sink, call, step);
     let t0 = Instant::now();
     let verdict = gate.admit(call, step);
@@ -242,8 +369,8 @@ async fn step_call(
             CallOutcome::failed(error, None)
         }
         Verdict::Run => {
-            let outcome = run_call(job, agent, call, events, acc).await;
-            if builtin == Some(BuiltinTool::ClarifyUser) {
+            let outcome = run_call(job, policy, &route, call, events, acc).await;
+            if matches!(route, Route::Clarify) {
                 st.wait_ms += t0.elapsed().as_secs_f64() * 1000.0;
             }
             outcome?
@@ -252,7 +379,7 @@ async fn step_call(
     if outcome.record.is_some() || outcome.ok {
         st.summary.tool_calls_run += 1;
     }
-    if builtin.is_some_and(BuiltinTool::is_edit) {
+    if matches!(route, Route::Edit) {
         st.edit_records
             .push(call_record(call, outcome.error.as_deref()));
         if let Some(e) = &outcome.error
@@ -277,27 +404,31 @@ async fn step_call(
 /// Runs one call that is within budget and not a repeat. `None`: cancelled while it waited.
 async fn run_call(
     job: &mut ReplyJob,
-    agent: &AgentJob,
+    policy: &Policy,
+    route: &Route<'_>,
     call: &ToolCall,
     events: &mut JobEvents,
     acc: &mut Acc<'_>,
 ) -> Option<CallOutcome> {
     let name = call.name.as_str();
-    let kind = BuiltinTool::parse(name).map(BuiltinTool::kind);
-    if kind == Some(ToolKind::Clarify) {
-        return clarify_call(job, call, events, acc).await;
-    }
-    let third = agent.third_party.find(name);
-    if kind.is_none() && third.is_none() {
-        let offered: Vec<&str> = job.request.tools.iter().map(|t| t.name.as_str()).collect();
-        return Some(CallOutcome::failed(
-            format!(
-                "unknown tool {name:?}; the tools offered are {}",
-                offered.join(", ")
-            ),
-            None,
-        ));
-    }
+    let agent = match route {
+        Route::Clarify => return clarify_call(job, call, events, acc).await,
+        Route::Edit => {
+            let audit_root = policy.explore.as_ref().map(|a| a.project.root.clone());
+            return Some(edit_call(&mut job.tools, call, audit_root, acc).await);
+        }
+        Route::Unknown => {
+            let offered: Vec<&str> = job.request.tools.iter().map(|t| t.name.as_str()).collect();
+            return Some(CallOutcome::failed(
+                format!(
+                    "unknown tool {name:?}; the tools offered are {}",
+                    offered.join(", ")
+                ),
+                None,
+            ));
+        }
+        Route::Retrieval(agent) | Route::ThirdParty(agent, _) => *agent,
+    };
     let Some(mut runner) = job.tools.take() else {
         return Some(CallOutcome::failed(
             format!("{name}: this chat has no tools"),
@@ -309,74 +440,110 @@ async fn run_call(
     // The project handle is shared by reference: run on this thread inside block_in_place, which
     // lets the runtime move other tasks away while the sandbox call blocks.
     let (runner, outcome) = tokio::task::block_in_place(|| {
-        let outcome = match (third, kind) {
-            (Some(t), _) => agent.third_party.run(&mut runner, project, t, &c),
-            (None, Some(ToolKind::Edit)) => edit_call(&mut runner, project, &c),
+        let outcome = match route {
+            Route::ThirdParty(_, t) => agent.third_party.run(&mut runner, project, t, &c),
             _ => retrieval::run(&mut runner, project, &c),
         };
         (runner, outcome)
     });
     job.tools = Some(runner);
-    if kind == Some(ToolKind::Edit) && third.is_none() && outcome.ok {
-        acc.status(&format!("\n[{}]\n", outcome.summary));
-    }
     Some(outcome)
 }
 
-/// Runs an edit call (blocking). A refusal before the sandbox ran (read-only file, bad path) is an
-/// edit failure too: it gets a record-less marker so the reply still fails.
-fn edit_call(
-    runner: &mut super::tools::ToolRunner,
-    project: &Project,
-    c: &ToolCall,
+/// Runs an edit call on a blocking thread and streams its status line when it succeeds. Every
+/// failure fails the reply: a refusal before the sandbox ran (read-only file, bad path, no tools
+/// in a global chat) gets a record-less marker, and in agent mode (`audit_root`) is recorded in
+/// the audit chain. If the blocking task is lost, the runner (and its staging directory) is lost
+/// with it and `tools` stays `None`, so nothing of the reply is committed.
+async fn edit_call(
+    tools: &mut Option<ToolRunner>,
+    call: &ToolCall,
+    audit_root: Option<PathBuf>,
+    acc: &mut Acc<'_>,
 ) -> CallOutcome {
-    match runner.run(c) {
-        Ok(done) => CallOutcome {
-            ok: true,
-            // the status, then what the tool asks the model to check (edit_file notes)
-            content: std::iter::once(done.status.trim())
-                .chain(done.notes.iter().map(String::as_str))
-                .collect::<Vec<_>>()
-                .join("\n"),
-            summary: done.status.trim().trim_matches(['[', ']']).to_string(),
-            error: None,
-            record: runner.take_record(),
-        },
+    let Some(mut runner) = tools.take() else {
+        return refused(
+            call,
+            format!(
+                "{}: this chat has no tools (global chats cannot change files)",
+                call.name
+            ),
+        );
+    };
+    let c = call.clone();
+    let joined = tokio::task::spawn_blocking(move || {
+        let result = runner.run(&c);
+        let record = runner.take_record();
+        (runner, result, record)
+    })
+    .await;
+    let (runner, result, record) = match joined {
+        Ok(done) => done,
         Err(e) => {
-            let record = runner.take_record();
-            // A refusal before the sandbox ran (read-only file, bad path) is an edit failure too:
-            // recorded in the audit chain, and given a record-less marker so the reply still fails.
-            let mut o = CallOutcome::failed(e.0, record);
-            if o.record.is_none() {
-                // In the sandbox's chain (the one its calls go to), when it has one.
-                if let Ok(sandbox) = runner.sandbox()
-                    && let Some(log) = sandbox.audit()
-                {
-                    log.refusal(
-                        Some(&project.root),
-                        "call",
-                        o.error.as_deref().unwrap_or_default(),
-                    );
-                }
-                o.record = Some(crate::sandbox::CallRecord {
-                    started: chrono::Utc::now()
-                        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-                    tool: c.name.clone(),
-                    component_sha256: String::new(),
-                    wit_version: String::new(),
-                    component: None,
-                    grants: Vec::new(),
-                    network: "none".into(),
-                    env: "none".into(),
-                    duration_ms: 0.0,
-                    compile_ms: 0.0,
-                    outcome: "refused".into(),
-                    error: o.error.clone(),
-                });
-            }
-            o
+            return refused(
+                call,
+                format!("{}: the tool call failed unexpectedly: {e}", call.name),
+            );
         }
+    };
+    *tools = Some(runner);
+    match result {
+        Ok(done) => {
+            acc.status(&done.status);
+            CallOutcome {
+                ok: true,
+                // the status, then what the tool asks the model to check (edit_file notes)
+                content: std::iter::once(done.status.trim())
+                    .chain(done.notes.iter().map(String::as_str))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                summary: done.status.trim().trim_matches(['[', ']']).to_string(),
+                error: None,
+                record,
+            }
+        }
+        Err(e) => match record {
+            Some(record) => CallOutcome::failed(e.0, Some(record)),
+            None => {
+                if let Some(root) = &audit_root {
+                    // In the sandbox's chain (the one its calls go to, `--audit-log` included);
+                    // the default chain when there is no sandbox to ask.
+                    let sandbox = tools.as_ref().and_then(|r| r.sandbox().ok());
+                    match sandbox.as_ref().and_then(|s| s.audit()) {
+                        Some(log) => log.refusal(Some(root.as_path()), "call", &e.0),
+                        None => crate::audit::refusal(
+                            &crate::audit::Actor::Model,
+                            Some(root.as_path()),
+                            "call",
+                            &e.0,
+                        ),
+                    }
+                }
+                refused(call, e.0)
+            }
+        },
     }
+}
+
+/// A failed edit call that never reached the sandbox, with the marker record that makes it fail
+/// the reply.
+fn refused(call: &ToolCall, error: String) -> CallOutcome {
+    let mut o = CallOutcome::failed(error, None);
+    o.record = Some(crate::sandbox::CallRecord {
+        started: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        tool: call.name.clone(),
+        component_sha256: String::new(),
+        wit_version: String::new(),
+        component: None,
+        grants: Vec::new(),
+        network: "none".into(),
+        env: "none".into(),
+        duration_ms: 0.0,
+        compile_ms: 0.0,
+        outcome: "refused".into(),
+        error: o.error.clone(),
+    });
+    o
 }
 
 async fn clarify_call(

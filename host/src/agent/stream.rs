@@ -1,6 +1,5 @@
 //! The parts every reply shares, whatever its mode: streaming one model request into the reply's
-//! text and reasoning ([`Acc`], [`stream_once`]), running an edit call off the async threads
-//! ([`run_edit`]), and committing the staged changes at the end ([`commit`]).
+//! text and reasoning ([`Acc`], [`stream_once`]) and committing the staged changes at the end ([`commit`]).
 
 use cap_std::fs::Dir;
 use serde_json::Value;
@@ -8,9 +7,8 @@ use tokio::sync::watch;
 
 use super::events::ReplySink;
 use super::job::Ending;
-use super::tools::{CallDone, ToolError, ToolRunner, Written};
-use crate::llm::tool_calls::ToolCall;
-use crate::llm::{Provider, StreamEvent, StreamSummary};
+use super::tools::{ToolRunner, Written};
+use crate::llm::{LlmError, Provider, StreamEvent, StreamSummary};
 
 /// The reply's text and reasoning so far, and the step's own text (agent mode stores each step's
 /// text as a part).
@@ -68,8 +66,8 @@ impl<'s> Acc<'s> {
 pub enum Streamed {
     /// The stream finished; its tool calls and usage.
     Ok(StreamSummary),
-    /// The request or the stream failed (the message the client sees).
-    Err(String),
+    /// The request or the stream failed (its text is the message the client sees).
+    Err(LlmError),
     /// The user cancelled.
     Cancelled,
 }
@@ -88,40 +86,9 @@ pub async fn stream_once(
     tokio::select! {
         r = provider.stream(body, &mut on_event) => match r {
             Ok(s) => Streamed::Ok(s),
-            Err(e) => Streamed::Err(e.to_string()),
+            Err(e) => Streamed::Err(e),
         },
         _ = cancel.wait_for(|c| *c) => Streamed::Cancelled,
-    }
-}
-
-/// Runs an edit call on a blocking thread. The runner comes back with the result; if the task is
-/// lost the runner (and its staging directory) is lost with it and `tools` stays `None`, so the
-/// reply fails rather than commit anything.
-pub async fn run_edit(
-    tools: &mut Option<ToolRunner>,
-    call: &ToolCall,
-) -> Result<CallDone, ToolError> {
-    let Some(mut runner) = tools.take() else {
-        return Err(ToolError(format!(
-            "{}: this chat has no tools (global chats cannot change files)",
-            call.name
-        )));
-    };
-    let c = call.clone();
-    match tokio::task::spawn_blocking(move || {
-        let r = runner.run(&c);
-        (runner, r)
-    })
-    .await
-    {
-        Ok((runner, r)) => {
-            *tools = Some(runner);
-            r
-        }
-        Err(e) => Err(ToolError(format!(
-            "{}: the tool call failed unexpectedly: {e}",
-            call.name
-        ))),
     }
 }
 

@@ -257,10 +257,10 @@ impl Inner {
             .metadata()
             .map_err(|e| AuditError::io("cannot read", path, e))?
             .len();
-        if let Some((known_len, head)) = &self.known {
-            if *known_len == len {
-                return Ok(head.clone());
-            }
+        if let Some((known_len, head)) = &self.known
+            && *known_len == len
+        {
+            return Ok(head.clone());
         }
         let torn = tail_after_last_newline(file, len)
             .map_err(|e| AuditError::io("cannot read", path, e))?;

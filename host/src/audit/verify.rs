@@ -209,28 +209,28 @@ pub fn verify(
                 ),
             ));
         }
-        if v["kind"] == "checkpoint" {
-            if let (Some(public), Some(id)) = (public, &key_id) {
-                let signature = match v.as_object_mut().and_then(|m| m.remove("signature")) {
-                    Some(Value::String(s)) => s,
-                    _ => return Err(fail(Some(seq), "a checkpoint without a signature".into())),
-                };
-                let claimed = v.get("key_id").and_then(Value::as_str).unwrap_or("");
-                let message = key::message(&canonical::to_vec(&v));
-                if !key::verify(public, &message, &signature) {
-                    return Err(fail(
-                        Some(seq),
-                        if claimed != id {
-                            format!(
-                                "checkpoint signature fails: signed with another key (key_id {claimed}, the public key's is {id})"
-                            )
-                        } else {
-                            "checkpoint signature fails".to_string()
-                        },
-                    ));
-                }
-                checkpoints += 1;
+        if v["kind"] == "checkpoint"
+            && let (Some(public), Some(id)) = (public, &key_id)
+        {
+            let signature = match v.as_object_mut().and_then(|m| m.remove("signature")) {
+                Some(Value::String(s)) => s,
+                _ => return Err(fail(Some(seq), "a checkpoint without a signature".into())),
+            };
+            let claimed = v.get("key_id").and_then(Value::as_str).unwrap_or("");
+            let message = key::message(&canonical::to_vec(&v));
+            if !key::verify(public, &message, &signature) {
+                return Err(fail(
+                    Some(seq),
+                    if claimed != id {
+                        format!(
+                            "checkpoint signature fails: signed with another key (key_id {claimed}, the public key's is {id})"
+                        )
+                    } else {
+                        "checkpoint signature fails".to_string()
+                    },
+                ));
             }
+            checkpoints += 1;
         }
         if let Some(p) = pinned {
             if p.seq == Some(seq) && p.hash != hash {

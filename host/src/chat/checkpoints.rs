@@ -632,7 +632,7 @@ mod tests {
         p.pid = u32::MAX; // a dead process
         cps.write_record(&p).unwrap();
         assert_eq!(cps.list(&root, None).len(), 1);
-        let e = cps.load(&root, &pending.id).err().expect("gone");
+        let e = cps.load(&root, &pending.id).expect_err("gone");
         assert!(
             matches!(e, CheckpointError::Unknown(ref id) if *id == pending.id),
             "{e}"
@@ -653,7 +653,7 @@ mod tests {
             let _ = std::fs::remove_file(t.path().join("x.txt"));
         }
         assert_eq!(cps.ids().len(), KEEP);
-        let e = cps.load(&root, "../x").err().expect("a bad id");
+        let e = cps.load(&root, "../x").expect_err("a bad id");
         assert!(
             matches!(e, CheckpointError::BadId(ref id) if id == "../x"),
             "{e}"

@@ -198,10 +198,10 @@ impl Message {
     pub fn text_content(&self) -> String {
         let mut out = String::new();
         for p in &self.parts {
-            if p.get("type").and_then(Value::as_str) == Some("text") {
-                if let Some(c) = p.get("content").and_then(Value::as_str) {
-                    out.push_str(c);
-                }
+            if p.get("type").and_then(Value::as_str) == Some("text")
+                && let Some(c) = p.get("content").and_then(Value::as_str)
+            {
+                out.push_str(c);
             }
         }
         out

@@ -65,11 +65,11 @@ pub fn classify(path: &str, project: Option<&Path>) -> Result<ClientPath, PathEr
     let p = Path::new(path);
     if p.is_absolute() {
         let abs = lexical_normalize(p);
-        if let Some(root) = project {
-            if let Ok(rel) = abs.strip_prefix(root) {
-                let rel = rel.to_string_lossy().replace('\\', "/");
-                return internal(&rel, path);
-            }
+        if let Some(root) = project
+            && let Ok(rel) = abs.strip_prefix(root)
+        {
+            let rel = rel.to_string_lossy().replace('\\', "/");
+            return internal(&rel, path);
         }
         return Ok(ClientPath::External(abs.to_string_lossy().into_owned()));
     }

@@ -66,10 +66,10 @@ pub fn load_granted(
     let limits = status.installed.effective_limits();
     let network = !granted.network.is_empty();
     let key = format!("{sha}/{network}/{limits:?}/{:?}", granted.files);
-    if let Some(c) = loaded.lock().ok().and_then(|m| m.get(&key).cloned()) {
-        if c.name == status.name {
-            return Ok(c);
-        }
+    if let Some(c) = loaded.lock().ok().and_then(|m| m.get(&key).cloned())
+        && c.name == status.name
+    {
+        return Ok(c);
     }
     let store = ComponentStore::open_default()?;
     let path = store.wasm_path(sha);

@@ -221,17 +221,17 @@ pub fn grant(
             Some(c) => c.validated()?,
             None => installed.requested.clone(),
         };
-        if caps.network.is_empty() && caps.within(&installed.requested) {
-            if let Some(i) = installed
+        if caps.network.is_empty()
+            && caps.within(&installed.requested)
+            && let Some(i) = installed
                 .imports
                 .iter()
                 .find(|i| i.starts_with("wasi:sockets/"))
-            {
-                return Err(ComponentError::NeedsNetwork {
-                    name: name.to_string(),
-                    import: i.clone(),
-                });
-            }
+        {
+            return Err(ComponentError::NeedsNetwork {
+                name: name.to_string(),
+                import: i.clone(),
+            });
         }
         state.grant(name, caps)?;
         Ok(())
@@ -251,10 +251,10 @@ pub fn revoke(name: &str, project: Option<&Path>) -> Result<Status, ComponentErr
 pub fn remove(name: &str, project: Option<&Path>) -> Result<(), ComponentError> {
     change(project, |state| state.remove(name))?;
     audit_change("remove", name, project);
-    if let Ok(store) = ComponentStore::open_default() {
-        if let (Ok(_guard), Ok(state)) = (store.lock(), store.load()) {
-            store.prune(&state);
-        }
+    if let Ok(store) = ComponentStore::open_default()
+        && let (Ok(_guard), Ok(state)) = (store.lock(), store.load())
+    {
+        store.prune(&state);
     }
     Ok(())
 }
@@ -352,19 +352,19 @@ pub fn check(project: &Path) -> Result<Vec<String>, ComponentError> {
 fn audit_change(verb: &str, component: &str, project: Option<&Path>) {
     use crate::audit::{Actor, Entry};
     let mut e = Entry::new(verb, &Actor::User, project).set("component", component);
-    if let Ok(statuses) = statuses(project) {
-        if let Some(s) = statuses.iter().find(|s| s.name == component) {
-            e = e
-                .set("component_sha256", s.installed.sha256.clone())
-                .set(
-                    "grants",
-                    s.granted
-                        .as_ref()
-                        .and_then(|g| serde_json::to_value(g).ok())
-                        .unwrap_or(serde_json::Value::Null),
-                )
-                .set("enabled", s.enabled);
-        }
+    if let Ok(statuses) = statuses(project)
+        && let Some(s) = statuses.iter().find(|s| s.name == component)
+    {
+        e = e
+            .set("component_sha256", s.installed.sha256.clone())
+            .set(
+                "grants",
+                s.granted
+                    .as_ref()
+                    .and_then(|g| serde_json::to_value(g).ok())
+                    .unwrap_or(serde_json::Value::Null),
+            )
+            .set("enabled", s.enabled);
     }
     if let Some(p) = project {
         let lock = p.join(".bb7").join(lock::LOCK_FILE);

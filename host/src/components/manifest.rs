@@ -464,15 +464,15 @@ pub fn custom_section(bytes: &[u8]) -> Result<Option<Vec<u8>>, ComponentError> {
     let mut found: Option<Vec<u8>> = None;
     for payload in wasmparser::Parser::new(0).parse_all(bytes) {
         let payload = payload.map_err(ComponentError::NotWasm)?;
-        if let wasmparser::Payload::CustomSection(c) = payload {
-            if c.name() == MANIFEST_SECTION {
-                if found.is_some() {
-                    return Err(ComponentError::ManySections {
-                        section: MANIFEST_SECTION,
-                    });
-                }
-                found = Some(c.data().to_vec());
+        if let wasmparser::Payload::CustomSection(c) = payload
+            && c.name() == MANIFEST_SECTION
+        {
+            if found.is_some() {
+                return Err(ComponentError::ManySections {
+                    section: MANIFEST_SECTION,
+                });
             }
+            found = Some(c.data().to_vec());
         }
     }
     Ok(found)

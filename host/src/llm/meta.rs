@@ -76,10 +76,10 @@ pub fn clean_title(raw: &str) -> Option<String> {
         return None;
     }
     let mut title: String = line.chars().take(TITLE_MAX_CHARS).collect();
-    if line.chars().count() > TITLE_MAX_CHARS {
-        if let Some(i) = title.rfind(' ') {
-            title.truncate(i);
-        }
+    if line.chars().count() > TITLE_MAX_CHARS
+        && let Some(i) = title.rfind(' ')
+    {
+        title.truncate(i);
     }
     Some(title)
 }
@@ -161,10 +161,10 @@ pub async fn models(
 ) -> Result<Vec<ModelInfo>, LlmError> {
     let cache_path = state_dir.map(|d| d.join(MODELS_CACHE_FILE));
     let cached = cache_path.as_deref().and_then(|p| read_cache(p, base_url));
-    if let Some((age, models)) = &cached {
-        if *age < MODELS_TTL {
-            return Ok(models.clone());
-        }
+    if let Some((age, models)) = &cached
+        && *age < MODELS_TTL
+    {
+        return Ok(models.clone());
     }
     match provider.get_json("models").await {
         Ok(v) => {
@@ -288,7 +288,10 @@ pub async fn balance(provider: &dyn Provider) -> Result<Balance, LlmError> {
                 unlimited: false,
             })
         }
-        Err(LlmError::Http { status, .. }) if matches!(status, 401 | 403 | 404) => {
+        Err(LlmError::Http {
+            status: 401 | 403 | 404,
+            ..
+        }) => {
             let v = provider.get_json("key").await?;
             let d = v.get("data").unwrap_or(&v);
             let (limit, limit_remaining) = key_limit(&v);

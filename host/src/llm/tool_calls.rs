@@ -17,7 +17,25 @@ pub struct ToolCall {
     pub arguments_raw: String,
     /// The parsed arguments, or why they are not a JSON object (reported to the model as a tool
     /// error, never a crash).
-    pub arguments: Result<Value, String>,
+    pub arguments: Result<Value, ArgumentsError>,
+}
+
+/// Why a tool call's arguments are not usable: the model reads this as the call's error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgumentsError {
+    /// Valid JSON, but not an object.
+    #[error("the arguments are not a JSON object")]
+    NotAnObject,
+    /// Not JSON at all; serde_json's message (kept as text so a call stays `Clone` and comparable).
+    #[error("the arguments are not valid JSON: {0}")]
+    InvalidJson(String),
+}
+
+impl ArgumentsError {
+    /// The error of arguments that failed to parse.
+    pub fn invalid_json(e: &serde_json::Error) -> ArgumentsError {
+        ArgumentsError::InvalidJson(e.to_string())
+    }
 }
 
 #[derive(Debug, Default)]
@@ -74,8 +92,8 @@ impl ToolCallAssembler {
                 } else {
                     match serde_json::from_str::<Value>(&raw) {
                         Ok(v @ Value::Object(_)) => Ok(v),
-                        Ok(_) => Err("the arguments are not a JSON object".to_string()),
-                        Err(e) => Err(format!("the arguments are not valid JSON: {e}")),
+                        Ok(_) => Err(ArgumentsError::NotAnObject),
+                        Err(e) => Err(ArgumentsError::invalid_json(&e)),
                     }
                 };
                 ToolCall {
@@ -127,12 +145,17 @@ mod tests {
             serde_json::json!([])
         );
         assert_eq!(calls[1].arguments.as_ref().unwrap()["path"], "x");
+        assert!(matches!(
+            calls[3].arguments,
+            Err(ArgumentsError::InvalidJson(_))
+        ));
         assert!(
             calls[3]
                 .arguments
                 .as_ref()
                 .unwrap_err()
-                .contains("not valid JSON")
+                .to_string()
+                .starts_with("the arguments are not valid JSON: ")
         );
         assert_eq!(calls[3].arguments_raw, "{\"path\": oops");
     }

@@ -123,11 +123,7 @@ pub fn serve() -> ExitCode {
     let stdin = io::stdin();
     let mut input = BufReader::with_capacity(1 << 16, stdin.lock());
     let mut buf = Vec::new();
-    loop {
-        let line = match read_line(&mut input, &mut buf) {
-            Ok(Some(l)) => l,
-            Ok(None) | Err(_) => break,
-        };
+    while let Ok(Some(line)) = read_line(&mut input, &mut buf) {
         let reply = match line {
             Line::TooLong(n) => Some(error_reply(
                 None,
@@ -152,10 +148,10 @@ pub fn serve() -> ExitCode {
                 },
             },
         };
-        if let Some(r) = reply {
-            if out.send(&r).is_err() {
-                break;
-            }
+        if let Some(r) = reply
+            && out.send(&r).is_err()
+        {
+            break;
         }
         // Only now, with the first reply out, start building the tokenizer in the background, so
         // the first estimate does not wait. (Tool components are not loaded ahead: offering them

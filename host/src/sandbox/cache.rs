@@ -84,15 +84,15 @@ impl ComponentCache {
         bytes: &[u8],
     ) -> anyhow::Result<(Component, CacheOutcome)> {
         let key = self.key();
-        if let (Some(path), Some(key)) = (self.artifact(sha256), &key) {
-            if let Some(artifact) = read_verified(&path, key) {
-                // SAFETY: the artifact carries a valid HMAC under this user's key, so it is exactly
-                // what this program serialised with this engine configuration (the directory is
-                // keyed by the engine's compatibility hash). wasmtime additionally checks the
-                // header's version and configuration, and we fall back to compiling on error.
-                if let Ok(c) = unsafe { Component::deserialize(engine, &artifact) } {
-                    return Ok((c, CacheOutcome::Hit));
-                }
+        if let (Some(path), Some(key)) = (self.artifact(sha256), &key)
+            && let Some(artifact) = read_verified(&path, key)
+        {
+            // SAFETY: the artifact carries a valid HMAC under this user's key, so it is exactly
+            // what this program serialised with this engine configuration (the directory is
+            // keyed by the engine's compatibility hash). wasmtime additionally checks the
+            // header's version and configuration, and we fall back to compiling on error.
+            if let Ok(c) = unsafe { Component::deserialize(engine, &artifact) } {
+                return Ok((c, CacheOutcome::Hit));
             }
         }
         let component = Component::new(engine, bytes).map_err(|e| {
@@ -101,12 +101,12 @@ impl ComponentCache {
                 super::hints::explained(super::hints::chain(e.chain()))
             )
         })?;
-        if let (Some(path), Some(key)) = (self.artifact(sha256), &key) {
-            if let Ok(serialized) = component.serialize() {
-                // The tag first: an artifact without its matching tag is never loaded.
-                let _ = write_atomic(&tag_path(&path), tag(key, &serialized).as_bytes())
-                    .and_then(|_| write_atomic(&path, &serialized));
-            }
+        if let (Some(path), Some(key)) = (self.artifact(sha256), &key)
+            && let Ok(serialized) = component.serialize()
+        {
+            // The tag first: an artifact without its matching tag is never loaded.
+            let _ = write_atomic(&tag_path(&path), tag(key, &serialized).as_bytes())
+                .and_then(|_| write_atomic(&path, &serialized));
         }
         Ok((component, CacheOutcome::Compiled))
     }
@@ -115,10 +115,10 @@ impl ComponentCache {
     fn key(&self) -> Option<Vec<u8>> {
         let dir = self.key_dir.as_ref()?;
         let state = crate::store::StateDir::open(dir, true).ok()?;
-        if let Ok(k) = crate::store::read_regular(state.dir(), KEY_FILE) {
-            if k.len() == 64 {
-                return Some(k);
-            }
+        if let Ok(k) = crate::store::read_regular(state.dir(), KEY_FILE)
+            && k.len() == 64
+        {
+            return Some(k);
         }
         let mut key = vec![0u8; 32];
         rand::fill(&mut key[..]);

@@ -185,10 +185,10 @@ impl Workers {
         let job: Job = Box::new(move || {
             {
                 let (lock, _) = &*job_slot;
-                if let Ok(mut s) = lock.lock() {
-                    if let Slot::Running(w) = &mut *s {
-                        *w = Some(Worker::current());
-                    }
+                if let Ok(mut s) = lock.lock()
+                    && let Slot::Running(w) = &mut *s
+                {
+                    *w = Some(Worker::current());
                 }
             }
             let (out, deferred) = f();

@@ -91,12 +91,11 @@ pub fn reconcile(chats: &Dir, describe: impl Fn(&str) -> Option<IndexEntry>) -> 
     let mut dirs = HashSet::new();
     for e in chats.entries()? {
         let e = e?;
-        if e.file_type()?.is_dir() {
-            if let Ok(name) = e.file_name().into_string() {
-                if !name.starts_with('.') {
-                    dirs.insert(name);
-                }
-            }
+        if e.file_type()?.is_dir()
+            && let Ok(name) = e.file_name().into_string()
+            && !name.starts_with('.')
+        {
+            dirs.insert(name);
         }
     }
     let before = index.entries.len();

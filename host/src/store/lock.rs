@@ -180,7 +180,7 @@ mod tests {
         assert_eq!(state(&d, "c1"), LockState::Free);
         std::fs::write(t.path().join("c1/lock"), "1").unwrap(); // init: alive, not us
         assert_eq!(state(&d, "c1"), LockState::Other(1));
-        let e = acquire(&d, "c1").err().expect("locked by pid 1");
+        let e = acquire(&d, "c1").expect_err("locked by pid 1");
         assert_eq!(e.kind(), io::ErrorKind::WouldBlock, "{e}");
         assert_eq!(e.to_string(), "chat is locked by another process");
     }

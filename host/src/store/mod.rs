@@ -423,7 +423,7 @@ mod tests {
         std::fs::write(root.join(".git/config"), "keep").unwrap();
         let d = StateDir::open(root, false).unwrap();
         for (rel, link) in [("hooks/pre-commit", "hooks"), ("cfg", "cfg")] {
-            let e = write_no_follow(d.dir(), rel, b"x").err().expect("refused");
+            let e = write_no_follow(d.dir(), rel, b"x").expect_err("refused");
             assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{rel}: {e}");
             assert!(
                 e.to_string()
@@ -458,7 +458,7 @@ mod tests {
         let s = StateDir::open(t.path(), false).unwrap();
         std::os::unix::fs::symlink(outside.path(), t.path().join("link")).unwrap();
         for rel in ["../x", "/tmp/x"] {
-            let e = write_atomic(s.dir(), rel, b"x").err().expect("refused");
+            let e = write_atomic(s.dir(), rel, b"x").expect_err("refused");
             // cap-std's refusal of a path that leaves the directory.
             assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{rel}: {e}");
             assert!(
@@ -468,9 +468,7 @@ mod tests {
         }
         // The missing parents are created without following the link: `link` exists, and is no
         // directory to create.
-        let e = write_atomic(s.dir(), "link/x", b"x")
-            .err()
-            .expect("refused");
+        let e = write_atomic(s.dir(), "link/x", b"x").expect_err("refused");
         assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "link/x: {e}");
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
     }

@@ -331,7 +331,7 @@ mod tests {
         assert!(p.state_path("instructions").is_ok());
         std::fs::rename(root.join(".bb7"), root.join("old")).unwrap();
         symlink("old", root.join(".bb7")).unwrap();
-        let e = p.state_path("instructions").err().expect("replaced");
+        let e = p.state_path("instructions").expect_err("replaced");
         assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
         assert!(
             e.to_string()

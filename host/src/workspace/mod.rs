@@ -216,10 +216,10 @@ impl Workspace {
             } else {
                 self.store(true).ok()
             };
-            if let Some(store) = loser {
-                if let Err(e) = store.delete(&id) {
-                    tracing::warn!("cannot resolve the interrupted move of chat {id}: {e}");
-                }
+            if let Some(store) = loser
+                && let Err(e) = store.delete(&id)
+            {
+                tracing::warn!("cannot resolve the interrupted move of chat {id}: {e}");
             }
         }
     }
@@ -362,12 +362,11 @@ impl Workspace {
             // the recorded versions in step with snapshots a crash replaced before chat.json was
             // saved.
             crate::store::sweep_dead_temps(dir.dir());
-            if crate::chat::snapshots::heal_versions(dir.dir(), &mut chat.context_files) {
-                if let Ok(store) = self.store(global) {
-                    if let Err(e) = store.save(&chat) {
-                        tracing::warn!("cannot save the healed versions of chat {}: {e}", chat.id);
-                    }
-                }
+            if crate::chat::snapshots::heal_versions(dir.dir(), &mut chat.context_files)
+                && let Ok(store) = self.store(global)
+                && let Err(e) = store.save(&chat)
+            {
+                tracing::warn!("cannot save the healed versions of chat {}: {e}", chat.id);
             }
         }
         // Remember it for the next start (best effort: the chat is usable either way).
@@ -385,10 +384,10 @@ impl Workspace {
 
     /// Releases the active chat's lock (switching chats, shutdown, EOF).
     pub fn release_active(&mut self) {
-        if let Some(a) = self.active.take() {
-            if let Ok(store) = self.store(a.global) {
-                store.release(&a.id);
-            }
+        if let Some(a) = self.active.take()
+            && let Ok(store) = self.store(a.global)
+        {
+            store.release(&a.id);
         }
     }
 

@@ -29,9 +29,7 @@ pub fn context_file(s: &mut Workspace, req: &Request) -> Handled {
         .iter()
         .find(|c| {
             c.path == cp.as_str()
-                && range.map_or(true, |(st, en)| {
-                    c.start_line == Some(st) && c.end_line == Some(en)
-                })
+                && range.is_none_or(|(st, en)| c.start_line == Some(st) && c.end_line == Some(en))
         })
         .ok_or("File not found in context")?;
     let content = snapshots::read(a.dir.dir(), cf).map_err(|_| "File not found".to_string())?;

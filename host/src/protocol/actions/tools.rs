@@ -77,8 +77,32 @@ fn project(s: &Workspace) -> Option<&std::path::Path> {
     s.project.as_ref().map(|p| p.root())
 }
 
+/// Why a tools verb refuses its request before anything changes.
+#[derive(Debug, thiserror::Error)]
+enum VerbError {
+    /// The name is a built-in tool's.
+    #[error("{0} is a built-in tool: it is always available and its sandbox is fixed")]
+    Builtin(String),
+    /// No installed component has the name (as component or as tool).
+    #[error("No tool component named {0:?} is installed")]
+    NotInstalled(String),
+    /// A list field holds something other than strings.
+    #[error("Invalid field: {0} must be a list of strings")]
+    NotStringList(String),
+    /// Reading the installed components failed.
+    #[error(transparent)]
+    Component(#[from] ComponentError),
+}
+
+/// The protocol edge's message.
+impl From<VerbError> for String {
+    fn from(e: VerbError) -> String {
+        e.to_string()
+    }
+}
+
 /// A list of strings field, if present.
-fn string_list(req: &Request, field: &str) -> Result<Option<Vec<String>>, String> {
+fn string_list(req: &Request, field: &str) -> Result<Option<Vec<String>>, VerbError> {
     match req.fields.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Array(items)) => items
@@ -86,27 +110,25 @@ fn string_list(req: &Request, field: &str) -> Result<Option<Vec<String>>, String
             .map(|v| {
                 v.as_str()
                     .map(str::to_string)
-                    .ok_or_else(|| format!("Invalid field: {field} must be a list of strings"))
+                    .ok_or_else(|| VerbError::NotStringList(field.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Some),
-        Some(_) => Err(format!("Invalid field: {field} must be a list of strings")),
+        Some(_) => Err(VerbError::NotStringList(field.to_string())),
     }
 }
 
 /// The installed component a request names, by component name or by the model's tool name.
-fn component_name(s: &Workspace, name: &str) -> Result<String, String> {
+fn component_name(s: &Workspace, name: &str) -> Result<String, VerbError> {
     if BUILTIN_COMPONENTS.iter().any(|c| c.tool == name) {
-        return Err(format!(
-            "{name} is a built-in tool: it is always available and its sandbox is fixed"
-        ));
+        return Err(VerbError::Builtin(name.to_string()));
     }
-    let statuses = manage::statuses(project(s)).map_err(text)?;
+    let statuses = manage::statuses(project(s))?;
     statuses
         .iter()
         .find(|st| st.name == name || function(st).as_deref() == Some(name))
         .map(|st| st.name.clone())
-        .ok_or_else(|| format!("No tool component named {name:?} is installed"))
+        .ok_or_else(|| VerbError::NotInstalled(name.to_string()))
 }
 
 fn function(st: &Status) -> Option<String> {
