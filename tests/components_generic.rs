@@ -233,7 +233,7 @@ fn every_exported_function_is_a_tool_with_its_schema() {
         json!({"type": "null"})
     );
     // Descriptions: from the manifest; `swap` has none and is marked.
-    let desc = |n: &str| tools.iter().find(|t| t["name"] == n).unwrap().clone();
+    let desc = |n: &str| (*tools.iter().find(|t| t["name"] == n).unwrap()).clone();
     assert_eq!(
         desc("gen__divide")["description"],
         "Integer division; dividing by zero is an error."
@@ -482,6 +482,9 @@ fn wassette_filesystem_component_in_agent_mode() {
     );
     env.write_local("src/a.txt", "agent can read this\n");
     env.write_local(".env", "SECRET=hunter2\n");
+    let mut s = env.spawn();
+    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
+    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
     let d = packaged(&wassette_fs(), WASSETTE_MANIFEST);
     ok(&tools(
         &env.home(),
@@ -489,9 +492,6 @@ fn wassette_filesystem_component_in_agent_mode() {
         &["add", p(d.path()), "--project"],
     ));
     ok(&tools(&env.home(), &env.proj(), &["grant", "fs", "--all"]));
-    let mut s = env.spawn();
-    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
-    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
     s.ok(json!({"action": "chat_new", "name": "t"}));
     let rid = s.next_id();
     s.send(&json!({"action": "send", "content": "read", "model": "mock/agent", "mode": "agent", "request_id": rid}));
