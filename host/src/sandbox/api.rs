@@ -170,7 +170,10 @@ impl<T: Send + 'static> ToolPre<T> {
                     .call_call(&mut *store, &settings, arguments)?;
                 Ok(r.map_err(failure_v0_1_0))
             }
-            ToolPre::Generic(g) => g.call(store, arguments),
+            ToolPre::Generic(g) => Ok(g.call(store, arguments)?.map_err(|f| ToolFailure {
+                kind: f.kind.to_string(),
+                message: f.message,
+            })),
         }
     }
 }

@@ -11,8 +11,6 @@ use wasmtime::component::types::{ComponentFunc, ComponentItem};
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Type, Val};
 use wasmtime::{Engine, Store};
 
-use super::api::ToolFailure;
-
 /// The custom section holding a package's documentation (`wit-docs-inject`'s format).
 pub const PACKAGE_DOCS_SECTION: &str = "package-docs";
 
@@ -566,9 +564,19 @@ fn float(f: f64) -> Value {
     serde_json::Number::from_f64(f).map_or_else(|| json!(f.to_string()), Value::Number)
 }
 
-fn invalid(message: String) -> ToolFailure {
-    ToolFailure {
-        kind: "invalid-arguments".into(),
+/// A call that failed without trapping: the arguments did not fit, or the function returned a
+/// `result`'s `err`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenericFailure {
+    /// `invalid-arguments`, or `error` for a returned `err`.
+    pub kind: &'static str,
+    /// What went wrong.
+    pub message: String,
+}
+
+fn invalid(message: String) -> GenericFailure {
+    GenericFailure {
+        kind: "invalid-arguments",
         message,
     }
 }
@@ -580,7 +588,7 @@ impl<T: Send + 'static> GenericPre<T> {
         &self,
         store: &mut Store<T>,
         arguments: &str,
-    ) -> wasmtime::Result<Result<String, ToolFailure>> {
+    ) -> wasmtime::Result<Result<String, GenericFailure>> {
         let Some(f) = self.selected.and_then(|i| self.exports.functions.get(i)) else {
             return Ok(Err(invalid(format!(
                 "a generic component: name one of its tools ({})",
@@ -624,8 +632,8 @@ impl<T: Send + 'static> GenericPre<T> {
         }
         let instance = self.pre.instantiate(&mut *store)?;
         let Some(func) = instance.get_func(&mut *store, f.index) else {
-            return Ok(Err(ToolFailure {
-                kind: "io".into(),
+            return Ok(Err(GenericFailure {
+                kind: "io",
                 message: format!("the component has no function {}", f.export),
             }));
         };
@@ -640,8 +648,8 @@ impl<T: Send + 'static> GenericPre<T> {
                     Some(v) => v.to_string(),
                     None => format!("{} failed", f.export),
                 };
-                return Ok(Err(ToolFailure {
-                    kind: "error".into(),
+                return Ok(Err(GenericFailure {
+                    kind: "error",
                     message,
                 }));
             }
@@ -649,47 +657,6 @@ impl<T: Send + 'static> GenericPre<T> {
             many => Value::Array(many.iter().map(to_json).collect()),
         };
         Ok(Ok(value.to_string()))
-    }
-}
-
-impl super::registry::ToolComponent {
-    /// What a generic component offers (`None` for a `bb7:tool` component).
-    pub fn generic(&self) -> Option<&GenericExports> {
-        match &self.pre {
-            super::api::ToolPre::Generic(g) => Some(&g.exports),
-            _ => None,
-        }
-    }
-
-    /// The generic component's tool `tool` (its name inside the component, e.g. `read_file`),
-    /// ready to call: named `<component>__<tool>` in call records. `None` when there is no such
-    /// tool or this is not a generic component.
-    pub fn function(&self, tool: &str) -> Option<super::registry::ToolComponent> {
-        let super::api::ToolPre::Generic(g) = &self.pre else {
-            return None;
-        };
-        let i = g.exports.functions.iter().position(|f| f.tool == tool)?;
-        Some(super::registry::ToolComponent {
-            name: format!("{}__{tool}", self.name),
-            origin: self.origin.clone(),
-            sha256: self.sha256.clone(),
-            size: self.size,
-            wit_version: self.wit_version,
-            policy: self.policy.clone(),
-            imports: self.imports.clone(),
-            cache: self.cache,
-            limits: self.limits,
-            third_party: self.third_party.clone(),
-            load_ms: self.load_ms,
-            load_reported: std::sync::atomic::AtomicBool::new(
-                self.load_reported
-                    .load(std::sync::atomic::Ordering::Relaxed),
-            ),
-            pre: super::api::ToolPre::Generic(GenericPre {
-                selected: Some(i),
-                ..g.clone()
-            }),
-        })
     }
 }
 
