@@ -549,3 +549,49 @@ fn wassette_filesystem_component_in_agent_mode() {
     );
     assert!(!result("c3").contains("hunter2"), "{}", result("c3"));
 }
+
+/// `generic_types.wasm` with a `package-docs` custom section appended (`wit-docs-inject`'s
+/// format: a version byte, then JSON) documenting the interface's `swap`, which the manifest
+/// leaves undescribed.
+fn with_package_docs(dir: &Path) -> PathBuf {
+    let mut bytes = std::fs::read(generic_types()).unwrap();
+    let docs = json!({"interfaces": {"types": {"funcs": {"swap": "Swaps the pair."}}}});
+    let name = b"package-docs";
+    let mut payload = vec![name.len() as u8];
+    payload.extend_from_slice(name);
+    payload.push(1);
+    payload.extend_from_slice(docs.to_string().as_bytes());
+    bytes.push(0);
+    let mut n = payload.len();
+    loop {
+        let b = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            bytes.push(b);
+            break;
+        }
+        bytes.push(b | 0x80);
+    }
+    bytes.extend_from_slice(&payload);
+    let out = dir.join("generic_types.wasm");
+    std::fs::write(&out, bytes).unwrap();
+    out
+}
+
+#[test]
+fn package_docs_describe_a_tool_the_manifest_does_not() {
+    let w = World::new();
+    let wasm = with_package_docs(w.root.path());
+    ok(&w.run(&["add", p(&wasm)]));
+    let audit = w.audit_json();
+    let swap = audit["third_party"][0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "gen__swap")
+        .cloned()
+        .unwrap();
+    assert_eq!(swap["description"], "Swaps the pair.", "{swap}");
+    assert_eq!(swap["undocumented"], false, "{swap}");
+    assert!(!ok(&w.run(&["audit"])).contains("undocumented"));
+}
