@@ -10,7 +10,7 @@ cd "$(dirname "$0")"
 
 cargo build --release --target wasm32-wasip2 "$@"
 
-for crate in word-count net-probe; do
+for crate in word-count net-probe generic-types; do
     wasm="target/wasm32-wasip2/release/$(echo "$crate" | tr - _).wasm"
     out="dist/$crate"
     rm -rf "$out"

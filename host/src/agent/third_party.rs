@@ -23,6 +23,8 @@ pub struct Offered {
     pub function: String,
     /// The component as it stood when the reply started.
     pub status: Status,
+    /// The tool's name inside the component (a generic component offers several).
+    pub tool: String,
 }
 
 /// The third-party tools of one reply, and the project view they share.
@@ -44,13 +46,18 @@ impl ThirdParty {
         let tools = statuses
             .into_iter()
             .filter(|s| s.offered())
-            .filter_map(|s| {
-                let function = function_name(&s.name, &s.installed.tool.as_ref()?.name);
-                (!reserved.contains(&function)).then_some(Offered {
-                    function,
-                    status: s,
-                })
+            .flat_map(|s| {
+                s.installed
+                    .offered_tools()
+                    .into_iter()
+                    .map(|t| Offered {
+                        function: function_name(&s.name, &t.name),
+                        status: s.clone(),
+                        tool: t.name.clone(),
+                    })
+                    .collect::<Vec<_>>()
             })
+            .filter(|o| !reserved.contains(&o.function))
             .collect();
         ThirdParty {
             tools,
@@ -72,7 +79,12 @@ impl ThirdParty {
         self.tools
             .iter()
             .filter_map(|t| {
-                let d = t.status.installed.tool.as_ref()?;
+                let d = t
+                    .status
+                    .installed
+                    .offered_tools()
+                    .into_iter()
+                    .find(|d| d.name == t.tool)?;
                 let parameters = serde_json::from_str(&d.parameters_schema).ok()?;
                 Some(ToolSpec {
                     name: t.function.clone(),
@@ -122,6 +134,20 @@ impl ThirdParty {
             Err(e) => {
                 return CallOutcome::failed(format!("{name}: the tool is unavailable: {e}"), None);
             }
+        };
+        // A generic component: the exported function this tool calls.
+        let component = if component.generic().is_some() {
+            match component.function(&tool.tool) {
+                Some(f) => std::sync::Arc::new(f),
+                None => {
+                    return CallOutcome::failed(
+                        format!("{name}: the component no longer exports this tool"),
+                        None,
+                    );
+                }
+            }
+        } else {
+            component
         };
         // The project's view (built once per reply), a fresh output directory, or nothing.
         let dir = load::call_dir(

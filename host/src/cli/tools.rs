@@ -177,18 +177,29 @@ fn list(mode: &str) -> anyhow::Result<()> {
     }
     let project = project();
     for st in manage::statuses(Some(&project))? {
-        let (function, desc) = match &st.installed.tool {
-            Some(t) => (
-                function_name(&st.name, &t.name),
-                first_sentence(&t.description).to_string(),
-            ),
-            None => (format!("{}__?", st.name), String::new()),
-        };
+        let tools = st.installed.offered_tools();
+        let mut lines: Vec<(String, String)> = tools
+            .iter()
+            .map(|t| {
+                (
+                    function_name(&st.name, &t.name),
+                    first_sentence(&t.description).to_string(),
+                )
+            })
+            .collect();
+        if lines.is_empty() {
+            lines.push((format!("{}__?", st.name), String::new()));
+        }
+        for (function, desc) in &lines {
+            out.push_str(&format!(
+                "{function:<16} {desc} [third-party {} {}: {}]\n",
+                st.name,
+                st.installed.version,
+                st.state(),
+            ));
+        }
         out.push_str(&format!(
-            "{function:<16} {desc} [third-party {} {}: {}]\n{:<16}   requested {}\n{:<16}   granted   {}\n",
-            st.name,
-            st.installed.version,
-            st.state(),
+            "{:<16}   requested {}\n{:<16}   granted   {}\n",
             "",
             st.installed.requested.summary(),
             "",
@@ -236,12 +247,7 @@ fn add(path: &std::path::Path, enable: bool) -> anyhow::Result<()> {
     let added = manage::add(&sb, path, enable.then_some(project.as_path()))?;
     eprintln!("bb7: compiled in {:.1} s", added.compile_ms / 1000.0);
     let st = &added.status;
-    let tool = st
-        .installed
-        .tool
-        .as_ref()
-        .map(|t| function_name(&st.name, &t.name))
-        .unwrap_or_default();
+    let tool = tool_lines(st, "             ");
     println!(
         "{name} {version} installed (manifest: {origin})\n  sha256     {sha}\n  wit        {wit}\n  tool       {tool}\n  imports    {imports}\n  requests   {req}\n  granted    {granted}",
         name = st.name,
@@ -363,12 +369,18 @@ fn audit(as_json: bool) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(());
     }
+    let third_tools: usize = third
+        .iter()
+        .map(|s| s.installed.offered_tools().len())
+        .sum();
     let mut out = format!(
-        "bb7 {} — {} tool components, run in wasmtime 48.0.8 (WASI Preview 2).\n\
+        "bb7 {} — {} built-in and {} third-party tool components ({} tools), run in wasmtime 48.0.8 (WASI Preview 2).\n\
          Every call runs in a fresh instance that holds only the capabilities listed here;\n\
          anything not listed (other directories, network, environment, host stdio) is not granted.\n",
         crate::VERSION,
-        components.len()
+        components.len(),
+        third.len(),
+        components.len() + third_tools,
     );
     for c in &components {
         out.push_str(&format!(
@@ -397,26 +409,68 @@ fn audit(as_json: bool) -> anyhow::Result<()> {
         let i = &st.installed;
         let l = i.effective_limits();
         out.push_str(&format!(
-            "\n{name} {version} — {state}\n  origin        added from {src}\n  interface     bb7:tool/tool@{wit}\n  tool          {tool}\n  sha256        {sha}\n  size          {size} bytes\n  requested     {req}\n  granted       {granted}\n  enabled here  {enabled}\n  imports       {imports}\n  limits        memory {mem} MiB, wall time {ms} ms per call, result {res} KiB\n",
+            "\n{name} {version} — {state}\n  origin        added from {src}\n  interface     {wit}\n  tool          {tool}\n  sha256        {sha}\n  size          {size} bytes\n  requested     {req}\n  granted       {granted}\n  enabled here  {enabled}\n  imports       {imports}\n  limits        memory {mem} MiB, wall time {ms} ms per call, result {res} KiB\n",
             name = st.name,
             version = i.version,
             state = st.state(),
             src = i.source,
-            wit = i.wit,
-            tool = i.tool.as_ref().map(|t| function_name(&st.name, &t.name)).unwrap_or_default(),
+            wit = if i.is_generic() {
+                "exported functions (a generic component)".to_string()
+            } else {
+                format!("bb7:tool/tool@{}", i.wit)
+            },
+            tool = tool_lines(st, "                "),
             sha = i.sha256,
             size = i.size,
             req = i.requested.summary(),
             granted = granted_summary(st),
             enabled = if st.enabled { "yes" } else { "no" },
-            imports = i.imports.join("\n                "),
+            imports = import_lines(st).join("\n                "),
             mem = l.memory_bytes >> 20,
             ms = l.wall_time.as_millis(),
             res = l.result_bytes >> 10,
         ));
+        for sk in &i.skipped {
+            out.push_str(&format!("  skipped       {} ({})\n", sk.export, sk.reason));
+        }
     }
     print!("{out}");
     Ok(())
+}
+
+/// A component's tools as the model calls them, one per line; a generic component's tool with no
+/// description from its manifest or its `package-docs` is marked.
+fn tool_lines(st: &Status, indent: &str) -> String {
+    st.installed
+        .offered_tools()
+        .iter()
+        .map(|t| {
+            let name = function_name(&st.name, &t.name);
+            if t.undocumented {
+                format!("{name} (undocumented: no description in the manifest or package-docs)")
+            } else {
+                name
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(&format!("\n{indent}"))
+}
+
+/// A component's imports; a generic component's `wasi:sockets` without a network grant is linked
+/// with every operation denied.
+fn import_lines(st: &Status) -> Vec<String> {
+    let network = st.granted.as_ref().is_some_and(|g| !g.network.is_empty());
+    st.installed
+        .imports
+        .iter()
+        .map(|i| {
+            if i.starts_with("wasi:sockets/") && !network && st.installed.is_generic() {
+                format!("{i} (imported, denied)")
+            } else {
+                i.clone()
+            }
+        })
+        .collect()
 }
 
 fn third_party_json(st: &Status) -> Value {
@@ -426,7 +480,20 @@ fn third_party_json(st: &Status) -> Value {
         "name": st.name,
         "version": i.version,
         "description": i.description,
-        "tool": i.tool.as_ref().map(|t| function_name(&st.name, &t.name)),
+        "tool": i.offered_tools().first().map(|t| function_name(&st.name, &t.name)),
+        "tools": i.offered_tools().iter().map(|t| json!({
+            "name": function_name(&st.name, &t.name),
+            "export": t.export,
+            "description": t.description,
+            "undocumented": t.undocumented,
+            "parameters": serde_json::from_str::<Value>(&t.parameters_schema).unwrap_or(Value::Null),
+        })).collect::<Vec<_>>(),
+        "skipped": i.skipped.iter().map(|s| json!({"export": s.export, "reason": s.reason})).collect::<Vec<_>>(),
+        "imports_denied": if i.is_generic() && st.granted.as_ref().is_none_or(|g| g.network.is_empty()) {
+            i.imports.iter().filter(|x| x.starts_with("wasi:sockets/")).cloned().collect::<Vec<_>>()
+        } else {
+            Vec::new()
+        },
         "origin": {"kind": "third-party", "added_from": i.source, "added": i.added},
         "wit_version": i.wit,
         "sha256": i.sha256,
@@ -560,6 +627,24 @@ fn prepare_and_call(a: CallArgs) -> anyhow::Result<ExitCode> {
                     load::policy(m.requested.files),
                     linking,
                 )?;
+                // A generic component: the tool is one of its exported functions.
+                let tool = match tool.generic() {
+                    Some(g) => {
+                        let f = a.tool.rsplit("__").next().unwrap_or(&a.tool);
+                        tool.function(f).ok_or_else(|| {
+                            anyhow::anyhow!(
+                                "{}: no tool {f} (its tools: {})",
+                                m.name,
+                                g.functions
+                                    .iter()
+                                    .map(|f| f.tool.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            )
+                        })?
+                    }
+                    None => tool,
+                };
                 let dir = files_dir(m.requested.files, &a.dir, &views)?;
                 output = dir.limit;
                 (Arc::new(tool), load::call_caps(&m.requested, dir.grant))
@@ -586,7 +671,12 @@ fn prepare_and_call(a: CallArgs) -> anyhow::Result<ExitCode> {
         // An installed component, under its grant.
         None => {
             let statuses = manage::statuses(Some(&project()))?;
-            let Some(st) = statuses.iter().find(|s| s.name == a.tool) else {
+            // The component's name, or the tool's as the model calls it (`<component>__<tool>`).
+            let (component, function) = match a.tool.split_once("__") {
+                Some((c, f)) => (c, Some(f)),
+                None => (a.tool.as_str(), None),
+            };
+            let Some(st) = statuses.iter().find(|s| s.name == component) else {
                 anyhow::bail!(
                     "unknown tool: {} (built-in tools: {}; installed components: {})",
                     a.tool,
@@ -610,7 +700,36 @@ fn prepare_and_call(a: CallArgs) -> anyhow::Result<ExitCode> {
                     st.name
                 );
             };
+            let tools = st.installed.offered_tools();
+            let named = match function {
+                Some(f) => tools.iter().find(|t| t.name == f),
+                None if tools.len() == 1 => tools.first(),
+                None => None,
+            };
+            let Some(named) = named else {
+                anyhow::bail!(
+                    "{}: {} (its tools: {})",
+                    a.tool,
+                    if function.is_some() {
+                        "no such tool"
+                    } else {
+                        "the component offers several tools; name one"
+                    },
+                    tools
+                        .iter()
+                        .map(|t| function_name(&st.name, &t.name))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            };
             let tool = host.load_granted(st)?;
+            let tool = if tool.generic().is_some() {
+                Arc::new(tool.function(&named.name).ok_or_else(|| {
+                    anyhow::anyhow!("{}: the component does not export {}", st.name, named.name)
+                })?)
+            } else {
+                tool
+            };
             let dir = files_dir(granted.files, &a.dir, &views)?;
             output = dir.limit;
             (tool, load::call_caps(&granted, dir.grant))

@@ -27,6 +27,22 @@ pub struct ToolDescription {
     pub description: String,
     /// Its JSON Schema, as text.
     pub parameters_schema: String,
+    /// A generic component's tool: the exported function it calls, as WIT names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub export: Option<String>,
+    /// A generic component's tool with no description from its manifest or its `package-docs`
+    /// (the model sees only its name and schema).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub undocumented: bool,
+}
+
+/// An exported function of a generic component that is not offered, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedTool {
+    /// The export as WIT names it.
+    pub export: String,
+    /// Why it is not offered.
+    pub reason: String,
 }
 
 /// The name the model calls a component's tool by.
@@ -61,9 +77,25 @@ pub struct Installed {
     /// The tool it described at `add` (what the model is offered).
     #[serde(default)]
     pub tool: Option<ToolDescription>,
+    /// A generic component's tools (one per exported function), from `add`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolDescription>,
+    /// A generic component's exported functions that are not offered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedTool>,
 }
 
 impl Installed {
+    /// Every tool it offers: the one a `bb7:tool` component described, or a generic component's.
+    pub fn offered_tools(&self) -> Vec<&ToolDescription> {
+        self.tool.iter().chain(self.tools.iter()).collect()
+    }
+
+    /// Whether it is a generic component (its exported functions are its tools).
+    pub fn is_generic(&self) -> bool {
+        self.wit == "generic"
+    }
+
     /// The limits its calls run under.
     pub fn effective_limits(&self) -> Limits {
         self.limits.apply(Limits::default()).unwrap_or_default()
@@ -258,6 +290,8 @@ impl ToolsState {
                 source: source.display().to_string(),
                 added: now(),
                 tool: None,
+                tools: Vec::new(),
+                skipped: Vec::new(),
             },
         );
     }

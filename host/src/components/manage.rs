@@ -9,7 +9,9 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use super::error::{ComponentError, Refusal};
-use super::installed::{ComponentStore, Status, ToolDescription, ToolsState, function_name};
+use super::installed::{
+    ComponentStore, SkippedTool, Status, ToolDescription, ToolsState, function_name,
+};
 use super::load::policy;
 use super::lock;
 use super::manifest::{self, Capabilities};
@@ -92,47 +94,37 @@ pub fn add(
             linking,
         )
         .map_err(|e| refused(Refusal::Load(e)))?;
-    if component.wit_version.as_str() != m.wit {
-        return Err(refused(Refusal::WitMismatch {
-            manifest: m.wit.clone(),
-            exports: component.wit_version.export_name(),
-        }));
-    }
     let component = Arc::new(component);
-    let info = sandbox
-        .describe(&component, &[])
-        .map_err(|e| refused(Refusal::Describe(e)))?;
-    if !valid_tool_name(&info.name) {
-        return Err(refused(Refusal::ToolName(info.name)));
-    }
-    let function = function_name(&m.name, &info.name);
-    if function.len() > MAX_FUNCTION_NAME {
-        return Err(refused(Refusal::FunctionName {
-            function,
-            max: MAX_FUNCTION_NAME,
-        }));
-    }
-    if info.description.len() > MAX_TOOL_DESCRIPTION
-        || info.parameters_schema.len() > MAX_TOOL_SCHEMA
-    {
-        return Err(refused(Refusal::TooLong {
-            description: MAX_TOOL_DESCRIPTION,
-            schema: MAX_TOOL_SCHEMA,
-        }));
-    }
-    if let Some(c) = info
-        .description
-        .chars()
-        .find(|c| (c.is_control() && *c != '\n' && *c != '\t') || manifest::invisible(*c))
-    {
-        return Err(refused(Refusal::Invisible(c as u32)));
-    }
-    if serde_json::from_str::<serde_json::Value>(&info.parameters_schema)
-        .map(|v| !v.is_object())
-        .unwrap_or(true)
-    {
-        return Err(refused(Refusal::Schema));
-    }
+    let tools = match component.generic() {
+        Some(exports) => {
+            if !m.wit.is_empty() {
+                return Err(refused(Refusal::WitMismatch {
+                    manifest: m.wit.clone(),
+                    exports: component.wit_version.export_name(),
+                }));
+            }
+            generic_tools(&m.name, m, exports).map_err(refused)?
+        }
+        None => {
+            if component.wit_version.as_str() != m.wit {
+                return Err(refused(Refusal::WitMismatch {
+                    manifest: m.wit.clone(),
+                    exports: component.wit_version.export_name(),
+                }));
+            }
+            let info = sandbox
+                .describe(&component, &[])
+                .map_err(|e| refused(Refusal::Describe(e)))?;
+            check_tool(&m.name, &info).map_err(refused)?;
+            vec![ToolDescription {
+                name: info.name,
+                description: info.description,
+                parameters_schema: info.parameters_schema,
+                export: None,
+                undocumented: false,
+            }]
+        }
+    };
     let store = ComponentStore::open_default()?;
     // Under the lock: a `remove` elsewhere prunes binaries no installed component points to yet.
     let _guard = store.lock()?;
@@ -150,7 +142,26 @@ pub fn add(
         bytes.len() as u64,
         &found.wasm,
     );
-    descriptions_put(&mut state, &m.name, &info);
+    if let Some(c) = state.components.get_mut(&m.name) {
+        c.wit = component.wit_version.as_str().to_string();
+        if component.generic().is_some() {
+            c.tools = tools;
+            c.skipped = component
+                .generic()
+                .map(|g| {
+                    g.skipped
+                        .iter()
+                        .map(|s| SkippedTool {
+                            export: s.export.clone(),
+                            reason: s.reason.clone(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+        } else {
+            c.tool = tools.into_iter().next();
+        }
+    }
     if let Some(project) = enable_in {
         state.set_enabled(project, &m.name, true)?;
     }
@@ -189,15 +200,96 @@ pub fn files_note(files: manifest::Files, imports: &[String]) -> Option<String> 
     ))
 }
 
-/// The tool a component described at `add`, kept in the state file beside the component.
-fn descriptions_put(state: &mut ToolsState, name: &str, info: &ToolInfo) {
-    if let Some(c) = state.components.get_mut(name) {
-        c.tool = Some(ToolDescription {
-            name: info.name.clone(),
-            description: info.description.clone(),
-            parameters_schema: info.parameters_schema.clone(),
+/// Checks the tool a `bb7:tool` component described: its name, the name the model calls, and
+/// the sizes and characters of its description and schema.
+fn check_tool(component: &str, info: &ToolInfo) -> Result<(), Refusal> {
+    if !valid_tool_name(&info.name) {
+        return Err(Refusal::ToolName(info.name.clone()));
+    }
+    check_description(
+        component,
+        &info.name,
+        &info.description,
+        &info.parameters_schema,
+    )
+}
+
+fn check_description(
+    component: &str,
+    tool: &str,
+    description: &str,
+    schema: &str,
+) -> Result<(), Refusal> {
+    let function = function_name(component, tool);
+    if function.len() > MAX_FUNCTION_NAME {
+        return Err(Refusal::FunctionName {
+            function,
+            max: MAX_FUNCTION_NAME,
         });
     }
+    if description.len() > MAX_TOOL_DESCRIPTION || schema.len() > MAX_TOOL_SCHEMA {
+        return Err(Refusal::TooLong {
+            description: MAX_TOOL_DESCRIPTION,
+            schema: MAX_TOOL_SCHEMA,
+        });
+    }
+    if let Some(c) = description
+        .chars()
+        .find(|c| (c.is_control() && *c != '\n' && *c != '\t') || manifest::invisible(*c))
+    {
+        return Err(Refusal::Invisible(c as u32));
+    }
+    if serde_json::from_str::<serde_json::Value>(schema)
+        .map(|v| !v.is_object())
+        .unwrap_or(true)
+    {
+        return Err(Refusal::Schema);
+    }
+    Ok(())
+}
+
+/// A generic component's tools: one per offered exported function, described by the manifest's
+/// `[tools.<function>]` (the tool's snake_case name or the WIT name), else by the component's
+/// `package-docs`; parameter descriptions from `[tools.<function>.params]`.
+fn generic_tools(
+    component: &str,
+    m: &manifest::Manifest,
+    exports: &crate::sandbox::dynamic::GenericExports,
+) -> Result<Vec<ToolDescription>, Refusal> {
+    let mut out = Vec::new();
+    for f in &exports.functions {
+        let wit_name = f.export.rsplit('#').next().unwrap_or(&f.export);
+        let doc = m.tools.get(&f.tool).or_else(|| m.tools.get(wit_name));
+        let description = doc
+            .and_then(|d| d.description.clone())
+            .or_else(|| f.docs.clone())
+            .map(|d| d.trim().to_string())
+            .filter(|d| !d.is_empty());
+        let mut schema = f.schema.clone();
+        if let (Some(doc), Some(props)) = (
+            doc,
+            schema.get_mut("properties").and_then(|p| p.as_object_mut()),
+        ) {
+            for (param, text) in &doc.params {
+                if let Some(p) = props.get_mut(param).and_then(|p| p.as_object_mut()) {
+                    p.insert("description".into(), serde_json::json!(text));
+                }
+            }
+        }
+        let t = ToolDescription {
+            name: f.tool.clone(),
+            undocumented: description.is_none(),
+            description: description.unwrap_or_else(|| format!("{} (no description)", f.export)),
+            parameters_schema: schema.to_string(),
+            export: Some(f.export.clone()),
+        };
+        if !valid_tool_name(&t.name) {
+            return Err(Refusal::ToolName(t.name));
+        }
+        check_description(component, &t.name, &t.description, &t.parameters_schema)?;
+        out.push(t);
+    }
+    Ok(out)
 }
 
 fn valid_tool_name(n: &str) -> bool {
@@ -221,8 +313,10 @@ pub fn grant(
             Some(c) => c.validated()?,
             None => installed.requested.clone(),
         };
+        // A generic component's sockets are linked deny-all without a network grant.
         if caps.network.is_empty()
             && caps.within(&installed.requested)
+            && !installed.is_generic()
             && let Some(i) = installed
                 .imports
                 .iter()

@@ -182,7 +182,8 @@ pub struct Manifest {
     pub name: String,
     /// The component's own version (free text).
     pub version: String,
-    /// The `bb7:tool` contract version it is built against.
+    /// The `bb7:tool` contract version it is built against; empty for a generic component (the
+    /// manifest omits `wit`: its exported functions are its tools).
     pub wit: String,
     /// What it does, for people.
     pub description: String,
@@ -190,6 +191,21 @@ pub struct Manifest {
     pub requested: Capabilities,
     /// Tighter limits it asks for.
     pub limits: ManifestLimits,
+    /// A generic component's tool descriptions (`[tools.<function>]`), by function name.
+    #[serde(default)]
+    pub tools: std::collections::BTreeMap<String, ToolDoc>,
+}
+
+/// `[tools.<function>]`: a generic component's tool described by its manifest.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolDoc {
+    /// What the tool does (the model is shown it).
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Each parameter's description, by its WIT name.
+    #[serde(default)]
+    pub params: std::collections::BTreeMap<String, String>,
 }
 
 /// The manifest as written: flat keys, unknown keys refused.
@@ -198,9 +214,12 @@ pub struct Manifest {
 struct RawManifest {
     name: String,
     version: String,
-    wit: String,
+    #[serde(default)]
+    wit: Option<String>,
     #[serde(default)]
     description: String,
+    #[serde(default)]
+    tools: std::collections::BTreeMap<String, ToolDoc>,
     #[serde(default)]
     files: Option<String>,
     #[serde(default)]
@@ -250,9 +269,10 @@ impl Manifest {
         if raw.version.trim().is_empty() || raw.version.len() > 64 {
             return Err(bad(FieldError::Version));
         }
-        if !WitVersion::SUPPORTED.iter().any(|v| v.as_str() == raw.wit) {
+        let wit = raw.wit.unwrap_or_default();
+        if !wit.is_empty() && !WitVersion::SUPPORTED.iter().any(|v| v.as_str() == wit) {
             return Err(bad(FieldError::Wit {
-                wit: raw.wit,
+                wit,
                 supported: WitVersion::SUPPORTED
                     .iter()
                     .map(|v| v.as_str())
@@ -262,6 +282,26 @@ impl Manifest {
         }
         if raw.description.len() > 1024 {
             return Err(bad(FieldError::DescriptionLength));
+        }
+        let docs = raw.tools.values().flat_map(|t| {
+            t.description
+                .iter()
+                .map(|d| ("tools.<function>.description", d))
+                .chain(t.params.values().map(|d| ("tools.<function>.params", d)))
+        });
+        for (field, text) in docs {
+            if text.len() > 1024 {
+                return Err(bad(FieldError::DescriptionLength));
+            }
+            if let Some(c) = text
+                .chars()
+                .find(|c| (c.is_control() && *c != '\n' && *c != '\t') || invisible(*c))
+            {
+                return Err(bad(FieldError::Invisible {
+                    field,
+                    code: c as u32,
+                }));
+            }
         }
         for (field, text) in [("version", &raw.version), ("description", &raw.description)] {
             if let Some(c) = text.chars().find(|c| c.is_control() || invisible(*c)) {
@@ -286,10 +326,11 @@ impl Manifest {
         Ok(Manifest {
             name: raw.name,
             version: raw.version,
-            wit: raw.wit,
+            wit,
             description: raw.description,
             requested,
             limits: raw.limits,
+            tools: raw.tools,
         })
     }
 

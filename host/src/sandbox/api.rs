@@ -22,6 +22,9 @@ pub mod v0_1_0 {
 pub enum WitVersion {
     /// `bb7:tool@0.1.0` (`wit/v0.1.0`).
     V0_1_0,
+    /// No `bb7:tool` interface: a generic component, whose exported functions are the tools
+    /// ([`super::dynamic`]).
+    Generic,
 }
 
 impl WitVersion {
@@ -32,6 +35,7 @@ impl WitVersion {
     pub fn as_str(self) -> &'static str {
         match self {
             WitVersion::V0_1_0 => "0.1.0",
+            WitVersion::Generic => "generic",
         }
     }
 
@@ -39,6 +43,7 @@ impl WitVersion {
     pub fn export_name(self) -> &'static str {
         match self {
             WitVersion::V0_1_0 => "bb7:tool/tool@0.1.0",
+            WitVersion::Generic => "(exported functions)",
         }
     }
 
@@ -47,6 +52,8 @@ impl WitVersion {
     pub fn types_name(self) -> &'static str {
         match self {
             WitVersion::V0_1_0 => "bb7:tool/types@0.1.0",
+            // A generic component may import the contract's types too.
+            WitVersion::Generic => "bb7:tool/types@0.1.0",
         }
     }
 
@@ -86,12 +93,15 @@ pub struct ToolFailure {
 pub enum ToolPre<T: 'static> {
     /// A `0.1.0` component.
     V0_1_0(v0_1_0::ToolComponentPre<T>),
+    /// A generic component (its exported functions are the tools).
+    Generic(super::dynamic::GenericPre<T>),
 }
 
 impl<T: 'static> Clone for ToolPre<T> {
     fn clone(&self) -> Self {
         match self {
             ToolPre::V0_1_0(p) => ToolPre::V0_1_0(p.clone()),
+            ToolPre::Generic(p) => ToolPre::Generic(p.clone()),
         }
     }
 }
@@ -107,6 +117,11 @@ impl<T: Send + 'static> ToolPre<T> {
         let pre = linker.instantiate_pre(component)?;
         Ok(match version {
             WitVersion::V0_1_0 => ToolPre::V0_1_0(v0_1_0::ToolComponentPre::new(pre)?),
+            WitVersion::Generic => ToolPre::Generic(super::dynamic::GenericPre {
+                pre,
+                exports: Default::default(),
+                selected: None,
+            }),
         })
     }
 
@@ -129,6 +144,13 @@ impl<T: Send + 'static> ToolPre<T> {
                 })
                 .map_err(failure_v0_1_0))
             }
+            ToolPre::Generic(g) => Ok(Err(ToolFailure {
+                kind: "invalid-arguments".into(),
+                message: format!(
+                    "a generic component does not describe itself; its tools are its {} exported function(s)",
+                    g.exports.functions.len()
+                ),
+            })),
         }
     }
 
@@ -148,6 +170,10 @@ impl<T: Send + 'static> ToolPre<T> {
                     .call_call(&mut *store, &settings, arguments)?;
                 Ok(r.map_err(failure_v0_1_0))
             }
+            ToolPre::Generic(g) => Ok(g.call(store, arguments)?.map_err(|f| ToolFailure {
+                kind: f.kind.to_string(),
+                message: f.message,
+            })),
         }
     }
 }

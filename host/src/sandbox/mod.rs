@@ -11,13 +11,17 @@
 //! - [`runner`]: one call: fresh store, exact preopens, limits, audit record.
 //! - [`outdir`]: an `output-write` call's directory: the bounded walk and the flat removal.
 //! - [`hostcalls`]: the host calls shadowed so that waits end at the deadline and output is metered.
+//! - [`dynamic`]: generic components: exported functions as tools, JSON ↔ component values.
+//! - [`generic_tool`]: a generic component's tools, one exported function chosen per call.
 //! - [`audit`]: the record every call leaves, and the audit log.
 
 pub mod api;
 pub mod audit;
 pub mod cache;
+pub mod dynamic;
 pub mod engine;
 pub mod error;
+pub mod generic_tool;
 pub mod grant;
 pub mod hints;
 pub mod hostcalls;

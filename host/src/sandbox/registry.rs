@@ -298,26 +298,43 @@ impl Registry {
             Origin::File(_) => self.load_bounded(&sha256, bytes, Some(COMPILE_TIME_LIMIT))?,
         };
         let load_ms = t0.elapsed().as_secs_f64() * 1000.0;
-        let wit_version = WitVersion::detect(&self.engine, &component).ok_or_else(|| {
-            anyhow::anyhow!(
-                "the component does not export a supported bb7:tool interface (supported: {})",
-                WitVersion::SUPPORTED
-                    .iter()
-                    .map(|v| v.export_name())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })?;
+        // No bb7:tool interface: a generic component, every exported function a tool.
+        let wit_version =
+            WitVersion::detect(&self.engine, &component).unwrap_or(WitVersion::Generic);
+        let generic = match wit_version {
+            WitVersion::Generic => Some(
+                super::dynamic::inspect(&self.engine, &component, bytes).map_err(|e| {
+                    anyhow::anyhow!(
+                        "{e} (a bb7:tool component exports one of: {})",
+                        WitVersion::SUPPORTED
+                            .iter()
+                            .map(|v| v.export_name())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                })?,
+            ),
+            _ => None,
+        };
         let imports = imports_of(&self.engine, &component);
         let own_types = wit_version.types_name();
+        // A generic component's `wasi:sockets` imported without a network grant (standard
+        // libraries import it) is linked, and every operation is denied: the call's WASI context
+        // allows no socket use at all without a network grant.
+        let network = linking.network
+            || (wit_version == WitVersion::Generic
+                && imports.iter().any(|i| i.starts_with("wasi:sockets/")));
         if let Some(why) = imports
             .iter()
-            .find_map(|i| super::linking::refusal(i, linking.network, own_types))
+            .find_map(|i| super::linking::refusal(i, network, own_types))
         {
             anyhow::bail!("{why}");
         }
-        let pre = ToolPre::new(self.linker_for(linking.network)?, &component, wit_version)
+        let mut pre = ToolPre::new(self.linker_for(network)?, &component, wit_version)
             .map_err(|e| anyhow::anyhow!("linking the component: {e}"))?;
+        if let (ToolPre::Generic(g), Some(exports)) = (&mut pre, generic) {
+            g.exports = Arc::new(exports);
+        }
         Ok(ToolComponent {
             name: name.to_string(),
             origin,

@@ -126,15 +126,23 @@ fn component_name(s: &Workspace, name: &str) -> Result<String, VerbError> {
     let statuses = manage::statuses(project(s))?;
     statuses
         .iter()
-        .find(|st| st.name == name || function(st).as_deref() == Some(name))
+        .find(|st| {
+            st.name == name
+                || st
+                    .installed
+                    .offered_tools()
+                    .iter()
+                    .any(|t| function_name(&st.name, &t.name) == name)
+        })
         .map(|st| st.name.clone())
         .ok_or_else(|| VerbError::NotInstalled(name.to_string()))
 }
 
 fn function(st: &Status) -> Option<String> {
+    // A generic component offers several tools; the first names it here.
     st.installed
-        .tool
-        .as_ref()
+        .offered_tools()
+        .first()
         .map(|t| function_name(&st.name, &t.name))
 }
 
