@@ -419,7 +419,10 @@ fn a_changed_binary_loses_its_grant_until_approved_again() {
 }
 
 #[test]
-fn undeclared_sockets_are_refused_at_install_naming_the_import() {
+fn undeclared_sockets_link_with_every_operation_denied() {
+    // Standard libraries import wasi:sockets without using it (Rust's std::net, componentize-py's
+    // interpreter): without a network request the component installs, its sockets are linked
+    // deny-all, and `tools audit` says so (ECOSYSTEM-PROTOCOL.md §5).
     let w = World::new();
     let d = packaged(
         net_probe(),
@@ -428,18 +431,62 @@ fn undeclared_sockets_are_refused_at_install_naming_the_import() {
         )
         .unwrap(),
     );
-    let e = refused(&w.run(&["add", p(d.path())]), 2);
-    assert!(e.contains("imports wasi:sockets/"), "{e}");
-    assert!(e.contains("no network grant"), "{e}");
-    // The hostile fixture too, when its manifest asks for no network.
+    ok(&w.run(&["add", p(d.path())]));
+    ok(&w.run(&["grant", "netprobe", "--all"]));
+    let audit = ok(&w.run(&["audit"]));
+    assert!(audit.contains("wasi:sockets/tcp"), "{audit}");
+    assert!(audit.contains("(imported, denied)"), "{audit}");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let out = ok(&w.run(&[
+        "call",
+        "netprobe",
+        "--dir",
+        p(&w.proj()),
+        "--args",
+        &json!({"host": "127.0.0.1", "port": port}).to_string(),
+    ]));
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["open"], false, "SANDBOX ESCAPE: {v}");
+    // The call has returned: a connection it made would be queued by now.
+    assert!(
+        listener.accept().is_err(),
+        "SANDBOX ESCAPE: an ungranted component connected"
+    );
+    // The hostile fixture too, when its manifest asks for no network: every socket operation
+    // (TCP connect and listen, UDP, name lookup) fails.
     let d = packaged(
         hostile(),
         "name = \"h\"\nversion = \"1\"\nwit = \"0.1.0\"\n",
     );
-    let e = refused(&w.run(&["add", p(d.path())]), 2);
-    assert!(e.contains("imports wasi:sockets/"), "{e}");
-    // Nothing was installed.
-    assert!(!w.home().join(".bb7/tools.json").exists() || w.state()["components"] == json!({}));
+    ok(&w.run(&["add", p(d.path())]));
+    ok(&w.run(&["grant", "h", "--all"]));
+    let out = ok(&w.run(&[
+        "call",
+        "h",
+        "--dir",
+        p(&w.proj()),
+        "--args",
+        &json!({"attack": "net", "tcp_port": port, "udp_port": port}).to_string(),
+    ]));
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let allowed: Vec<&Value> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["ok"] == true)
+        .collect();
+    assert!(allowed.is_empty(), "SANDBOX ESCAPE: {allowed:?}");
+    assert!(
+        listener.accept().is_err(),
+        "SANDBOX ESCAPE: an ungranted component connected"
+    );
+}
+
+#[test]
+fn manifests_with_errors_are_refused_clearly() {
+    let w = World::new();
     // Manifests with errors are refused clearly.
     for (manifest, want) in [
         (

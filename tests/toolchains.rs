@@ -4,9 +4,8 @@
 //! and through a model reply in agent mode (mock server). Under `CI=true` a missing build fails the
 //! test; elsewhere it is reported and the test returns.
 //!
-//! The Python example (componentize-py) is not run here yet: its interpreter imports
-//! `wasi:sockets/*`, which `add` refuses without a `network` request until those interfaces are
-//! linked deny-all (the generic-components work of issue 25).
+//! The Python example's interpreter imports `wasi:sockets/*` without using it: it installs without a
+//! `network` request, its sockets linked with every operation denied.
 
 mod common;
 
@@ -165,5 +164,12 @@ fn add_grant_call(dir: &Path, name: &str) {
 fn the_javascript_example_installs_is_granted_and_reads_a_project_file() {
     if let Some(dir) = example("js-read") {
         add_grant_call(&dir, "jsread");
+    }
+}
+
+#[test]
+fn the_python_example_installs_is_granted_and_reads_a_project_file() {
+    if let Some(dir) = example("python-read") {
+        add_grant_call(&dir, "pyread");
     }
 }

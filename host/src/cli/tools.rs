@@ -456,15 +456,15 @@ fn tool_lines(st: &Status, indent: &str) -> String {
         .join(&format!("\n{indent}"))
 }
 
-/// A component's imports; a generic component's `wasi:sockets` without a network grant is linked
-/// with every operation denied.
+/// A component's imports; `wasi:sockets` without a network grant is linked with every operation
+/// denied.
 fn import_lines(st: &Status) -> Vec<String> {
     let network = st.granted.as_ref().is_some_and(|g| !g.network.is_empty());
     st.installed
         .imports
         .iter()
         .map(|i| {
-            if i.starts_with("wasi:sockets/") && !network && st.installed.is_generic() {
+            if i.starts_with("wasi:sockets/") && !network {
                 format!("{i} (imported, denied)")
             } else {
                 i.clone()
@@ -489,7 +489,7 @@ fn third_party_json(st: &Status) -> Value {
             "parameters": serde_json::from_str::<Value>(&t.parameters_schema).unwrap_or(Value::Null),
         })).collect::<Vec<_>>(),
         "skipped": i.skipped.iter().map(|s| json!({"export": s.export, "reason": s.reason})).collect::<Vec<_>>(),
-        "imports_denied": if i.is_generic() && st.granted.as_ref().is_none_or(|g| g.network.is_empty()) {
+        "imports_denied": if st.granted.as_ref().is_none_or(|g| g.network.is_empty()) {
             i.imports.iter().filter(|x| x.starts_with("wasi:sockets/")).cloned().collect::<Vec<_>>()
         } else {
             Vec::new()

@@ -181,16 +181,6 @@ pub enum ComponentError {
         /// The request, summarised.
         requested: String,
     },
-    /// A grant without network for a component that cannot run without it.
-    #[error(
-        "{name} imports {import}: it cannot run without a network grant (grant --network, or --all)"
-    )]
-    NeedsNetwork {
-        /// The component.
-        name: String,
-        /// The socket interface it imports.
-        import: String,
-    },
     /// `revoke` of a component that has no grant.
     #[error("{0} has no grant to revoke")]
     NoGrant(String),

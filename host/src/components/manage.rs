@@ -313,20 +313,6 @@ pub fn grant(
             Some(c) => c.validated()?,
             None => installed.requested.clone(),
         };
-        // A generic component's sockets are linked deny-all without a network grant.
-        if caps.network.is_empty()
-            && caps.within(&installed.requested)
-            && !installed.is_generic()
-            && let Some(i) = installed
-                .imports
-                .iter()
-                .find(|i| i.starts_with("wasi:sockets/"))
-        {
-            return Err(ComponentError::NeedsNetwork {
-                name: name.to_string(),
-                import: i.clone(),
-            });
-        }
         state.grant(name, caps)?;
         Ok(())
     })?;

@@ -318,12 +318,10 @@ impl Registry {
         };
         let imports = imports_of(&self.engine, &component);
         let own_types = wit_version.types_name();
-        // A generic component's `wasi:sockets` imported without a network grant (standard
-        // libraries import it) is linked, and every operation is denied: the call's WASI context
-        // allows no socket use at all without a network grant.
-        let network = linking.network
-            || (wit_version == WitVersion::Generic
-                && imports.iter().any(|i| i.starts_with("wasi:sockets/")));
+        // `wasi:sockets` imported without a network request (standard libraries import it: Rust's
+        // std::net, componentize-py's interpreter) is linked, and every operation is denied: the
+        // call's WASI context allows no socket use at all without a network grant.
+        let network = linking.network || imports.iter().any(|i| i.starts_with("wasi:sockets/"));
         if let Some(why) = imports
             .iter()
             .find_map(|i| super::linking::refusal(i, network, own_types))

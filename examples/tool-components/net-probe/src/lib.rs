@@ -1,12 +1,12 @@
-//! `netprobe`: an example of a component bb7 REFUSES to install.
+//! `netprobe`: an example of a component whose code opens sockets but whose manifest requests no
+//! network.
 //!
 //! Its one tool, `probe_port`, opens a TCP connection with `std::net::TcpStream::connect`, so the
 //! built component imports `wasi:sockets/*` (and `wasi:sockets/ip-name-lookup` to resolve the host
-//! name). Its manifest (`bb7-tool.toml`) requests no network. bb7 checks a component's imports
-//! against its manifest when it is added, so `bb7 tools add` refuses this one and names the
-//! `wasi:sockets/...` import. The fix is to declare the destinations in the manifest, e.g.
-//! `network = ["example.com:443"]`; then the component installs, and at run time it can connect to
-//! exactly those host:port pairs once the user grants them.
+//! name). Its manifest (`bb7-tool.toml`) requests no network, so bb7 links those interfaces with
+//! every operation denied: it installs, and every connection it tries fails. To let it connect,
+//! declare the destinations in the manifest, e.g. `network = ["example.com:443"]`; then it can
+//! connect to exactly those host:port pairs once the user grants them.
 //!
 //! Arguments: `{"host": "<name or IP address>", "port": <1-65535>}`.
 //! Result: `{"host", "port", "open": bool, "peer"?, "error"?}`.
