@@ -432,6 +432,7 @@ fn undeclared_sockets_link_with_every_operation_denied() {
         .unwrap(),
     );
     ok(&w.run(&["add", p(d.path())]));
+    assert!(w.state()["components"]["netprobe"].is_object(), "installed");
     ok(&w.run(&["grant", "netprobe", "--all"]));
     let audit = ok(&w.run(&["audit"]));
     assert!(audit.contains("wasi:sockets/tcp"), "{audit}");
