@@ -1,7 +1,8 @@
 //! Link-time least privilege: the WASI interfaces a component is offered follow from its grant.
-//! Without a network grant the linker holds no `wasi:sockets` interface at all, so a component that
-//! imports one cannot be linked; `wasi:http` and anything outside WASI are never offered. The checks
-//! here word the refusal, naming the import, before wasmtime's linker would fail.
+//! A component that imports no `wasi:sockets` gets a linker without them; one that imports them is
+//! linked with them, and without a network grant its call's WASI context denies every socket
+//! operation (`state.rs`). `wasi:http` and anything outside WASI are never offered. The checks here
+//! word the refusal, naming the import, before wasmtime's linker would fail.
 
 use wasmtime::Engine;
 use wasmtime::component::{HasData, Linker, ResourceTable};

@@ -124,17 +124,15 @@ impl Ledger {
         let path = self.dir.path().join(&file);
         let _lock = crate::store::lock::exclusive(self.d(), LOCK)
             .map_err(io_err(&self.dir.path().join(LOCK)))?;
-        let mut days = self.read_days();
-        // A crash after an earlier append but before its totals were written: recount the months
-        // whose file is not what the totals cover.
-        for f in self.files()? {
-            let len = self.d().metadata(&f).map(|m| m.len()).unwrap_or(0);
-            if days.covered.get(&f).copied().unwrap_or(0) != len {
-                self.recount(&mut days, &f);
-            }
-        }
+        let mut days = self.current_days()?;
         let len = self.d().metadata(&file).map(|m| m.len()).unwrap_or(0);
-        let mut line = serde_json::to_vec(e).map_err(|x| io_err(&path)(x.into()))?;
+        let mut line = Vec::new();
+        // A line torn by a crash: end it, so this entry is a line of its own (the torn one is
+        // skipped when the month is read).
+        if len > 0 && !self.ends_with_newline(&file, len) {
+            line.push(b'\n');
+        }
+        line.extend(serde_json::to_vec(e).map_err(|x| io_err(&path)(x.into()))?);
         line.push(b'\n');
         let mut opts = OpenOptions::new();
         opts.create(true).append(true);
@@ -151,6 +149,33 @@ impl Ledger {
         let body = serde_json::to_vec(&days).map_err(|x| io_err(&path)(x.into()))?;
         crate::store::write_atomic(self.d(), DAYS, &body)
             .map_err(io_err(&self.dir.path().join(DAYS)))
+    }
+
+    /// The per-day totals, recounted for every month whose file is not what they cover (a crash
+    /// after an append but before its totals were written; a lost or unreadable `days.json`).
+    /// The caller holds the lock.
+    fn current_days(&self) -> Result<Days, LedgerError> {
+        let mut days = self.read_days();
+        for f in self.files()? {
+            let len = self.d().metadata(&f).map(|m| m.len()).unwrap_or(0);
+            if days.covered.get(&f).copied().unwrap_or(0) != len {
+                self.recount(&mut days, &f);
+            }
+        }
+        Ok(days)
+    }
+
+    /// Whether `file` (of `len` bytes) ends with a newline.
+    fn ends_with_newline(&self, file: &str, len: u64) -> bool {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut last = [0u8; 1];
+        self.d()
+            .open(file)
+            .and_then(|mut f| {
+                f.seek(SeekFrom::Start(len - 1))?;
+                f.read_exact(&mut last)
+            })
+            .is_ok_and(|()| last[0] == b'\n')
     }
 
     fn read_days(&self) -> Days {
@@ -183,8 +208,10 @@ impl Ledger {
     }
 
     /// What was spent on the UTC day of `now` and in its month (from `days.json`).
-    pub fn spent(&self, now: &DateTime<Utc>) -> (f64, f64) {
-        let days = self.read_days();
+    pub fn spent(&self, now: &DateTime<Utc>) -> Result<(f64, f64), LedgerError> {
+        let _lock = crate::store::lock::exclusive(self.d(), LOCK)
+            .map_err(io_err(&self.dir.path().join(LOCK)))?;
+        let days = self.current_days()?;
         let today = now.format("%Y-%m-%d").to_string();
         let month = now.format("%Y-%m-").to_string();
         let day = days.days.get(&today).map(|d| d.cost).unwrap_or(0.0);
@@ -194,7 +221,7 @@ impl Ledger {
             .filter(|(k, _)| k.starts_with(&month))
             .map(|(_, d)| d.cost)
             .sum();
-        (day, month)
+        Ok((day, month))
     }
 
     /// The monthly ledger files, oldest first.
@@ -268,19 +295,42 @@ mod tests {
         let now = DateTime::parse_from_rfc3339("2026-03-02T12:00:00Z")
             .unwrap()
             .with_timezone(&Utc);
-        assert_eq!(l.spent(&now), (0.5, 0.75));
+        assert_eq!(l.spent(&now).unwrap(), (0.5, 0.75));
         // A crash between the append and the totals: the totals are recounted at the next append.
         std::fs::remove_file(tmp.path().join(DAYS)).unwrap();
+        // A cap check recounts too: a lost days.json does not read as nothing spent.
+        assert_eq!(l.spent(&now).unwrap(), (0.5, 0.75));
+        std::fs::write(tmp.path().join(DAYS), b"{not json").unwrap();
+        assert_eq!(l.spent(&now).unwrap(), (0.5, 0.75));
         l.append(&entry("2026-03-02T11:00:00Z", 1.0)).unwrap();
-        assert_eq!(l.spent(&now), (1.5, 1.75));
+        assert_eq!(l.spent(&now).unwrap(), (1.5, 1.75));
         let feb = DateTime::parse_from_rfc3339("2026-02-28T12:00:00Z")
             .unwrap()
             .with_timezone(&Utc);
-        assert_eq!(l.spent(&feb), (4.0, 4.0), "every month is recounted");
+        assert_eq!(l.spent(&feb).unwrap(), (4.0, 4.0), "every month is recounted");
         let since = DateTime::parse_from_rfc3339("2026-03-01T00:00:00Z")
             .unwrap()
             .with_timezone(&Utc);
         assert_eq!(l.entries(Some(&since)).unwrap().len(), 3);
         assert_eq!(l.entries(None).unwrap().len(), 4);
+    }
+
+    #[test]
+    fn an_entry_after_a_torn_line_is_a_line_of_its_own() {
+        let tmp = tempfile::tempdir().unwrap();
+        let l = Ledger::open(tmp.path()).unwrap();
+        l.append(&entry("2026-03-01T10:00:00Z", 0.25)).unwrap();
+        // A crash in the middle of the next append.
+        let file = tmp.path().join("ledger-2026-03.jsonl");
+        let mut f = std::fs::OpenOptions::new().append(true).open(&file).unwrap();
+        f.write_all(br#"{"time":"2026-03-01T11:00"#).unwrap();
+        drop(f);
+        l.append(&entry("2026-03-01T12:00:00Z", 0.5)).unwrap();
+        let costs: Vec<f64> = l.entries(None).unwrap().iter().map(|e| e.cost).collect();
+        assert_eq!(costs, vec![0.25, 0.5]);
+        let now = DateTime::parse_from_rfc3339("2026-03-01T13:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(l.spent(&now).unwrap(), (0.75, 0.75));
     }
 }

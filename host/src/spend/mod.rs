@@ -62,6 +62,11 @@ pub enum CapError {
         /// The model asked.
         model: String,
     },
+    /// A day or month cap is set but the usage ledger cannot be read.
+    #[error(
+        "Spend cap: a day or month cap is set but the usage ledger cannot be read ({0}), so what was spent is not known. Nothing was sent; send with override_cap to go ahead once."
+    )]
+    Ledger(String),
     /// A cap is set but the model's price is not known, so the request cannot be bounded.
     #[error(
         "Spend cap: spend.{cap} is ${limit:.4} and the price of {model} is not known ({why}), so this request's cost cannot be bounded. Nothing was sent; send with override_cap to go ahead once."
@@ -226,13 +231,18 @@ impl Capped {
             .unwrap_or_default()
             .to_string();
         let worst = self.worst_case(body, &model).await;
-        let (day, month) = tokio::task::spawn_blocking(|| {
-            Ledger::open_global()
-                .map(|l| l.spent(&Utc::now()))
-                .unwrap_or((0.0, 0.0))
-        })
-        .await
-        .unwrap_or((0.0, 0.0));
+        // A day or month cap cannot be checked without the ledger: refused, not passed.
+        let (day, month) = if self.caps.per_day_usd.is_some() || self.caps.per_month_usd.is_some() {
+            let spent =
+                tokio::task::spawn_blocking(|| Ledger::open_global()?.spent(&Utc::now())).await;
+            match spent {
+                Ok(Ok(v)) => v,
+                Ok(Err(e)) => return Err(CapError::Ledger(e.to_string())),
+                Err(e) => return Err(CapError::Ledger(e.to_string())),
+            }
+        } else {
+            (0.0, 0.0)
+        };
         let spent = Spent {
             reply: self.reply_spent(),
             day,

@@ -36,7 +36,10 @@ pub fn generate_title(ctx: &Ctx, req: &Request) -> Handled {
     let global = req.global()?;
     let (p, config, job) = {
         let mut s = ctx.lock();
-        let p: Arc<dyn Provider> = Arc::new(crate::llm::LlmClient::from_config(&s.config)?);
+        let inner: Arc<dyn Provider> = Arc::new(crate::llm::LlmClient::from_config(&s.config)?);
+        // A title is a model request too: it passes the spend caps and is recorded in the ledger.
+        let c = s.config.config();
+        let p = crate::spend::Capped::wrap(inner, c.spend, &c.base_url, &chat_id, false);
         if !s.store(global)?.exists(&chat_id) {
             return Err(crate::chat::ChatError::NotFound.to_string());
         }
