@@ -374,6 +374,16 @@ fn stdin_closing_ends_the_server_cleanly_and_a_project_is_required() {
         "{out:?}"
     );
     std::fs::create_dir_all(w.home().join(".bb7")).unwrap();
+    // The state directory `~/.bb7` marks no project: a directory under $HOME without its own
+    // .bb7/ has none.
+    let plain = w.home().join("notes");
+    std::fs::create_dir_all(&plain).unwrap();
+    let out = raw(&w, &plain, &[], "");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no project"),
+        "{out:?}"
+    );
     for dir in [w.home(), w.home().join(".bb7")] {
         let out = raw(&w, w.root.path(), &["--project", p(&dir)], "");
         assert_eq!(out.status.code(), Some(1), "{dir:?}");

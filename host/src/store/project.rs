@@ -355,15 +355,19 @@ pub fn canonical_dir(dir: &Path) -> io::Result<PathBuf> {
 }
 
 /// The nearest ancestor of `start` (itself included, canonicalised first) holding a `.bb7/`
-/// directory (a real one, not a link to one); `None` when there is none.
+/// directory (a real one, not a link to one) that is not the global state directory (`~/.bb7`
+/// marks no project); `None` when there is none.
 pub fn nearest_project(start: &Path) -> io::Result<Option<PathBuf>> {
     let start = start.canonicalize()?;
+    let state = crate::paths::state_dir().and_then(|d| d.canonicalize().ok());
     Ok(start
         .ancestors()
         .find(|d| {
-            d.join(".bb7")
+            let marker = d.join(".bb7");
+            marker
                 .symlink_metadata()
                 .is_ok_and(|m| m.file_type().is_dir())
+                && state.as_deref() != Some(marker.as_path())
         })
         .map(Path::to_path_buf))
 }
