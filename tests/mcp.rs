@@ -297,6 +297,86 @@ fn the_python_client_sees_bad_arguments_and_unknown_tools_as_invalid_params() {
     assert_eq!(f["read_ok"], true);
 }
 
+#[test]
+fn stage_puts_edits_in_the_clients_chat_for_review_and_never_writes_the_project() {
+    let w = World::new();
+    let Some(f) = scenario(&w, "stage", "") else {
+        return;
+    };
+    let tools: Vec<&str> = f["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            "search_project",
+            "read_file",
+            "list_files",
+            "write_file",
+            "edit_file"
+        ]
+    );
+    let edit = f["edit"].as_str().unwrap();
+    assert!(edit.contains("[Assistant modified: src/a.txt]"), "{edit}");
+    assert!(edit.contains("mcp: pytest-mcp"), "{edit}");
+    // A stale file id and a deny-listed file are refused, without the secret.
+    let stale = f["stale"].as_str().unwrap();
+    assert!(stale.starts_with("edit_file"), "{stale}");
+    let secret = f["secret"].as_str().unwrap();
+    assert!(
+        secret.starts_with("edit_file") && !secret.contains("hunter2"),
+        "{secret}"
+    );
+    // The project is untouched; one chat `mcp: pytest-mcp` holds the edits (reused by each call).
+    assert_eq!(
+        std::fs::read_to_string(w.proj().join("src/a.txt")).unwrap(),
+        "alpha beta\ngamma\n"
+    );
+    assert!(!w.proj().join("src/new.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(w.proj().join(".env")).unwrap(),
+        "SECRET=hunter2\n"
+    );
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(w.proj().join(".bb7/chats/index.json")).unwrap())
+            .unwrap();
+    let entries = index["chats"].as_array().cloned().unwrap_or_default();
+    let ids: Vec<String> = entries
+        .iter()
+        .filter(|e| e["name"] == "mcp: pytest-mcp")
+        .map(|e| e["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 1, "{index}");
+
+    // Reviewed through the normal stdio protocol, as Neovim does.
+    let mut s = common::proto::Bb7::spawn(&w.home(), &w.proj());
+    s.ok(json!({"action": "init", "project_root": p(&w.proj())}));
+    s.ok(json!({"action": "chat_select", "id": ids[0]}));
+    let r = s.ok(json!({"action": "get_hunks", "path": "src/a.txt"}));
+    let hunks = common::proto::list(&r["hunks"]);
+    assert!(!hunks.is_empty(), "{r}");
+    assert_eq!(
+        std::fs::read_to_string(w.proj().join("src/a.txt")).unwrap(),
+        "alpha beta\ngamma\n",
+        "get_hunks changed the project"
+    );
+    let all: Vec<Value> = hunks.iter().map(|h| h["id"].clone()).collect();
+    s.ok(
+        json!({"action": "apply_hunks", "path": "src/a.txt", "hunk_ids": all,
+                "base_hash": r["base_hash"]}),
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.proj().join("src/a.txt")).unwrap(),
+        "alpha BETA\nGAMMA\n"
+    );
+    let r = s.ok(json!({"action": "get_hunks", "path": "src/new.txt"}));
+    assert!(!common::proto::list(&r["hunks"]).is_empty(), "{r}");
+    s.shutdown();
+}
+
 /// Spawns `bb7 mcp` in `cwd` with `args`, writes `input`, closes stdin, and waits.
 fn raw(w: &World, cwd: &Path, args: &[&str], input: &str) -> Output {
     let mut c = Command::new(common::bin());
