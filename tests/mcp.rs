@@ -244,7 +244,7 @@ fn a_component_over_its_time_limit_is_a_tool_error_and_the_server_keeps_serving(
 }
 
 #[test]
-fn a_cancelled_call_is_answered_and_the_next_call_is_served() {
+fn a_cancelled_call_stops_its_component_and_the_next_call_is_served() {
     let w = World::new();
     w.install_hostile("");
     let Some(f) = scenario(&w, "cancel", "") else {
@@ -252,6 +252,16 @@ fn a_cancelled_call_is_answered_and_the_next_call_is_served() {
     };
     assert_eq!(f["cancelled"], true);
     assert_eq!(f["read_ok"], true);
+    // The looping component was stopped by the cancel, not by its time limit (nor left running
+    // until the server was killed): its record in the audit chain says so.
+    let records = w.audit();
+    let looped: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["kind"] == "tool_call" && r["ok"] == false)
+        .collect();
+    assert_eq!(looped.len(), 1, "{records:?}");
+    assert_eq!(looped[0]["outcome"], "cancelled", "{}", looped[0]);
+    assert_eq!(looped[0]["actor"], "mcp:pytest-mcp");
 }
 
 #[test]

@@ -283,12 +283,17 @@ impl ServerHandler for Server {
         let client = client_name(context.client_info());
         let host = self.host(&client);
         let server = self.clone();
-        let job = tokio::task::spawn_blocking(move || server.run(host, &client, offer, &call));
+        let cancel = crate::sandbox::cancel::CancelFlag::new();
+        let flag = cancel.clone();
+        let job = tokio::task::spawn_blocking(move || {
+            crate::sandbox::cancel::scoped(&flag, || server.run(host, &client, offer, &call))
+        });
         let outcome = tokio::select! {
             joined = job => joined.map_err(|e| ErrorData::internal_error(format!("the call failed: {e}"), None))?,
-            // The client gave up: answer at once (a component still running ends at its time
-            // limit; its record is still appended to the audit chain).
+            // The client gave up: answer at once and stop the component at its next epoch tick
+            // (its record, outcome `cancelled`, is still appended to the audit chain).
             _ = context.ct.cancelled() => {
+                cancel.cancel();
                 return Err(ErrorData::internal_error("the call was cancelled", None));
             }
         };
