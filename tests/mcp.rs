@@ -384,6 +384,19 @@ fn stage_puts_edits_in_the_clients_chat_for_review_and_never_writes_the_project(
     );
     let r = s.ok(json!({"action": "get_hunks", "path": "src/new.txt"}));
     assert!(!common::proto::list(&r["hunks"]).is_empty(), "{r}");
+    // While this host has the chat open (its lock), an MCP edit is refused, never written under it.
+    let f = scenario(&w, "stage_locked", "").unwrap();
+    let refused = f["refused"].as_str().unwrap();
+    assert!(
+        refused.starts_with("write_file") && refused.contains("is open in another bb7 process"),
+        "{refused}"
+    );
+    assert_eq!(f["read_ok"], true);
+    assert!(
+        !w.proj()
+            .join(format!(".bb7/chats/{}/output/src/other.txt", ids[0]))
+            .exists()
+    );
     s.shutdown();
 }
 
@@ -562,24 +575,31 @@ fn rmcp_client_edge_cases() {
 }
 
 /// Bench (run by hand: `cargo test --release --test mcp -- --ignored --nocapture bench`): spawn →
-/// initialize reply, the per-call round trip of read_file through the Python client, and
-/// search_project over 20,000 files.
+/// initialize reply, and the median round trips through the Python client of `read_file` of a
+/// 64 KiB file and of `search_project` over 20,000 files, on the very tree `host/benches/agent.rs`
+/// builds (run `cargo bench -p bb7 --bench agent` for the same calls through agent mode: the
+/// difference is the per-call overhead of MCP, client included).
 #[test]
 #[ignore]
 fn bench() {
     let w = World::new();
-    for d in 0..200 {
-        let dir = w.proj().join(format!("gen/d{d}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        for f in 0..100 {
-            let mut body = format!("// file {d}/{f}\n");
-            if d == 199 && f == 99 {
-                body.push_str("needle\n");
-            }
-            body.push_str(&"fn filler() {}\n".repeat(20));
-            std::fs::write(dir.join(format!("f{f}.rs")), body).unwrap();
+    let root = w.proj();
+    for i in 0..20_000u32 {
+        let p = root.join(format!("d{:03}/s{:02}/f{i:05}.txt", i % 200, i % 13));
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        let mut s = String::new();
+        for l in 0..20 {
+            s.push_str(&format!("line {l} of file {i} with some ordinary text\n"));
         }
+        if i % 997 == 0 {
+            s.push_str("the NEEDLE_TOKEN is here\n");
+        }
+        std::fs::write(p, s).unwrap();
     }
+    let big: String = (0..2000)
+        .map(|i| format!("{i:05} {}\n", "x".repeat(94)))
+        .collect();
+    std::fs::write(root.join("big.txt"), &big[..65536]).unwrap();
     let mut times = Vec::new();
     for _ in 0..20 {
         let t0 = std::time::Instant::now();
@@ -613,7 +633,7 @@ fn bench() {
     );
     if let Some(f) = scenario(&w, "bench", "200") {
         println!(
-            "python client: read_file round trip {:.3} ms; search_project over 20,000 files {:.1} ms",
+            "python client, median round trip: read_file 64 KiB {:.3} ms; search_project on 20,000 files {:.1} ms",
             f["read_ms"].as_f64().unwrap(),
             f["search_ms"].as_f64().unwrap()
         );

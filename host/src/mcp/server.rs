@@ -161,16 +161,16 @@ impl Server {
             return super::stage::run(host, inner.diff_mode, &inner.project, client, call);
         }
         // With --stage, reads see the client's chat's output (what a later edit starts from).
-        let chat_dir = if inner.stage {
-            super::stage::open_chat(&inner.project.root, client).and_then(|(store, id)| {
-                super::stage::chat_dir(&store, &id, &super::stage::chat_name(client))
-            })
-        } else {
-            cap_std::fs::Dir::open_ambient_dir(inner.no_chat.path(), cap_std::ambient_authority())
-                .map_err(|source| super::stage::StageError::Open {
-                    name: String::new(),
-                    source,
-                })
+        let staged = inner
+            .stage
+            .then(|| super::stage::existing_chat_dir(&inner.project.root, client))
+            .flatten();
+        let chat_dir = match staged {
+            Some(d) => Ok(d),
+            None => cap_std::fs::Dir::open_ambient_dir(
+                inner.no_chat.path(),
+                cap_std::ambient_authority(),
+            ),
         };
         let chat_dir = match chat_dir {
             Ok(d) => d,

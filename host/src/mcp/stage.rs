@@ -69,7 +69,7 @@ fn find_or_create(store: &mut ChatStore, name: &str, model: &str) -> std::io::Re
 }
 
 /// The chat of `client` in `root`, opened (created on first use): its store and id.
-pub fn open_chat(root: &Path, client: &str) -> Result<(ChatStore, String), StageError> {
+fn open_chat(root: &Path, client: &str) -> Result<(ChatStore, String), StageError> {
     let name = chat_name(client);
     let open = |source| StageError::Open {
         name: name.clone(),
@@ -83,6 +83,19 @@ pub fn open_chat(root: &Path, client: &str) -> Result<(ChatStore, String), Stage
         .unwrap_or_default();
     let id = find_or_create(&mut store, &name, &model).map_err(open)?;
     Ok((store, id))
+}
+
+/// The chat of `client` in `root` if it exists already (reads never create it): its directory.
+pub fn existing_chat_dir(root: &Path, client: &str) -> Option<Dir> {
+    let name = chat_name(client);
+    let store = ChatStore::open(&root.join(".bb7"), false).ok()?;
+    let id = store
+        .newest_first()
+        .into_iter()
+        .find(|e| e.name == name)?
+        .id
+        .clone();
+    chat_dir(&store, &id, &name).ok()
 }
 
 /// The chat's directory handle (for reads of its output).
