@@ -33,6 +33,10 @@ enum Command {
         /// The project (default: the nearest directory above the current one holding .bb7/).
         #[arg(long, value_name = "DIR")]
         project: Option<std::path::PathBuf>,
+        /// Also offer write_file and edit_file, staged into the chat `mcp: <client name>` for
+        /// review in Neovim (:BB7Review); the project itself is never written.
+        #[arg(long)]
+        stage: bool,
     },
 }
 
@@ -64,7 +68,7 @@ pub fn main() -> ExitCode {
             audit::run(cmd)
         }
         // stdout is the MCP session and stderr stays silent while it runs.
-        Some(Command::Mcp { project }) => crate::mcp::main(project),
+        Some(Command::Mcp { project, stage }) => crate::mcp::main(project, stage),
         None => crate::protocol::serve(),
     }
 }

@@ -9,6 +9,10 @@
 //! installs, grants, enables or revokes anything. Every call that reaches the sandbox is a record
 //! of the audit chain with `actor: "mcp:<client name>"`.
 //!
+//! With `--stage` it also offers `write_file` and `edit_file`, staged into the project's chat
+//! `mcp: <client name>` and committed to its output on every successful call (see [`stage`]); the
+//! project itself is never written.
+//!
 //! The calls run exactly as agent mode runs them ([`crate::agent::retrieval::run`],
 //! [`crate::agent::third_party::ThirdParty::run`]), each on a blocking thread, so several calls of
 //! one client (or of several clients, each its own process) run at once.
@@ -16,6 +20,7 @@
 mod args;
 mod project;
 mod server;
+mod stage;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,7 +30,7 @@ pub use server::{McpError, Server};
 
 /// Runs `bb7 mcp` until stdin closes (exit 0); a project that cannot be served is reported on
 /// stderr before anything is read (exit 1).
-pub fn main(project: Option<PathBuf>) -> ExitCode {
+pub fn main(project: Option<PathBuf>, stage: bool) -> ExitCode {
     let root = match resolve(project.as_deref()) {
         Ok(r) => r,
         Err(e) => {
@@ -33,7 +38,7 @@ pub fn main(project: Option<PathBuf>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let server = match Server::new(&root) {
+    let server = match Server::new(&root, stage) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("bb7 mcp: {e}");

@@ -41,6 +41,8 @@ enum Runs {
     Retrieval,
     /// A third-party component's tool.
     ThirdParty(Offered),
+    /// `--stage`: an edit tool, staged into the client's chat.
+    Stage,
 }
 
 struct Offer {
@@ -57,6 +59,8 @@ struct Inner {
     /// every read is of the project itself, as in an agent reply's first step.
     no_chat: tempfile::TempDir,
     diff_mode: crate::config::DiffMode,
+    /// `--stage`: edits are staged into the client's chat, and reads see that chat's output.
+    stage: bool,
 }
 
 /// The `bb7 mcp` server of one project.
@@ -67,7 +71,7 @@ pub struct Server {
 
 impl Server {
     /// The server of `root`: its offered tools are decided now, for the server's life.
-    pub fn new(root: &Path) -> Result<Server, McpError> {
+    pub fn new(root: &Path, stage: bool) -> Result<Server, McpError> {
         let config = crate::config::load().config().clone();
         let project = crate::agent::steps::open_project(root, &config.agent)?;
         let mut offers = Vec::new();
@@ -76,6 +80,14 @@ impl Server {
                 tool: tool(spec),
                 runs: Runs::Retrieval,
             });
+        }
+        if stage {
+            for spec in crate::agent::tools::offered(config.diff_mode)? {
+                offers.push(Offer {
+                    tool: tool(spec),
+                    runs: Runs::Stage,
+                });
+            }
         }
         let third = ThirdParty::for_project(root, &crate::agent::steps::reserved_names());
         let specs = third.specs();
@@ -98,6 +110,7 @@ impl Server {
                 host: OnceLock::new(),
                 no_chat,
                 diff_mode: config.diff_mode,
+                stage,
             }),
         })
     }
@@ -142,12 +155,24 @@ impl Server {
     }
 
     /// Runs one call (blocking), exactly as agent mode runs it.
-    fn run(&self, host: Arc<ToolHost>, offer: usize, call: &ToolCall) -> CallOutcome {
+    fn run(&self, host: Arc<ToolHost>, client: &str, offer: usize, call: &ToolCall) -> CallOutcome {
         let inner = &self.inner;
-        let chat_dir = match cap_std::fs::Dir::open_ambient_dir(
-            inner.no_chat.path(),
-            cap_std::ambient_authority(),
-        ) {
+        if let Runs::Stage = inner.offers[offer].runs {
+            return super::stage::run(host, inner.diff_mode, &inner.project, client, call);
+        }
+        // With --stage, reads see the client's chat's output (what a later edit starts from).
+        let staged = inner
+            .stage
+            .then(|| super::stage::existing_chat_dir(&inner.project.root, client))
+            .flatten();
+        let chat_dir = match staged {
+            Some(d) => Ok(d),
+            None => cap_std::fs::Dir::open_ambient_dir(
+                inner.no_chat.path(),
+                cap_std::ambient_authority(),
+            ),
+        };
+        let chat_dir = match chat_dir {
             Ok(d) => d,
             Err(e) => return CallOutcome::failed(format!("{}: {e}", call.name), None),
         };
@@ -163,6 +188,13 @@ impl Server {
                 let third = ThirdParty::with_tools(vec![offered.clone()]);
                 third.run(&mut runner, &inner.project, offered, call)
             }
+            Runs::Stage => super::stage::run(
+                runner.host().clone(),
+                inner.diff_mode,
+                &inner.project,
+                client,
+                call,
+            ),
         }
     }
 }
@@ -248,14 +280,20 @@ impl ServerHandler for Server {
             arguments_raw: value.to_string(),
             arguments: Ok(value),
         };
-        let host = self.host(&client_name(context.client_info()));
+        let client = client_name(context.client_info());
+        let host = self.host(&client);
         let server = self.clone();
-        let job = tokio::task::spawn_blocking(move || server.run(host, offer, &call));
+        let cancel = crate::sandbox::cancel::CancelFlag::new();
+        let flag = cancel.clone();
+        let job = tokio::task::spawn_blocking(move || {
+            crate::sandbox::cancel::scoped(&flag, || server.run(host, &client, offer, &call))
+        });
         let outcome = tokio::select! {
             joined = job => joined.map_err(|e| ErrorData::internal_error(format!("the call failed: {e}"), None))?,
-            // The client gave up: answer at once (a component still running ends at its time
-            // limit; its record is still appended to the audit chain).
+            // The client gave up: answer at once and stop the component at its next epoch tick
+            // (its record, outcome `cancelled`, is still appended to the audit chain).
             _ = context.ct.cancelled() => {
+                cancel.cancel();
                 return Err(ErrorData::internal_error("the call was cancelled", None));
             }
         };

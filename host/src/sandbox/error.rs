@@ -52,6 +52,9 @@ pub enum CallError {
         "{MAX_STUCK} earlier tool calls are still blocked; no new call starts until they end (restart bb7 to clear them)"
     )]
     Unavailable,
+    /// The caller cancelled the call ([`super::cancel`]); it was stopped.
+    #[error("the call was cancelled and the tool was stopped")]
+    Cancelled,
 }
 
 impl CallError {
@@ -67,6 +70,7 @@ impl CallError {
             CallError::Trap(_) => "trap",
             CallError::Grant(_) => "grant",
             CallError::Unavailable => "unavailable",
+            CallError::Cancelled => "cancelled",
         }
     }
 }

@@ -18,6 +18,7 @@
 pub mod api;
 pub mod audit;
 pub mod cache;
+pub mod cancel;
 pub mod dynamic;
 pub mod engine;
 pub mod error;

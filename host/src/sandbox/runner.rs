@@ -247,10 +247,17 @@ impl Sandbox {
         let engine = self.registry.engine().clone();
         let limits = tool.limits.unwrap_or(self.limits);
         let tool = Arc::clone(tool);
+        let cancel = super::cancel::current();
+        if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
+            return Err(CallError::Cancelled);
+        }
         let ran = self
             .workers
             .run(limits.wall_time + DEADLINE_GRACE, move || {
                 let mut store = new_store(&engine, &limits, wasi, output);
+                if let Some(c) = &cancel {
+                    c.arm(&mut store, &limits);
+                }
                 let ran = op(&tool.pre, &mut store);
                 let exceeded = store
                     .data()
@@ -262,6 +269,9 @@ impl Sandbox {
                     (Ok(_), Some(limit)) => Err(CallError::OutputLimit(limit)),
                     (Ok(Ok(r)), None) => Ok(r),
                     (Ok(Err(f)), None) => Err(CallError::Tool(bounded(f))),
+                    (Err(_), _) if cancel.as_ref().is_some_and(|c| c.is_cancelled()) => {
+                        Err(CallError::Cancelled)
+                    }
                     (Err(e), _) => Err(classify(&store, &limits, e)),
                 };
                 (out, store)
