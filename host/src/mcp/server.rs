@@ -214,7 +214,9 @@ fn client_name(info: Option<Implementation>) -> String {
         .map(|i| i.name)
         .unwrap_or_default()
         .chars()
-        .filter(|c| !c.is_control())
+        // Control, bidi and invisible characters could disguise the actor in `bb7 audit show`
+        // and the chat's name.
+        .filter(|c| !c.is_control() && !crate::components::manifest::invisible(*c))
         .take(64)
         .collect();
     if name.trim().is_empty() {
@@ -297,13 +299,40 @@ impl ServerHandler for Server {
                 return Err(ErrorData::internal_error("the call was cancelled", None));
             }
         };
-        let result = if outcome.ok {
-            CallToolResult::success(vec![ContentBlock::text(outcome.content)])
+        let mut content = vec![ContentBlock::text(if outcome.ok {
+            outcome.content
         } else {
-            CallToolResult::error(vec![ContentBlock::text(
-                outcome.error.unwrap_or(outcome.content),
-            )])
+            outcome.error.unwrap_or(outcome.content)
+        })];
+        // An audit record the chain could not take (kept in `<log>.unchained`): said to the
+        // client, as stderr stays silent.
+        if let Some(t) = crate::audit::take_trouble() {
+            content.push(ContentBlock::text(format!("bb7 audit: {t}")));
+        }
+        let result = if outcome.ok {
+            CallToolResult::success(content)
+        } else {
+            CallToolResult::error(content)
         };
         Ok(result.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_name_keeps_no_control_bidi_or_invisible_character() {
+        let info: Implementation = serde_json::from_value(
+            serde_json::json!({"name": "cl\u{202e}ie\u{200b}nt\u{7}", "version": "1"}),
+        )
+        .unwrap();
+        assert_eq!(client_name(Some(info)), "client");
+        let blank: Implementation =
+            serde_json::from_value(serde_json::json!({"name": "\u{202e}", "version": "1"}))
+                .unwrap();
+        assert_eq!(client_name(Some(blank)), "unknown");
+        assert_eq!(client_name(None), "unknown");
     }
 }

@@ -307,7 +307,11 @@ mod tests {
         let feb = DateTime::parse_from_rfc3339("2026-02-28T12:00:00Z")
             .unwrap()
             .with_timezone(&Utc);
-        assert_eq!(l.spent(&feb).unwrap(), (4.0, 4.0), "every month is recounted");
+        assert_eq!(
+            l.spent(&feb).unwrap(),
+            (4.0, 4.0),
+            "every month is recounted"
+        );
         let since = DateTime::parse_from_rfc3339("2026-03-01T00:00:00Z")
             .unwrap()
             .with_timezone(&Utc);
@@ -322,7 +326,10 @@ mod tests {
         l.append(&entry("2026-03-01T10:00:00Z", 0.25)).unwrap();
         // A crash in the middle of the next append.
         let file = tmp.path().join("ledger-2026-03.jsonl");
-        let mut f = std::fs::OpenOptions::new().append(true).open(&file).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .unwrap();
         f.write_all(br#"{"time":"2026-03-01T11:00"#).unwrap();
         drop(f);
         l.append(&entry("2026-03-01T12:00:00Z", 0.5)).unwrap();
