@@ -59,7 +59,7 @@ fn read(id: &str, file: &str, cost: f64) -> Reply {
             0,
             id,
             "read_file",
-            &format!(r#"{{"file_path":"{file}"}}"#),
+            format!(r#"{{"file_path":"{file}"}}"#),
         ))
         .finish("tool_calls")
         .usage(

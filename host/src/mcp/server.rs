@@ -40,7 +40,7 @@ enum Runs {
     /// A built-in retrieval tool.
     Retrieval,
     /// A third-party component's tool.
-    ThirdParty(Offered),
+    ThirdParty(Box<Offered>),
     /// `--stage`: an edit tool, staged into the client's chat.
     Stage,
 }
@@ -95,7 +95,7 @@ impl Server {
             if let Some(spec) = specs.iter().find(|s| s.name == offered.function) {
                 offers.push(Offer {
                     tool: tool(spec.clone()),
-                    runs: Runs::ThirdParty(offered),
+                    runs: Runs::ThirdParty(Box::new(offered)),
                 });
             }
         }
@@ -185,7 +185,7 @@ impl Server {
         match &inner.offers[offer].runs {
             Runs::Retrieval => retrieval::run(&mut runner, &inner.project, call),
             Runs::ThirdParty(offered) => {
-                let third = ThirdParty::with_tools(vec![offered.clone()]);
+                let third = ThirdParty::with_tools(vec![(**offered).clone()]);
                 third.run(&mut runner, &inner.project, offered, call)
             }
             Runs::Stage => super::stage::run(

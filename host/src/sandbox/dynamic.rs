@@ -126,17 +126,17 @@ pub fn inspect(
                     continue;
                 };
                 for (fname, fext) in inst.exports(engine) {
-                    if let ComponentItem::ComponentFunc(func) = fext.ty {
-                        if let Some(index) = component.get_export_index(Some(&iidx), fname) {
-                            found.push(Found {
-                                name: fname.to_string(),
-                                iface: Some(name.to_string()),
-                                export: format!("{name}#{fname}"),
-                                docs: docs.interface_func(name, fname),
-                                func,
-                                index,
-                            });
-                        }
+                    if let ComponentItem::ComponentFunc(func) = fext.ty
+                        && let Some(index) = component.get_export_index(Some(&iidx), fname)
+                    {
+                        found.push(Found {
+                            name: fname.to_string(),
+                            iface: Some(name.to_string()),
+                            export: format!("{name}#{fname}"),
+                            docs: docs.interface_func(name, fname),
+                            func,
+                            index,
+                        });
                     }
                 }
             }
@@ -736,10 +736,10 @@ impl PackageDocs {
 /// The payload of the first custom section `name` of a component, if any.
 fn custom_section(bytes: &[u8], name: &str) -> Option<Vec<u8>> {
     for payload in wasmparser::Parser::new(0).parse_all(bytes) {
-        if let Ok(wasmparser::Payload::CustomSection(c)) = payload {
-            if c.name() == name {
-                return Some(c.data().to_vec());
-            }
+        if let Ok(wasmparser::Payload::CustomSection(c)) = payload
+            && c.name() == name
+        {
+            return Some(c.data().to_vec());
         }
     }
     None

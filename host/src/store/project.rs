@@ -277,6 +277,37 @@ pub(super) fn write_nofollow(
     super::replace_in(&parent, name, bytes, perms)
 }
 
+/// A project root named on a command line (`bb7 mcp --project DIR`), canonicalised; it must be a
+/// directory.
+pub fn canonical_dir(dir: &Path) -> io::Result<PathBuf> {
+    let root = dir.canonicalize()?;
+    if !root.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            format!("{} is not a directory", root.display()),
+        ));
+    }
+    Ok(root)
+}
+
+/// The nearest ancestor of `start` (itself included, canonicalised first) holding a `.bb7/`
+/// directory (a real one, not a link to one) that is not the global state directory (`~/.bb7`
+/// marks no project); `None` when there is none.
+pub fn nearest_project(start: &Path) -> io::Result<Option<PathBuf>> {
+    let start = start.canonicalize()?;
+    let state = crate::paths::state_dir().and_then(|d| d.canonicalize().ok());
+    Ok(start
+        .ancestors()
+        .find(|d| {
+            let marker = d.join(".bb7");
+            marker
+                .symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_dir())
+                && state.as_deref() != Some(marker.as_path())
+        })
+        .map(Path::to_path_buf))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,35 +370,4 @@ mod tests {
             "{e}"
         );
     }
-}
-
-/// A project root named on a command line (`bb7 mcp --project DIR`), canonicalised; it must be a
-/// directory.
-pub fn canonical_dir(dir: &Path) -> io::Result<PathBuf> {
-    let root = dir.canonicalize()?;
-    if !root.is_dir() {
-        return Err(io::Error::new(
-            io::ErrorKind::NotADirectory,
-            format!("{} is not a directory", root.display()),
-        ));
-    }
-    Ok(root)
-}
-
-/// The nearest ancestor of `start` (itself included, canonicalised first) holding a `.bb7/`
-/// directory (a real one, not a link to one) that is not the global state directory (`~/.bb7`
-/// marks no project); `None` when there is none.
-pub fn nearest_project(start: &Path) -> io::Result<Option<PathBuf>> {
-    let start = start.canonicalize()?;
-    let state = crate::paths::state_dir().and_then(|d| d.canonicalize().ok());
-    Ok(start
-        .ancestors()
-        .find(|d| {
-            let marker = d.join(".bb7");
-            marker
-                .symlink_metadata()
-                .is_ok_and(|m| m.file_type().is_dir())
-                && state.as_deref() != Some(marker.as_path())
-        })
-        .map(Path::to_path_buf))
 }
