@@ -219,8 +219,8 @@ impl Ledger {
             .days
             .iter()
             .filter(|(k, _)| k.starts_with(&month))
-            .map(|(_, d)| d.cost)
-            .sum();
+            // A fold from 0.0: an empty f64 `sum()` is -0.0, shown as "$-0.00".
+            .fold(0.0, |total, (_, d)| total + d.cost);
         Ok((day, month))
     }
 
@@ -312,6 +312,9 @@ mod tests {
             (4.0, 4.0),
             "every month is recounted"
         );
+        let empty = Ledger::open(tmp.path().join("empty").as_path()).unwrap();
+        let (_, month) = empty.spent(&now).unwrap();
+        assert!(month.is_sign_positive(), "nothing spent is +0.0, not -0.0");
         let since = DateTime::parse_from_rfc3339("2026-03-01T00:00:00Z")
             .unwrap()
             .with_timezone(&Utc);
