@@ -58,6 +58,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("mcp", 90),
     ("workspace", 85),
     ("agent", 80),
+    ("hooks", 75),
     ("toolhost", 70),
     ("components", 60),
     ("sandbox", 50),

@@ -8,6 +8,7 @@ pub mod chat;
 pub mod cli;
 pub mod components;
 pub mod config;
+pub mod hooks;
 pub mod instructions;
 pub mod llm;
 pub mod mcp;

@@ -22,6 +22,9 @@ pub enum AgentError {
     /// The reply's staging directory could not be created.
     #[error("Cannot create the staging directory: {0}")]
     Staging(std::io::Error),
+    /// A `pre_send` hook denied the send (`Denied by hook <name>: <reason>`).
+    #[error(transparent)]
+    Hook(#[from] crate::hooks::Denied),
     /// The model client could not be made (no API key, a bad base URL: its own message).
     #[error(transparent)]
     Llm(#[from] crate::llm::LlmError),

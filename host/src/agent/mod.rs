@@ -24,6 +24,7 @@ pub mod emit;
 pub mod error;
 pub mod events;
 pub mod gate;
+pub mod hooked;
 pub mod job;
 pub mod mode;
 pub mod prepare;

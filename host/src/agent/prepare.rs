@@ -161,6 +161,11 @@ impl ReplyJob {
             writable,
             tools: tools_offered,
         };
+        // pre_send hooks: a deny stops the send before any request reaches the model.
+        if let (Some(root), false) = (&project_root, global) {
+            let context = chat.context_files.iter().map(|c| c.path.clone()).collect();
+            super::hooked::pre_send(root, &request, mode, context)?;
+        }
         Ok(PreparedReply {
             job: ReplyJob {
                 provider,

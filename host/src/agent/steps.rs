@@ -369,11 +369,22 @@ async fn step_call(
             CallOutcome::failed(error, None)
         }
         Verdict::Run => {
-            let outcome = run_call(job, policy, &route, call, events, acc).await;
-            if matches!(route, Route::Clarify) {
-                st.wait_ms += t0.elapsed().as_secs_f64() * 1000.0;
+            let component = match &route {
+                Route::ThirdParty(_, t) => Some(t.status.name.as_str()),
+                _ => None,
+            };
+            let root = job.tools.as_ref().map(|r| r.project_root());
+            let hooks = super::hooked::Hooked::new(root, component, crate::audit::Actor::Model);
+            match hooks.before(call) {
+                Some(denied) => denied,
+                None => {
+                    let outcome = run_call(job, policy, &route, call, events, acc).await;
+                    if matches!(route, Route::Clarify) {
+                        st.wait_ms += t0.elapsed().as_secs_f64() * 1000.0;
+                    }
+                    hooks.after(call, outcome?)
+                }
             }
-            outcome?
         }
     };
     if outcome.record.is_some() || outcome.ok {

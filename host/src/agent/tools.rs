@@ -228,6 +228,11 @@ impl ToolRunner {
         self.host.sandbox()
     }
 
+    /// The project the runner's calls are for.
+    pub fn project_root(&self) -> &Path {
+        &self.project_root
+    }
+
     /// The staging directory's host path.
     pub fn staging_path(&self) -> &Path {
         self.staging.path()

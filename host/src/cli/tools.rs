@@ -187,7 +187,9 @@ fn list(mode: &str) -> anyhow::Result<()> {
                 )
             })
             .collect();
-        if lines.is_empty() {
+        if st.installed.is_hook() {
+            lines.push((st.name.clone(), hook_line(&st)));
+        } else if lines.is_empty() {
             lines.push((format!("{}__?", st.name), String::new()));
         }
         for (function, desc) in &lines {
@@ -414,7 +416,9 @@ fn audit(as_json: bool) -> anyhow::Result<()> {
             version = i.version,
             state = st.state(),
             src = i.source,
-            wit = if i.is_generic() {
+            wit = if i.is_hook() {
+                hook_line(st)
+            } else if i.is_generic() {
                 "exported functions (a generic component)".to_string()
             } else {
                 format!("bb7:tool/tool@{}", i.wit)
@@ -473,11 +477,22 @@ fn import_lines(st: &Status) -> Vec<String> {
         .collect()
 }
 
+/// What a hook is, for people: `hook bb7:hook/hook@0.1.0 at pre_tool_call, pre_apply`.
+fn hook_line(st: &Status) -> String {
+    format!(
+        "hook {} at {}",
+        manage::HOOK_EXPORT.trim_end_matches("#decide"),
+        st.installed.hook.join(", ")
+    )
+}
+
 fn third_party_json(st: &Status) -> Value {
     let i = &st.installed;
     let l = i.effective_limits();
     json!({
         "name": st.name,
+        "kind": if i.is_hook() { "hook" } else { "tool" },
+        "hook": i.hook,
         "version": i.version,
         "description": i.description,
         "tool": i.offered_tools().first().map(|t| function_name(&st.name, &t.name)),

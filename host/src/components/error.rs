@@ -34,6 +34,11 @@ pub enum FieldError {
     /// A description over 1024 bytes.
     #[error("description must be at most 1024 bytes")]
     DescriptionLength,
+    /// A `hook` list that is empty or names an unknown point (empty text: the list was empty).
+    #[error(
+        "hook points must be one or more of pre_send, pre_tool_call, post_tool_call, pre_apply (got {0:?})"
+    )]
+    HookPoint(String),
     /// A control, bidirectional or invisible character in a text field.
     #[error(
         "{field} must not contain control, bidirectional or invisible characters (found U+{code:04X})"
@@ -80,6 +85,12 @@ pub enum Refusal {
     /// Its `describe` call failed.
     #[error("describe failed: {0}")]
     Describe(CallError),
+    /// Its manifest names hook points, but it does not export `decide` of `bb7:hook/hook@0.1.0`,
+    /// or it does and its manifest names none.
+    #[error(
+        "a hook's manifest names its points (hook = [...]) and the component exports bb7:hook/hook@0.1.0's decide; {0}"
+    )]
+    Hook(&'static str),
     /// Its tool name is not lower snake case.
     #[error(
         "its tool name {0:?} must be lower snake case (a-z, 0-9, _; at most 64 characters; no \"__\")"

@@ -83,12 +83,20 @@ pub struct Installed {
     /// A generic component's exported functions that are not offered.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<SkippedTool>,
+    /// A hook's points (its manifest's `hook`); empty for a tool component.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hook: Vec<String>,
 }
 
 impl Installed {
     /// Every tool it offers: the one a `bb7:tool` component described, or a generic component's.
     pub fn offered_tools(&self) -> Vec<&ToolDescription> {
         self.tool.iter().chain(self.tools.iter()).collect()
+    }
+
+    /// Whether it is a hook (ECOSYSTEM-PROTOCOL.md §8): asked at its points, offered to no model.
+    pub fn is_hook(&self) -> bool {
+        !self.hook.is_empty()
     }
 
     /// Whether it is a generic component (its exported functions are its tools).
@@ -292,6 +300,7 @@ impl ToolsState {
                 tool: None,
                 tools: Vec::new(),
                 skipped: Vec::new(),
+                hook: manifest.hook.clone(),
             },
         );
     }

@@ -95,7 +95,12 @@ pub fn add(
         )
         .map_err(|e| refused(Refusal::Load(e)))?;
     let component = Arc::new(component);
+    // A hook is not offered to the model: its one export is asked at its points (hooks/).
+    if let Some(why) = hook_mismatch(m, &component) {
+        return Err(refused(Refusal::Hook(why)));
+    }
     let tools = match component.generic() {
+        _ if !m.hook.is_empty() => Vec::new(),
         Some(exports) => {
             if !m.wit.is_empty() {
                 return Err(refused(Refusal::WitMismatch {
@@ -144,7 +149,10 @@ pub fn add(
     );
     if let Some(c) = state.components.get_mut(&m.name) {
         c.wit = component.wit_version.as_str().to_string();
-        if component.generic().is_some() {
+        c.hook = m.hook.clone();
+        if !m.hook.is_empty() {
+            c.tools = Vec::new();
+        } else if component.generic().is_some() {
             c.tools = tools;
             c.skipped = component
                 .generic()
@@ -182,6 +190,26 @@ pub fn add(
         compile_ms: component.load_ms,
         note: files_note(m.requested.files, &component.imports),
     })
+}
+
+/// The export a hook answers through (ECOSYSTEM-PROTOCOL.md §8).
+pub const HOOK_EXPORT: &str = "bb7:hook/hook@0.1.0#decide";
+
+/// Why a component and its manifest disagree about being a hook, if they do.
+fn hook_mismatch(
+    m: &manifest::Manifest,
+    component: &crate::sandbox::ToolComponent,
+) -> Option<&'static str> {
+    let exports_hook = component
+        .generic()
+        .is_some_and(|g| g.functions.iter().any(|f| f.export == HOOK_EXPORT));
+    match (m.hook.is_empty(), exports_hook) {
+        (false, false) => {
+            Some("this manifest names hook points but the component does not export it")
+        }
+        (true, true) => Some("this component exports it but its manifest names no hook points"),
+        _ => None,
+    }
 }
 
 /// A component that requests a directory but imports no `wasi:filesystem/preopens` can never see

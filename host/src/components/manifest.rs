@@ -194,6 +194,10 @@ pub struct Manifest {
     /// A generic component's tool descriptions (`[tools.<function>]`), by function name.
     #[serde(default)]
     pub tools: std::collections::BTreeMap<String, ToolDoc>,
+    /// A hook's points (`hook = ["pre_tool_call", …]`, ECOSYSTEM-PROTOCOL.md §8): it exports
+    /// `bb7:hook/hook` and is asked to decide there; empty for a tool component.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hook: Vec<String>,
 }
 
 /// `[tools.<function>]`: a generic component's tool described by its manifest.
@@ -228,6 +232,31 @@ struct RawManifest {
     env: Vec<String>,
     #[serde(default)]
     limits: ManifestLimits,
+    #[serde(default)]
+    hook: Option<Vec<String>>,
+}
+
+/// The points a hook may name (`hook = […]`), in the order an action meets them.
+pub const HOOK_POINTS: [&str; 4] = ["pre_send", "pre_tool_call", "post_tool_call", "pre_apply"];
+
+/// Checks a manifest's `hook` list: at least one point, each one of [`HOOK_POINTS`]; sorted into
+/// that order, duplicates removed.
+fn hook_points(points: Option<Vec<String>>) -> Result<Vec<String>, FieldError> {
+    let Some(points) = points else {
+        return Ok(Vec::new());
+    };
+    if let Some(bad) = points.iter().find(|p| !HOOK_POINTS.contains(&p.as_str())) {
+        return Err(FieldError::HookPoint(bad.clone()));
+    }
+    let out: Vec<String> = HOOK_POINTS
+        .iter()
+        .filter(|p| points.iter().any(|q| q == *p))
+        .map(|p| p.to_string())
+        .collect();
+    if out.is_empty() {
+        return Err(FieldError::HookPoint(String::new()));
+    }
+    Ok(out)
 }
 
 impl Manifest {
@@ -323,6 +352,7 @@ impl Manifest {
         .validated()
         .map_err(bad)?;
         raw.limits.apply(Limits::default()).map_err(bad)?;
+        let hook = hook_points(raw.hook).map_err(bad)?;
         Ok(Manifest {
             name: raw.name,
             version: raw.version,
@@ -331,6 +361,7 @@ impl Manifest {
             requested,
             limits: raw.limits,
             tools: raw.tools,
+            hook,
         })
     }
 
@@ -611,6 +642,24 @@ memory_mib = 64
             assert!(e.contains(want), "{want:?} not in {e:?}");
             assert!(!e.contains("SECRET"), "{e:?}");
         }
+    }
+
+    #[test]
+    fn hook_points_are_checked_and_ordered() {
+        let m = Manifest::parse(
+            &format!("{GOOD}hook = [\"pre_apply\", \"pre_send\", \"pre_apply\"]\n")
+                .replace("[limits]\nmemory_mib = 64\n", "")
+                .replace("wit = \"0.1.0\"\n", ""),
+            "t",
+        )
+        .unwrap();
+        assert_eq!(m.hook, vec!["pre_send", "pre_apply"]);
+        for bad in ["hook = [\"on_save\"]", "hook = []"] {
+            let text = format!("name = \"h\"\nversion = \"1\"\n{bad}\n");
+            let e = Manifest::parse(&text, "t").unwrap_err().to_string();
+            assert!(e.contains("hook points"), "{e}");
+        }
+        assert!(Manifest::parse(GOOD, "t").unwrap().hook.is_empty());
     }
 
     #[test]

@@ -195,6 +195,11 @@ fn now_secs() -> u64 {
         .unwrap_or(0)
 }
 
+/// The model list cached on disk for `base_url` (fresh or not), without asking the network.
+pub fn cached_models(base_url: &str, state_dir: &Path) -> Option<Vec<ModelInfo>> {
+    read_cache(&state_dir.join(MODELS_CACHE_FILE), base_url).map(|(_, m)| m)
+}
+
 fn read_cache(path: &Path, base_url: &str) -> Option<(Duration, Vec<ModelInfo>)> {
     let bytes = crate::store::read_regular_path(path).ok()?;
     let v: Value = serde_json::from_slice(&bytes).ok()?;

@@ -154,8 +154,31 @@ impl Server {
         }))
     }
 
-    /// Runs one call (blocking), exactly as agent mode runs it.
+    /// Runs one call (blocking), exactly as agent mode runs it: between the project's
+    /// `pre_tool_call` and `post_tool_call` hooks.
     fn run(&self, host: Arc<ToolHost>, client: &str, offer: usize, call: &ToolCall) -> CallOutcome {
+        let component = match &self.inner.offers[offer].runs {
+            Runs::ThirdParty(o) => Some(o.status.name.as_str()),
+            _ => None,
+        };
+        let hooks = crate::agent::hooked::Hooked::new(
+            Some(&self.inner.project.root),
+            component,
+            Actor::Mcp(client.to_string()),
+        );
+        if let Some(denied) = hooks.before(call) {
+            return denied;
+        }
+        hooks.after(call, self.run_unhooked(host, client, offer, call))
+    }
+
+    fn run_unhooked(
+        &self,
+        host: Arc<ToolHost>,
+        client: &str,
+        offer: usize,
+        call: &ToolCall,
+    ) -> CallOutcome {
         let inner = &self.inner;
         if let Runs::Stage = inner.offers[offer].runs {
             return super::stage::run(host, inner.diff_mode, &inner.project, client, call);

@@ -164,6 +164,9 @@ function M.render_lines(tools, opts)
     if t.description and t.description ~= "" then
       add("      " .. util.oneline(t.description), t)
     end
+    if t.kind == "hook" then
+      add("      hook: " .. items(t.hook), t)
+    end
     add("      requested: " .. M.caps(t.requested), t)
     add("      granted:   " .. M.caps(t.granted), t)
     local wit = t.wit and ("  wit " .. util.oneline(t.wit)) or ""

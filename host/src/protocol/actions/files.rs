@@ -4,8 +4,10 @@
 use serde_json::json;
 
 use super::Handled;
+use crate::audit::Actor;
 use crate::chat::paths;
 use crate::chat::snapshots;
+use crate::hooks::{self, event};
 use crate::protocol::request::Request;
 use crate::protocol::{ok, reply};
 use crate::workspace::Workspace;
@@ -78,8 +80,39 @@ pub fn statuses(s: &mut Workspace) -> Handled {
     Ok(reply("file_statuses", json!({"files": files})))
 }
 
+/// The project's `pre_apply` hooks on the active chat's output for `path`, about to be written to
+/// `destination` whole, or as its hunks `hunks`: a deny is the request's error (`Denied by hook
+/// <name>: <reason>`) and nothing is written.
+pub(super) fn pre_apply(
+    s: &mut Workspace,
+    path: &str,
+    destination: &str,
+    hunks: Option<&[String]>,
+) -> Result<(), String> {
+    let Some(root) = s.project.as_ref().map(|p| p.root().to_path_buf()) else {
+        return Ok(());
+    };
+    let a = s.active()?;
+    let fields = || {
+        let content = snapshots::read_output(a.dir.dir(), path).unwrap_or_default();
+        let what = match hunks {
+            Some(ids) => event::Apply::Hunks {
+                ids,
+                content: &content,
+            },
+            None => event::Apply::File {
+                destination,
+                content: &content,
+            },
+        };
+        event::pre_apply(path, what)
+    };
+    hooks::check(&root, hooks::Point::PreApply, &Actor::User, fields).map_err(|d| d.to_string())
+}
+
 pub fn apply(s: &mut Workspace, req: &Request) -> Handled {
     let path = s.active_internal_path(req.nonempty("path")?)?;
+    pre_apply(s, &path, &path, None)?;
     let (content, cp) = s.apply_file(&path)?;
     Ok(reply(
         "ok",
@@ -90,6 +123,7 @@ pub fn apply(s: &mut Workspace, req: &Request) -> Handled {
 pub fn apply_as(s: &mut Workspace, req: &Request) -> Handled {
     let path = s.active_internal_path(req.nonempty("path")?)?;
     let destination = req.nonempty("destination")?;
+    pre_apply(s, &path, destination, None)?;
     let (content, cp) = s.apply_file_as(&path, destination)?;
     Ok(reply(
         "ok",

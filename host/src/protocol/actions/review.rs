@@ -75,6 +75,7 @@ pub fn apply_hunks(s: &mut Workspace, req: &Request) -> Handled {
     let path = s.active_internal_path(req.nonempty("path")?)?;
     let ids = req.string_list("hunk_ids", true)?;
     let base_hash = req.nonempty("base_hash")?;
+    super::files::pre_apply(s, &path, &path, Some(ids.as_slice()))?;
     let applied = s.apply_hunks(&path, &ids, base_hash)?;
     Ok(reply(
         "ok",

@@ -174,8 +174,13 @@ fn tools_reply(s: &Workspace) -> Handled {
         let i = &st.installed;
         let l = i.effective_limits();
         tools.push(json!({
-            "name": function(&st).unwrap_or_else(|| format!("{}__?", st.name)),
+            "name": function(&st).unwrap_or_else(|| match i.is_hook() {
+                true => st.name.clone(),
+                false => format!("{}__?", st.name),
+            }),
             "component": st.name,
+            "kind": if i.is_hook() { "hook" } else { "tool" },
+            "hook": i.hook,
             "sha256": i.sha256,
             "source": "third-party",
             "requested": i.requested,

@@ -1,0 +1,68 @@
+//! `deny_migrations`: an example hook. It denies any tool call whose arguments name a path under
+//! `migrations/`, and any apply of a file under it. It needs no grant at all: everything it decides
+//! on is in the event.
+
+wit_bindgen::generate!({
+    path: "../../../wit/hook-v0.1.0",
+    world: "hook-component",
+});
+
+use exports::bb7::hook::hook::{Decision, Guest};
+
+/// The manifest, embedded as the custom section `bb7-manifest` so the `.wasm` file alone carries it.
+const MANIFEST_LEN: usize = include_bytes!("../bb7-tool.toml").len();
+#[unsafe(link_section = "bb7-manifest")]
+#[used]
+static MANIFEST: [u8; MANIFEST_LEN] = *include_bytes!("../bb7-tool.toml");
+
+struct Component;
+export!(Component);
+
+use serde_json::Value;
+
+/// Whether `path` (relative to the project, or absolute inside it) lies under `migrations/`.
+fn in_migrations(path: &str, project: &str) -> bool {
+    let p = path.strip_prefix(project).unwrap_or(path);
+    let p = p.trim_start_matches("./").trim_start_matches('/');
+    p == "migrations" || p.starts_with("migrations/")
+}
+
+/// Every string under a `path`-like key of the tool's arguments.
+fn paths(args: &Value, out: &mut Vec<String>) {
+    match args {
+        Value::Object(m) => {
+            for (k, v) in m {
+                match v {
+                    Value::String(s) if k.contains("path") || k == "destination" => {
+                        out.push(s.clone())
+                    }
+                    _ => paths(v, out),
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|v| paths(v, out)),
+        _ => {}
+    }
+}
+
+impl Guest for Component {
+    fn decide(event: String) -> Decision {
+        let Ok(e) = serde_json::from_str::<Value>(&event) else {
+            return Decision::Deny("the event is not JSON".into());
+        };
+        let project = e["project"].as_str().unwrap_or_default();
+        let mut found = Vec::new();
+        match e["point"].as_str() {
+            Some("pre_tool_call") => paths(&e["arguments"], &mut found),
+            Some("pre_apply") => {
+                found.extend(e["path"].as_str().map(str::to_string));
+                found.extend(e["destination"].as_str().map(str::to_string));
+            }
+            _ => {}
+        }
+        match found.iter().find(|p| in_migrations(p, project)) {
+            Some(p) => Decision::Deny(format!("{p} is under migrations/, which only people change")),
+            None => Decision::Pass,
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! The cost of hooks (ECOSYSTEM-PROTOCOL.md §8). Run: `cargo bench -p bb7 --bench hooks`.
+//! Prints figures with their target; asserts nothing about timings.
+//!
+//! A state directory of its own (`BB7_HOME` in a temporary directory) with the test hook
+//! `hook_pass` (`examples/hooks`, built here with a nested cargo) installed, granted and enabled for
+//! a project. Then `bb7::hooks::check` at `pre_tool_call` for a `read_file` call, as the agent loop
+//! makes it, 2,000 times after 50 warm-up calls: read the components' state, load the hook (kept
+//! after the first), build the event, instantiate the component and call `decide` on a worker thread
+//! under the limits, read the answer, append the `hook` record to the audit chain. Then the same
+//! with no hook (the cost every tool call pays when a project has none). min / median / p99.
+//! Target: a trivial hook ≤ 100 µs median per `pre_tool_call`.
+
+#[path = "../../tests/common/wasm.rs"]
+mod wasm;
+
+use std::time::Instant;
+
+use bb7::audit::Actor;
+use bb7::hooks::{self, Point};
+use serde_json::{Map, Value, json};
+
+const CALLS: usize = 2_000;
+const WARM_UP: usize = 50;
+
+fn event() -> Map<String, Value> {
+    match json!({"tool": "read_file", "component": null, "arguments": {"path": "src/lib.rs"}}) {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+fn measure(project: &std::path::Path) -> Vec<f64> {
+    for _ in 0..WARM_UP {
+        hooks::check(project, Point::PreToolCall, &Actor::Model, event).expect("pass");
+    }
+    let mut times = Vec::with_capacity(CALLS);
+    for _ in 0..CALLS {
+        let t = Instant::now();
+        hooks::check(project, Point::PreToolCall, &Actor::Model, event).expect("pass");
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    times.sort_by(f64::total_cmp);
+    times
+}
+
+fn line(what: &str, times: &[f64]) {
+    let pct = |p: f64| times[((times.len() - 1) as f64 * p) as usize];
+    println!(
+        "{what}: min {:.1} µs, median {:.1} µs, p99 {:.1} µs  ({} calls)",
+        times[0],
+        pct(0.5),
+        pct(0.99),
+        times.len()
+    );
+}
+
+fn main() {
+    let wasm = wasm::build("examples/hooks", "hook-examples-wasm", "hook_pass.wasm");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project = dir.path().join("project");
+    std::fs::create_dir_all(project.join(".bb7")).expect("project");
+    // SAFETY: set before any other thread exists (the bench is single-threaded up to here).
+    unsafe {
+        std::env::set_var("BB7_HOME", dir.path().join("state"));
+    }
+    let empty = measure(&project);
+    let sandbox = bb7::sandbox::host_sandbox(None).expect("sandbox");
+    bb7::components::manage::add(&sandbox, &wasm, Some(&project)).expect("add");
+    bb7::components::manage::grant("hook_pass", None, Some(&project)).expect("grant");
+    let pass = measure(&project);
+    line("pre_tool_call, no hook in the project", &empty);
+    line(
+        "pre_tool_call, one trivial hook (hook_pass; audit record included)  (target: median ≤ 100 µs)",
+        &pass,
+    );
+}

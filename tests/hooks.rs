@@ -1,0 +1,364 @@
+//! Hooks (ECOSYSTEM-PROTOCOL.md §8) through the real binary and the mock model server: the example
+//! and test hooks of `examples/hooks` (built here as CI builds them), installed, granted and
+//! enabled like tools. A deny at each point stops its action (no model request, the component not
+//! run, the result withheld, the file untouched); a hook that loops, runs out of memory or traps
+//! denies (fail closed); a hook with no grant cannot read the project; removing a hook changes
+//! `tools audit --check`; every decision is in the audit chain, which verifies.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use bb7_mock_llm::{MockServer, Reply, Script, ToolCall};
+use common::proto::*;
+use serde_json::{Value, json};
+
+/// The hook `<name>.wasm` of `examples/hooks` (its manifest embedded).
+fn hook(name: &str) -> PathBuf {
+    common::wasm::build(
+        "examples/hooks",
+        "hook-examples-wasm",
+        &format!("{name}.wasm"),
+    )
+}
+
+/// `bb7 <args>` for the user of `home`, in `cwd`.
+fn bb7(home: &Path, cwd: &Path, args: &[&str]) -> Output {
+    Command::new(common::bin())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("BB7_CACHE_DIR", common::shared_cache())
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .args(args)
+        .output()
+        .expect("spawn bb7")
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "bb7 failed ({:?}):\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        common::stdout(o),
+        common::stderr(o)
+    );
+    common::stdout(o)
+}
+
+/// A project session against `server` with the hooks `names` installed, granted (what they
+/// request) and enabled for the project, and a chat open.
+fn session(server: &MockServer, names: &[&str]) -> (Env, Bb7) {
+    let env = Env::new();
+    write_file(
+        &env.home().join(".config/bb7/config.json"),
+        &json!({"api_key": "k", "base_url": server.base_url()}).to_string(),
+    );
+    let mut s = env.spawn();
+    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
+    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    for name in names {
+        let wasm = hook(name);
+        ok(&bb7(
+            &env.home(),
+            &env.proj(),
+            &["tools", "add", wasm.to_str().unwrap(), "--project"],
+        ));
+        ok(&bb7(
+            &env.home(),
+            &env.proj(),
+            &["tools", "grant", name, "--all"],
+        ));
+    }
+    s.ok(json!({"action": "chat_new", "name": "t"}));
+    (env, s)
+}
+
+/// Sends `content` in agent mode and returns the terminal event and the events before it.
+fn send_agent(s: &mut Bb7, content: &str) -> (Value, Vec<Value>) {
+    let rid = s.next_id();
+    s.send(&json!({"action": "send", "content": content, "model": "mock/agent", "mode": "agent", "request_id": rid}));
+    let want = json!(rid);
+    let mut evs = Vec::new();
+    loop {
+        let v = s.recv_where_for("send event", Duration::from_secs(120), |v| {
+            v.get("request_id") == Some(&want)
+        });
+        match v["type"].as_str() {
+            Some("done" | "diff_error" | "error") => return (v, evs),
+            _ => evs.push(v),
+        }
+    }
+}
+
+/// What the model read as the result of call `id` (from the request after the calls).
+fn tool_result(server: &MockServer, id: &str) -> String {
+    let reqs = server.requests();
+    reqs.iter()
+        .rev()
+        .find_map(|r| {
+            r.body["messages"]
+                .as_array()?
+                .iter()
+                .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+                .and_then(|m| m["content"].as_str())
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| panic!("no result for {id}"))
+}
+
+/// The chain's `hook` records, after `bb7 audit verify` passed.
+fn verified_hook_records(home: &Path, cwd: &Path) -> Vec<Value> {
+    ok(&bb7(home, cwd, &["audit", "verify"]));
+    let shown = ok(&bb7(home, cwd, &["audit", "show", "--json"]));
+    let records: Vec<Value> = match serde_json::from_str::<Value>(&shown) {
+        Ok(Value::Array(a)) => a,
+        _ => shown
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect(),
+    };
+    records
+        .into_iter()
+        .filter(|r| r["kind"] == "hook")
+        .collect()
+}
+
+#[test]
+fn a_denied_send_makes_no_request_to_the_model_and_is_recorded() {
+    let server = MockServer::start(Script::new(vec![Reply::text(["hello"])]));
+    let (env, mut s) = session(&server, &["hook_pass", "hook_deny_all"]);
+    let msg = s.err(json!({"action": "send", "content": "hi", "model": "mock/m"}));
+    assert!(
+        msg.starts_with("Denied by hook hook_deny_all: policy says no"),
+        "{msg}"
+    );
+    assert!(server.requests().is_empty(), "the model was asked");
+    s.shutdown();
+    let records = verified_hook_records(&env.home(), &env.proj());
+    // Hooks are asked in name order: hook_deny_all denied first, so hook_pass was never asked
+    // (a pass could not have overridden the deny anyway).
+    let at_send: Vec<(&str, &str)> = records
+        .iter()
+        .filter(|r| r["point"] == "pre_send")
+        .map(|r| {
+            (
+                r["component"].as_str().unwrap(),
+                r["decision"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(at_send, vec![("hook_deny_all", "deny")], "{records:?}");
+    let deny = records.iter().find(|r| r["decision"] == "deny").unwrap();
+    assert_eq!(deny["ok"], false);
+    assert_eq!(deny["reason"], "policy says no");
+    assert_eq!(deny["component_sha256"].as_str().map(str::len), Some(64));
+}
+
+#[test]
+fn a_passing_hook_lets_the_send_through() {
+    let server = MockServer::start(Script::new(vec![Reply::text(["hello"])]));
+    let (env, mut s) = session(&server, &["hook_pass"]);
+    let (end, _) = send_agent(&mut s, "hi");
+    assert_eq!(end["type"], "done", "{end}");
+    assert_eq!(server.requests().len(), 1);
+    s.shutdown();
+    let records = verified_hook_records(&env.home(), &env.proj());
+    assert!(
+        records
+            .iter()
+            .any(|r| r["point"] == "pre_send" && r["decision"] == "pass" && r["ok"] == true),
+        "{records:?}"
+    );
+}
+
+#[test]
+fn a_denied_tool_call_never_runs_and_the_model_reads_why() {
+    let server = MockServer::start(Script::new(vec![
+        Reply::tool_calls([
+            ToolCall::new(
+                0,
+                "c1",
+                "write_file",
+                r#"{"path": "migrations/001.sql", "content": "DROP TABLE users;\n"}"#,
+            ),
+            ToolCall::new(
+                1,
+                "c2",
+                "write_file",
+                r#"{"path": "src/ok.txt", "content": "fine\n"}"#,
+            ),
+        ]),
+        Reply::text(["done"]),
+    ]));
+    let (env, mut s) = session(&server, &["deny_migrations"]);
+    let (end, _) = send_agent(&mut s, "write");
+    assert_ne!(end["type"], "error", "{end}");
+    let denied = tool_result(&server, "c1");
+    assert!(
+        denied.contains("denied by hook deny_migrations: migrations/001.sql is under migrations/"),
+        "{denied}"
+    );
+    assert!(!tool_result(&server, "c2").contains("denied"));
+    // The write never ran: nothing of it was staged or proposed; the other one was.
+    let id = env.index()[0]["id"].as_str().unwrap().to_string();
+    assert!(!env.output_path(&id, "migrations/001.sql").exists());
+    assert_eq!(
+        std::fs::read_to_string(env.output_path(&id, "src/ok.txt")).unwrap(),
+        "fine\n"
+    );
+    assert!(!env.proj().join("migrations").exists());
+    s.shutdown();
+}
+
+#[test]
+fn a_post_tool_call_deny_replaces_the_result() {
+    let server = MockServer::start(Script::new(vec![
+        Reply::tool_calls([ToolCall::new(
+            0,
+            "c1",
+            "read_file",
+            r#"{"path": "notes.txt"}"#,
+        )]),
+        Reply::text(["done"]),
+    ]));
+    let (env, mut s) = session(&server, &["hook_withhold"]);
+    env.write_local("notes.txt", "the SECRET is 1234\n");
+    let (end, _) = send_agent(&mut s, "read");
+    assert_eq!(end["type"], "done", "{end}");
+    let result = tool_result(&server, "c1");
+    assert!(
+        result.contains("denied by hook hook_withhold: the result holds a secret"),
+        "{result}"
+    );
+    assert!(!result.contains("1234"), "{result}");
+    s.shutdown();
+}
+
+#[test]
+fn a_denied_apply_leaves_the_file_untouched() {
+    let server = MockServer::start(Script::new(vec![]));
+    let (env, mut s) = session(&server, &["deny_migrations"]);
+    let original = b"CREATE TABLE users (id int);\r\n\x00binary-ish tail";
+    std::fs::create_dir_all(env.proj().join("migrations")).unwrap();
+    std::fs::write(env.proj().join("migrations/001.sql"), original).unwrap();
+    let id = env.index()[0]["id"].as_str().unwrap().to_string();
+    env.write_output(&id, "migrations/001.sql", "DROP TABLE users;\n");
+    env.write_output(&id, "src/ok.txt", "fine\n");
+    let msg = s.err(json!({"action": "apply_file", "path": "migrations/001.sql"}));
+    assert!(
+        msg.starts_with("Denied by hook deny_migrations: migrations/001.sql is under migrations/"),
+        "{msg}"
+    );
+    let msg = s.err(json!({"action": "apply_file_as", "path": "src/ok.txt", "destination": "migrations/002.sql"}));
+    assert!(msg.starts_with("Denied by hook deny_migrations:"), "{msg}");
+    let msg = s.err(json!({"action": "apply_hunks", "path": "migrations/001.sql", "hunk_ids": ["h1"], "base_hash": "x"}));
+    assert!(msg.starts_with("Denied by hook deny_migrations:"), "{msg}");
+    assert_eq!(
+        std::fs::read(env.proj().join("migrations/001.sql")).unwrap(),
+        original
+    );
+    assert!(!env.proj().join("migrations/002.sql").exists());
+    assert!(env.output_path(&id, "migrations/001.sql").exists());
+    // Elsewhere the hook passes and the apply goes ahead.
+    s.ok(json!({"action": "apply_file", "path": "src/ok.txt"}));
+    assert_eq!(
+        std::fs::read_to_string(env.proj().join("src/ok.txt")).unwrap(),
+        "fine\n"
+    );
+    s.shutdown();
+}
+
+#[test]
+fn a_hook_that_loops_runs_out_of_memory_or_traps_denies() {
+    for (name, why) in [
+        ("hook_loop", "time"),
+        ("hook_memory", "memory"),
+        ("hook_trap", "trap"),
+    ] {
+        let server = MockServer::start(Script::new(vec![Reply::text(["hello"])]));
+        let (env, mut s) = session(&server, &[name]);
+        let msg = s.err(json!({"action": "send", "content": "hi", "model": "mock/m"}));
+        assert!(
+            msg.starts_with(&format!("Denied by hook {name}: the hook failed (")),
+            "{msg}"
+        );
+        assert!(msg.to_lowercase().contains(why), "{name}: {msg}");
+        assert!(server.requests().is_empty(), "{name}: the model was asked");
+        // The session goes on serving.
+        s.ok(json!({"action": "chat_list"}));
+        s.shutdown();
+        let records = verified_hook_records(&env.home(), &env.proj());
+        assert!(
+            records
+                .iter()
+                .any(|r| r["component"] == name && r["decision"] == "deny"),
+            "{records:?}"
+        );
+    }
+}
+
+#[test]
+fn a_hook_without_a_grant_cannot_read_the_project() {
+    let server = MockServer::start(Script::new(vec![Reply::text(["hello"])]));
+    let (env, mut s) = session(&server, &["hook_read_project"]);
+    env.write_local("secret.txt", "TOPSECRET-4242\n");
+    let msg = s.err(json!({"action": "send", "content": "hi", "model": "mock/m"}));
+    assert!(
+        msg.starts_with("Denied by hook hook_read_project: could not read the project:"),
+        "{msg}"
+    );
+    assert!(!msg.contains("TOPSECRET"), "{msg}");
+    assert!(server.requests().is_empty());
+    let stderr = s.stderr_text();
+    s.shutdown();
+    assert!(!stderr.contains("TOPSECRET"), "{stderr}");
+    let log = std::fs::read_to_string(env.home().join(".bb7/audit/log.jsonl")).unwrap();
+    assert!(!log.contains("TOPSECRET"));
+    assert!(log.contains("could not read the project"), "{log}");
+}
+
+#[test]
+fn removing_a_hook_changes_tools_audit_check_and_lists_show_hooks() {
+    let server = MockServer::start(Script::new(vec![]));
+    let (env, mut s) = session(&server, &["deny_migrations"]);
+    let tools = s.ok(json!({"action": "tools_list"}));
+    let h = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["component"] == "deny_migrations")
+        .cloned()
+        .unwrap_or_else(|| panic!("{tools}"));
+    assert_eq!(h["kind"], "hook", "{h}");
+    assert_eq!(h["hook"], json!(["pre_tool_call", "pre_apply"]));
+    assert_eq!(h["name"], "deny_migrations");
+    s.shutdown();
+    let (home, proj) = (env.home(), env.proj());
+    let list = ok(&bb7(&home, &proj, &["tools", "list"]));
+    assert!(
+        list.contains("hook bb7:hook/hook@0.1.0 at pre_tool_call, pre_apply"),
+        "{list}"
+    );
+    assert!(
+        !list.contains("deny_migrations__"),
+        "a hook is no tool: {list}"
+    );
+    let audit: Value =
+        serde_json::from_str(&ok(&bb7(&home, &proj, &["tools", "audit", "--json"]))).unwrap();
+    let third = audit["third_party"].as_array().unwrap();
+    assert_eq!(third[0]["kind"], "hook");
+    ok(&bb7(&home, &proj, &["tools", "audit", "--check"]));
+    // Removed elsewhere: the project's lockfile still pins it, and the check says so.
+    ok(&bb7(
+        &home,
+        &env.outside(),
+        &["tools", "remove", "deny_migrations"],
+    ));
+    let check = bb7(&home, &proj, &["tools", "audit", "--check"]);
+    assert_eq!(check.status.code(), Some(1), "{}", common::stdout(&check));
+    assert!(common::stdout(&check).contains("deny_migrations"));
+}
