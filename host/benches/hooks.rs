@@ -65,8 +65,8 @@ fn main() {
     }
     let empty = measure(&project);
     let sandbox = bb7::sandbox::host_sandbox(None).expect("sandbox");
-    bb7::components::manage::add(&sandbox, &wasm, Some(&project)).expect("add");
-    bb7::components::manage::grant("hook_pass", None, Some(&project)).expect("grant");
+    bb7::components::manage::add(&sandbox, &wasm, Some(project.as_path())).expect("add");
+    bb7::components::manage::grant("hook_pass", None, Some(project.as_path())).expect("grant");
     let pass = measure(&project);
     line("pre_tool_call, no hook in the project", &empty);
     line(
