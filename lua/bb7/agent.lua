@@ -66,6 +66,9 @@ function M.footer_part()
   if M.enabled() then
     return "agent"
   end
+  if session.chat and session.chat.mode == "plan" then
+    return "plan"
+  end
 end
 
 local function size(n)
@@ -169,6 +172,8 @@ function M.on_event(ev)
       session.emit("question")
     end
     return d.skipped and "  (skipped)\n" or ("  ↳ %s\n"):format(util.oneline(d.answer or ""))
+  elseif k == "plan.proposed" then
+    return require("bb7.ui.plan").event_text(d)
   elseif k == "job.failed" then
     return ("✗ %s\n"):format(d.error or "failed")
   end

@@ -26,6 +26,7 @@ pub mod events;
 pub mod gate;
 pub mod job;
 pub mod mode;
+pub mod plan;
 pub mod prepare;
 pub mod reply;
 pub mod request;
