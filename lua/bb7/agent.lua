@@ -173,7 +173,14 @@ function M.on_event(ev)
     end
     return d.skipped and "  (skipped)\n" or ("  ↳ %s\n"):format(util.oneline(d.answer or ""))
   elseif k == "plan.proposed" then
-    return require("bb7.ui.plan").event_text(d)
+    -- Plan mode: the stored plan is shown as a checklist once the chat is loaded (bb7.ui.plan).
+    local n = type(d.steps) == "table" and #d.steps or 0
+    return ("📋 plan %s proposed: %s (%d step%s)\n"):format(
+      d.plan_id or "?",
+      util.oneline(d.summary or ""),
+      n,
+      n == 1 and "" or "s"
+    )
   elseif k == "job.failed" then
     return ("✗ %s\n"):format(d.error or "failed")
   end

@@ -128,8 +128,8 @@ return {
       end
       press("X")
       t.wait(function()
-        return session.chat.plans[1].status == "rejected"
-      end, 10000, "rejected")
+        return session.chat.plans[1].status == "rejected" and preview_text():find("· rejected", 1, true)
+      end, 10000, "rejected, shown in the chat")
       t.eq(1, #prompts, "asked once")
       t.ok(prompts[1]:find("feedback", 1, true), prompts[1])
       local text = preview_text()

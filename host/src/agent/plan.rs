@@ -324,7 +324,7 @@ pub fn propose(call: &ToolCall, slot: &mut Option<Plan>) -> CallOutcome {
             "The plan ({n} steps) is recorded as {id} and shown to the user, who will approve, edit \
              or reject it. Do not call more tools: end your reply now in a sentence or two."
         ),
-        summary: format!("{id}: {n} steps"),
+        summary: format!("{id}: {n} step{}", if n == 1 { "" } else { "s" }),
         error: None,
         record: None,
     }

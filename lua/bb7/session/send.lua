@@ -214,6 +214,24 @@ function M._finish_send(st, r)
   chat.load_chat_async(settle)
 end
 
+--- Rejects plan `plan_id` of the active chat with `feedback` (plan mode; nil or "": none), then
+--- reloads the chat; `cb(ok)` once it is shown.
+function M.reject_plan(plan_id, feedback, cb)
+  host.request("plan_reject", { plan_id = plan_id, feedback = feedback }, function(r)
+    if r.type == "error" then
+      notify(r.message or "cannot reject the plan", L.ERROR)
+    else
+      notify("Plan rejected" .. ((feedback and feedback ~= "") and "; the next send tells the model why" or ""))
+    end
+    chat.load_chat_async(function()
+      S.emit("status")
+      if cb then
+        cb(r.type ~= "error")
+      end
+    end)
+  end)
+end
+
 --- Cancels the in-flight send.
 function M.cancel()
   if not S.stream or not S.stream.rid then

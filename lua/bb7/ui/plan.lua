@@ -78,11 +78,6 @@ function M.render(chat, add)
   end
 end
 
---- The live line of a `plan.proposed` agent event (the stored plan replaces it once loaded).
-function M.event_text(d)
-  return table.concat(M.checklist({ plan_id = d.plan_id, summary = d.summary, steps = d.steps }), "\n") .. "\n"
-end
-
 local function session()
   return require("bb7.session")
 end
@@ -117,21 +112,8 @@ function M.reject(feedback, cb)
   if not p then
     return false
   end
-  local s = session()
   local function send(text)
-    require("bb7.host").request("plan_reject", { plan_id = p.id, feedback = text }, function(r)
-      if r.type == "error" then
-        s.notify(r.message or "cannot reject the plan", vim.log.levels.ERROR)
-      else
-        s.notify("Plan rejected" .. ((text and text ~= "") and "; the next send tells the model why" or ""))
-      end
-      require("bb7.session.chat").load_chat_async(function()
-        s.emit("status")
-        if cb then
-          cb(r.type ~= "error")
-        end
-      end)
-    end)
+    session().reject_plan(p.id, text, cb)
   end
   if feedback ~= nil then
     send(feedback)
