@@ -106,6 +106,9 @@ function M.arg_summary(tool, args)
   if args.question then
     return args.question
   end
+  if args.summary then -- propose_plan (plan mode)
+    return args.summary
+  end
   if tool == "list_files" then
     return "(project)"
   end

@@ -114,6 +114,7 @@ return {
       local plan = session.chat.plans[1]
       t.eq("approved", plan.status, "stored status")
       t.eq("Write notes3.txt instead", plan.steps[1].title, "edited step stored")
+      t.ok(require("bb7.ui").is_open(), "the UI is open again after :w")
       t.ok(preview_text():find("Following your steps.", 1, true), preview_text())
     end,
   },

@@ -213,6 +213,11 @@ function M.edit()
           for _, w in ipairs(vim.fn.win_findbuf(buf)) do
             pcall(vim.api.nvim_win_close, w, true)
           end
+          -- Leaving the layout for the scratch window closed it: back to the streaming reply.
+          local view = session().view
+          if view and not view.is_open() then
+            view.open("preview")
+          end
         end)
       end
     end,
