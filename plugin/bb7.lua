@@ -70,6 +70,16 @@ end, {
   end,
   desc = "BB-7: agent mode for this chat (on, off, toggle)",
 })
+-- Issue 28 §9: plan mode (lua/bb7/ui/plan.lua).
+vim.api.nvim_create_user_command("BB7Plan", function(o)
+  require("bb7.ui.plan").command(o)
+end, {
+  nargs = "?",
+  complete = function()
+    return { "on", "off", "toggle", "approve", "edit", "reject" }
+  end,
+  desc = "BB-7: plan mode for this chat, or approve / edit / reject its proposed plan",
+})
 -- Issue 28 §11: spend per day / model / chat (lua/bb7/ui/usage.lua).
 vim.api.nvim_create_user_command("BB7Usage", function()
   require("bb7.ui.usage").open()

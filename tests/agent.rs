@@ -65,11 +65,11 @@ fn mode_is_stored_returned_and_validated() {
     assert_eq!(env.chat_json(&id)["mode"], "agent");
     s.err_is(
         json!({"action": "save_chat_settings", "mode": "robot"}),
-        r#"Invalid field: mode must be "chat" or "agent""#,
+        r#"Invalid field: mode must be "chat", "agent" or "plan""#,
     );
     s.err_is(
         json!({"action": "send", "content": "x", "mode": "robot"}),
-        r#"Invalid field: mode must be "chat" or "agent""#,
+        r#"Invalid field: mode must be "chat", "agent" or "plan""#,
     );
     // Reopening the chat keeps the mode.
     s.ok(json!({"action": "chat_select", "id": id}));

@@ -264,6 +264,7 @@ fn job(root: &Path) {
                 config: config.agent.clone(),
                 project: Project::open(root, config.agent.tool_settings()).unwrap(),
                 third_party: Default::default(),
+                plan: Default::default(),
             }),
         };
         let mut sink = Quiet(0);

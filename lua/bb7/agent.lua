@@ -66,6 +66,9 @@ function M.footer_part()
   if M.enabled() then
     return "agent"
   end
+  if session.chat and session.chat.mode == "plan" then
+    return "plan"
+  end
 end
 
 local function size(n)
@@ -102,6 +105,9 @@ function M.arg_summary(tool, args)
   end
   if args.question then
     return args.question
+  end
+  if args.summary then -- propose_plan (plan mode)
+    return args.summary
   end
   if tool == "list_files" then
     return "(project)"
@@ -169,6 +175,15 @@ function M.on_event(ev)
       session.emit("question")
     end
     return d.skipped and "  (skipped)\n" or ("  ↳ %s\n"):format(util.oneline(d.answer or ""))
+  elseif k == "plan.proposed" then
+    -- Plan mode: the stored plan is shown as a checklist once the chat is loaded (bb7.ui.plan).
+    local n = type(d.steps) == "table" and #d.steps or 0
+    return ("📋 plan %s proposed: %s (%d step%s)\n"):format(
+      d.plan_id or "?",
+      util.oneline(d.summary or ""),
+      n,
+      n == 1 and "" or "s"
+    )
   elseif k == "job.failed" then
     return ("✗ %s\n"):format(d.error or "failed")
   end

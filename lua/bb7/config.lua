@@ -89,6 +89,10 @@ M.defaults = {
       apply = "p", -- in a file or diff view: apply that file's output
       apply_all = "P",
       retry = "R", -- after edits failed: let the model retry them
+      -- Plan mode (:BB7Plan): the chat's proposed plan.
+      plan_approve = "A",
+      plan_edit = "E", -- the steps in a scratch buffer; :w approves them
+      plan_reject = "X", -- asks for feedback
     },
     input = {
       send = "<CR>",

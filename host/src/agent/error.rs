@@ -7,6 +7,9 @@ pub enum AgentError {
     /// Agent mode was asked for in a chat without a project.
     #[error("{}", super::mode::GLOBAL_AGENT_ERROR)]
     GlobalAgent,
+    /// Plan mode was asked for in a chat without a project.
+    #[error("{}", super::mode::GLOBAL_PLAN_ERROR)]
+    GlobalPlan,
     /// The project's instructions file could not be read.
     #[error("Project instructions error: {0}")]
     Instructions(String),

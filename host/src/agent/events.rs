@@ -88,6 +88,16 @@ pub enum AgentEvent {
         /// Whether the user skipped it.
         skipped: bool,
     },
+    /// Plan mode: the reply proposed a plan (ECOSYSTEM-PROTOCOL.md §9).
+    #[serde(rename = "plan.proposed")]
+    PlanProposed {
+        /// The plan's id (`plan_approve` / `plan_reject` name it).
+        plan_id: String,
+        /// What the plan does.
+        summary: String,
+        /// Its steps: `[{title, detail?, files?}]`.
+        steps: Value,
+    },
     /// The job's edits were committed to the output.
     #[serde(rename = "edits.proposed")]
     EditsProposed {
@@ -112,6 +122,7 @@ impl AgentEvent {
             AgentEvent::ClarificationRequested { .. } => "clarification.requested",
             AgentEvent::ClarificationReceived { .. } => "clarification.received",
             AgentEvent::EditsProposed { .. } => "edits.proposed",
+            AgentEvent::PlanProposed { .. } => "plan.proposed",
             AgentEvent::JobFailed { .. } => "job.failed",
         }
     }

@@ -51,6 +51,8 @@ pub struct AgentJob {
     pub project: Project,
     /// The third-party tools enabled and granted for the project.
     pub third_party: ThirdParty,
+    /// Plan mode: proposing a plan, or carrying out an approved one ([`super::plan`]).
+    pub plan: super::plan::PlanRole,
 }
 
 /// How a reply runs through the one loop of [`super::steps`]: chat mode is that loop with the
@@ -152,6 +154,8 @@ pub struct AgentSummary {
     pub tool_calls_run: usize,
     /// chat.json parts in order: each step's text, then its calls.
     pub parts: Vec<Map<String, Value>>,
+    /// Plan mode: the plan the reply proposed (its latest valid `propose_plan` call).
+    pub plan: Option<super::plan::Plan>,
 }
 
 impl AgentSummary {

@@ -27,6 +27,7 @@ pub mod gate;
 pub mod hooked;
 pub mod job;
 pub mod mode;
+pub mod plan;
 pub mod prepare;
 pub mod reply;
 pub mod request;

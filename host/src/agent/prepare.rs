@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use super::job::{AgentError, AgentJob, ReplyJob};
 use super::mode::Mode;
+use super::plan::PlanRole;
 use super::request::{RequestBuilder, file_blocks};
 use super::third_party::ThirdParty;
 use super::tools::{self, ToolRunner};
@@ -38,6 +39,9 @@ pub struct ReplyRequest {
     pub cancel: watch::Receiver<bool>,
     /// `send {override_cap}`: this reply's requests pass the spend caps.
     pub override_cap: bool,
+    /// `plan_approve`: the reply carries out an approved plan (an agent reply; see
+    /// [`super::plan::PlanRole::Execute`]). `None` for a `send`.
+    pub plan: Option<super::plan::PlanRole>,
 }
 
 /// The chat a reply is for, and what the session holds for it.
@@ -81,13 +85,20 @@ impl ReplyJob {
             mode,
             cancel,
             override_cap,
+            plan,
         } = req;
         let global = view.global;
         let chat = view.chat;
         let mode = mode.unwrap_or_else(|| Mode::of(chat));
-        if mode == Mode::Agent && global {
-            return Err(AgentError::GlobalAgent);
+        match (mode, global) {
+            (Mode::Agent, true) => return Err(AgentError::GlobalAgent),
+            (Mode::Plan, true) => return Err(AgentError::GlobalPlan),
+            _ => {}
         }
+        let plan = match mode {
+            Mode::Plan => PlanRole::Propose,
+            _ => plan.unwrap_or_default(),
+        };
         let provider: Arc<dyn Provider> = Arc::new(LlmClient::from_config(view.config)?);
         let config = view.config.config().clone();
         // Every request of the reply passes the spend caps first (ECOSYSTEM-PROTOCOL.md §11).
@@ -120,16 +131,24 @@ impl ReplyJob {
         } else if mode == Mode::Agent {
             system.push_str(super::steps::AGENT_SYSTEM_NOTE);
             super::steps::offered(config.diff_mode, &config.agent, &third_party)?
+        } else if mode == Mode::Plan {
+            // The retrieval tools and propose_plan: no edit tool is offered.
+            system.push_str(super::plan::PLAN_SYSTEM_NOTE);
+            let mut specs = super::retrieval::specs(&config.agent.tool_settings())?;
+            specs.push(super::plan::spec());
+            specs
         } else {
             tools::offered(config.diff_mode)?
         };
         let agent = match (&project_root, mode) {
-            (Some(root), Mode::Agent) => Some(AgentJob {
+            (Some(root), Mode::Agent | Mode::Plan) => Some(AgentJob {
                 config: config.agent.clone(),
                 project: super::steps::open_project(root, &config.agent)?,
                 third_party,
+                plan,
             }),
             (None, Mode::Agent) => return Err(AgentError::GlobalAgent),
+            (None, Mode::Plan) => return Err(AgentError::GlobalPlan),
             _ => None,
         };
 

@@ -87,6 +87,8 @@ enum Route<'a> {
     ThirdParty(&'a AgentJob, &'a super::third_party::Offered),
     /// `clarify_user`.
     Clarify,
+    /// `propose_plan` (plan mode, [`super::plan`]).
+    Plan,
     /// No tool of that name is offered.
     Unknown,
 }
@@ -96,6 +98,11 @@ impl Policy {
         let Some(agent) = &self.explore else {
             return Route::Edit;
         };
+        match agent.plan.route(name) {
+            Some(true) => return Route::Plan,
+            Some(false) => return Route::Unknown,
+            None => {}
+        }
         if let Some(t) = agent.third_party.find(name) {
             return Route::ThirdParty(agent, t);
         }
@@ -152,6 +159,9 @@ pub async fn run(mut job: ReplyJob, policy: Policy, sink: &mut dyn ReplySink) ->
     };
     let ending = steps(&mut job, &policy, &mut events, &mut gate, &mut acc, &mut st).await;
     let (ending, written) = stream::commit(job.tools.as_ref(), &job.chat_dir, ending);
+    if let Some(plan) = st.summary.plan.as_ref().filter(|_| ending.answered()) {
+        events.emit(acc.sink, super::plan::proposed_event(plan), None);
+    }
     emit::job_end(&mut events, acc.sink, &ending, &written);
     let total_ms = started.elapsed().as_secs_f64() * 1000.0;
     events.note(
@@ -368,6 +378,9 @@ async fn step_call(
             );
             CallOutcome::failed(error, None)
         }
+        Verdict::Run if matches!(route, Route::Plan) => {
+            super::plan::propose(call, &mut st.summary.plan)
+        }
         Verdict::Run => {
             let component = match &route {
                 Route::ThirdParty(_, t) => Some(t.status.name.as_str()),
@@ -425,6 +438,10 @@ async fn run_call(
     let agent = match route {
         Route::Clarify => return clarify_call(job, call, events, acc).await,
         Route::Edit => {
+            let plan = policy.explore.as_ref().map(|a| &a.plan);
+            if let Some(e) = plan.and_then(|p| p.refuse_edit(job.tools.as_ref(), call)) {
+                return Some(CallOutcome::failed(e, None));
+            }
             let audit_root = policy.explore.as_ref().map(|a| a.project.root.clone());
             return Some(edit_call(&mut job.tools, call, audit_root, acc).await);
         }
@@ -439,6 +456,10 @@ async fn run_call(
             ));
         }
         Route::Retrieval(agent) | Route::ThirdParty(agent, _) => *agent,
+        // Run by `step_call` (it records the plan on the reply).
+        Route::Plan => {
+            return Some(CallOutcome::failed(format!("{name}: not run"), None));
+        }
     };
     let Some(mut runner) = job.tools.take() else {
         return Some(CallOutcome::failed(

@@ -631,7 +631,7 @@ impl ToolRunner {
 
 /// The paths a call names (`path`, or each `edits[].path`); unreadable ones are left to the tool,
 /// which reports them.
-fn arg_paths(args: &Value) -> Vec<String> {
+pub(crate) fn arg_paths(args: &Value) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(p) = args.get("path").and_then(Value::as_str) {
         out.push(p.to_string());

@@ -103,7 +103,10 @@ impl Workspace {
         if record.messages_are_empty() {
             return Ok(());
         }
-        self.update_chat(target, |chat| record.record_in(chat))
+        self.update_chat(target, |chat| {
+            record.record_in(chat);
+            crate::agent::plan::record_outcome(chat, outcome);
+        })
     }
 
     /// Whether the chat `target` gets an automatic title after a reply: after its first exchange,

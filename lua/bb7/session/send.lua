@@ -26,7 +26,8 @@ end
 
 --- Sends `text` in the active chat, streaming the reply to subscribers. `opts.override_cap`: this
 --- send passes the spend caps (`send {override_cap}`); without it, a send the caps already stop
---- (nothing left of the day's or the month's cap) asks first.
+--- (nothing left of the day's or the month's cap) asks first. `opts.action` (with `opts.params`)
+--- streams another action's reply the same way (`plan_approve`; `text` is then only shown).
 function M.send(text, opts)
   opts = opts or {}
   text = text or ""
@@ -47,7 +48,7 @@ function M.send(text, opts)
     end
     return false
   end
-  local retry = S.retry_context
+  local retry = not opts.action and S.retry_context or nil
   if text:match("^%s*$") and not retry then
     notify("Nothing to send", L.WARN)
     return false
@@ -64,14 +65,14 @@ function M.send(text, opts)
         require("bb7.util").money(-cap.left)
       ),
       function()
-        if M.send(text, { override_cap = true }) then
+        if M.send(text, vim.tbl_extend("force", opts, { override_cap = true })) then
           S.emit("draft", "")
         end
       end
     )
     return false
   end
-  local params = { content = text }
+  local params = opts.action and vim.deepcopy(opts.params or {}) or { content = text }
   if opts.override_cap then
     params.override_cap = true
   end
@@ -97,7 +98,7 @@ function M.send(text, opts)
     log = {}, -- what has streamed so far: {kind, text}, replayed when the chat is shown again
   }
   S.stream = st
-  local rid = host.request("send", params, function(r)
+  local rid = host.request(opts.action or "send", params, function(r)
     M._finish_send(st, r)
   end, function(ev)
     if ev.type == "warning" then
@@ -211,6 +212,24 @@ function M._finish_send(st, r)
   end
   fetch.fetch_balance()
   chat.load_chat_async(settle)
+end
+
+--- Rejects plan `plan_id` of the active chat with `feedback` (plan mode; nil or "": none), then
+--- reloads the chat; `cb(ok)` once it is shown.
+function M.reject_plan(plan_id, feedback, cb)
+  host.request("plan_reject", { plan_id = plan_id, feedback = feedback }, function(r)
+    if r.type == "error" then
+      notify(r.message or "cannot reject the plan", L.ERROR)
+    else
+      notify("Plan rejected" .. ((feedback and feedback ~= "") and "; the next send tells the model why" or ""))
+    end
+    chat.load_chat_async(function()
+      S.emit("status")
+      if cb then
+        cb(r.type ~= "error")
+      end
+    end)
+  end)
 end
 
 --- Cancels the in-flight send.

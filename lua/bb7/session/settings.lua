@@ -60,7 +60,7 @@ function M.set_reasoning_effort(effort)
   return true
 end
 
---- Sets the active chat's mode, "agent" or "chat" (async, without blocking the editor); `cb(ok)`
+--- Sets the active chat's mode, "agent", "plan" or "chat" (async, without blocking the editor); `cb(ok)`
 --- when the host answered.
 function M.set_mode(mode, cb)
   if not S.chat then
@@ -72,10 +72,11 @@ function M.set_mode(mode, cb)
       S.notify(r.message or "cannot change the mode", L.ERROR)
     elseif S.chat then
       S.chat.mode = mode
-      S.notify(
-        mode == "agent" and "Agent mode on: the model may explore the project (read-only)" or "Agent mode off",
-        L.INFO
-      )
+      local said = {
+        agent = "Agent mode on: the model may explore the project (read-only)",
+        plan = "Plan mode on: the model explores and proposes a plan; nothing changes until you approve it",
+      }
+      S.notify(said[mode] or "Agent mode off", L.INFO)
       S.emit("status")
     end
     if cb then

@@ -72,8 +72,12 @@ function M.setup_buffers()
   keymaps.registered = {} -- the help lists each key once
   set_highlights()
   -- What the session needs of the UI, without requiring it: whether it is open, the buffer it was
-  -- opened from, closing it (before a view in a tab of its own).
+  -- opened from, closing it (before a view in a tab of its own), opening it again (plan mode's steps
+  -- buffer, after :w).
   session.view = {
+    open = function(focus)
+      return M.open(focus)
+    end,
     is_open = function()
       return M.is_open()
     end,

@@ -427,6 +427,7 @@ end
 function M.attach(b, u)
   buf, ui = b, u
   vim.bo[buf].modifiable = false
+  keymaps.apply(buf, "preview", "preview", require("bb7.ui.plan").actions())
   keymaps.apply(buf, "preview", "preview", {
     next_message = { function() M.jump_message(1) end, "next message" },
     prev_message = { function() M.jump_message(-1) end, "previous message" },

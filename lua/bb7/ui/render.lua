@@ -159,6 +159,7 @@ function M.chat(chat, opts)
       end
     end
   end
+  require("bb7.ui.plan").render(chat, add)
   if opts.failed and #opts.failed > 0 then
     -- The edits of the last reply that could not be applied, and how to retry them.
     add("", nil, nil)

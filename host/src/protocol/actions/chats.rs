@@ -71,6 +71,7 @@ fn details(s: &mut Workspace) -> Handled {
         "draft": a.chat.draft,
         "reasoning_effort": a.chat.reasoning_effort,
         "mode": crate::agent::mode::Mode::of(&a.chat).as_str(),
+        "plans": crate::agent::plan::plans(&a.chat),
         "messages": messages,
         "instructions_info": super::misc::instructions_info(s, a.global),
     });
@@ -177,8 +178,10 @@ pub fn save_settings(s: &mut Workspace, req: &Request) -> Handled {
         .opt_str("mode")?
         .map(crate::agent::mode::Mode::parse)
         .transpose()?;
-    if mode == Some(crate::agent::mode::Mode::Agent) && s.active()?.global {
-        return Err(crate::agent::mode::GLOBAL_AGENT_ERROR.to_string());
+    if let Some(e) = mode.and_then(|m| m.global_error())
+        && s.active()?.global
+    {
+        return Err(e.to_string());
     }
     let a = s.active_mut()?;
     if let Some(mode) = mode {

@@ -5,6 +5,7 @@ mod chats;
 mod context;
 mod files;
 mod misc;
+mod plan;
 mod remote;
 mod review;
 mod send;
@@ -64,6 +65,7 @@ pub fn dispatch(ctx: &Ctx, req: &Request) -> Handled {
         "send" => return send::send(ctx, req),
         "cancel" => return send::cancel(ctx, req),
         "clarify" => return agent::clarify(req),
+        "plan_approve" => return plan::approve(ctx, req),
         "get_models" => return remote::get_models(ctx, req),
         "get_balance" => return remote::get_balance(ctx, req),
         "get_usage" => return spend::get_usage(ctx, req),
@@ -100,6 +102,7 @@ pub fn dispatch(ctx: &Ctx, req: &Request) -> Handled {
         "save_draft" => chats::save_draft(s, req),
         "save_chat_settings" => chats::save_settings(s, req),
         "add_system_message" => chats::add_system_message(s, req),
+        "plan_reject" => plan::reject(s, req),
 
         "context_add" => context::add(s, req),
         "context_add_section" => context::add_section(s, req),

@@ -13,7 +13,7 @@ use crate::llm::prompt::RetryContext;
 use crate::protocol::events::{self, ProtocolSink};
 use crate::protocol::request::Request;
 use crate::protocol::{Ctx, Outcome, ok};
-use crate::workspace::StartedReply;
+use crate::workspace::{StartedReply, Workspace};
 
 pub fn send(ctx: &Ctx, req: &Request) -> Handled {
     let content = req.str("content")?.to_string();
@@ -38,17 +38,30 @@ pub fn send(ctx: &Ctx, req: &Request) -> Handled {
         mode,
         cancel,
         override_cap,
+        plan: None,
     };
+    start(ctx, req, |s| {
+        s.start_reply(reply).map_err(|e| e.to_string())
+    })
+}
+
+/// Starts the reply `begin` sets up in the workspace (the request's in-flight slot is claimed),
+/// then finishes it in the background as a `send` does. An error releases the slot.
+pub(super) fn start(
+    ctx: &Ctx,
+    req: &Request,
+    begin: impl FnOnce(&mut Workspace) -> Result<StartedReply, String>,
+) -> Handled {
     let (started, stale) = {
         let mut s = ctx.lock();
         let stale = s.stale_context();
-        (s.start_reply(reply), stale)
+        (begin(&mut s), stale)
     };
     let started = match started {
         Ok(p) => p,
         Err(e) => {
             ctx.inflight.release();
-            return Err(e.to_string());
+            return Err(e);
         }
     };
     if let Some(files) = stale.filter(|f| !f.is_empty()) {
