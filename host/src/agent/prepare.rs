@@ -38,6 +38,10 @@ pub struct ReplyRequest {
     pub cancel: watch::Receiver<bool>,
     /// `send {override_cap}`: this reply's requests pass the spend caps.
     pub override_cap: bool,
+    /// `send {routing}`: where this reply's requests go; `None`: the chat's.
+    pub routing: Option<crate::llm::routing::Routing>,
+    /// `send {disable_fallback}`: a hybrid reply's local failure is its error.
+    pub disable_fallback: bool,
 }
 
 /// The chat a reply is for, and what the session holds for it.
@@ -81,6 +85,8 @@ impl ReplyJob {
             mode,
             cancel,
             override_cap,
+            routing,
+            disable_fallback,
         } = req;
         let global = view.global;
         let chat = view.chat;
@@ -88,16 +94,35 @@ impl ReplyJob {
         if mode == Mode::Agent && global {
             return Err(AgentError::GlobalAgent);
         }
-        let provider: Arc<dyn Provider> = Arc::new(LlmClient::from_config(view.config)?);
         let config = view.config.config().clone();
-        // Every request of the reply passes the spend caps first (ECOSYSTEM-PROTOCOL.md §11).
-        let provider = crate::spend::Capped::wrap(
-            provider,
-            config.spend,
-            &config.base_url,
-            view.id,
-            override_cap,
-        );
+        let routing = routing.unwrap_or_else(|| crate::llm::routing::Routing::of(chat));
+        // Every remote request of the reply passes the spend caps first (ECOSYSTEM-PROTOCOL.md
+        // §11); where each request goes is the routing's business (§10). A remote provider
+        // that cannot be built is an error only for a reply that needs it.
+        let remote = LlmClient::from_config(view.config).map(|c| {
+            crate::spend::Capped::wrap(
+                Arc::new(c) as Arc<dyn Provider>,
+                config.spend,
+                &config.base_url,
+                view.id,
+                override_cap,
+            )
+        });
+        if routing == crate::llm::routing::Routing::Remote
+            && let Err(e) = &remote
+        {
+            return Err(e.clone().into());
+        }
+        let provider = crate::llm::routing::Routed::for_reply(
+            remote,
+            crate::llm::routing::RouteSettings {
+                routing,
+                providers: config.providers.clone(),
+                disable_fallback: disable_fallback || config.providers.disable_fallback,
+                budget: (mode == Mode::Agent).then_some(config.agent.max_tool_calls_per_job),
+                idle_timeout_ms: config.stream_idle_timeout_ms,
+            },
+        )?;
         let config_dir = crate::config::config_dir();
         let project_root = view.project.map(|p| p.root().to_path_buf());
         let inst = crate::instructions::load(

@@ -71,6 +71,7 @@ fn details(s: &mut Workspace) -> Handled {
         "draft": a.chat.draft,
         "reasoning_effort": a.chat.reasoning_effort,
         "mode": crate::agent::mode::Mode::of(&a.chat).as_str(),
+        "routing": crate::llm::routing::Routing::of(&a.chat).as_str(),
         "messages": messages,
         "instructions_info": super::misc::instructions_info(s, a.global),
     });
@@ -180,9 +181,16 @@ pub fn save_settings(s: &mut Workspace, req: &Request) -> Handled {
     if mode == Some(crate::agent::mode::Mode::Agent) && s.active()?.global {
         return Err(crate::agent::mode::GLOBAL_AGENT_ERROR.to_string());
     }
+    let routing = req
+        .opt_str("routing")?
+        .map(crate::llm::routing::Routing::parse)
+        .transpose()?;
     let a = s.active_mut()?;
     if let Some(mode) = mode {
         mode.store(&mut a.chat);
+    }
+    if let Some(r) = routing {
+        r.store(&mut a.chat);
     }
     if let Some(m) = model.filter(|m| !m.is_empty()) {
         a.chat.model = m;
