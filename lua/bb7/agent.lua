@@ -186,6 +186,9 @@ function M.on_event(ev)
     )
   elseif k == "job.failed" then
     return ("✗ %s\n"):format(d.error or "failed")
+  elseif k == "provider.fallback" then
+    -- hybrid_auto left the local model (:help bb7-providers)
+    return ("↪ %s → %s (%s)\n"):format(d.from or "?", d.to or "?", d.reason or "?")
   end
   return nil
 end

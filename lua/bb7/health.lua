@@ -1,6 +1,6 @@
 --- `:checkhealth bb7`: Neovim version, the host binary, its version and whether it is older than the
 --- sources it is built from, the protocol handshake, the config file and API key (never printed), the
---- compiled wasm components.
+--- compiled wasm components, the local provider's server when one is configured.
 local M = {}
 
 local function cache_dir(config)
@@ -13,6 +13,53 @@ local function cache_dir(config)
     return x .. "/bb7"
   end
   return (config.getenv("HOME") or vim.fn.expand("~")) .. "/.cache/bb7"
+end
+
+--- The local provider (`providers.local`, :help bb7-providers): does its server answer `GET
+--- <base_url>/models` (with curl), and does the list name the configured model? Returns the
+--- problem as a string, or nil when both hold (`h` is `vim.health`, or a stand-in in tests).
+function M.check_local(l, h)
+  h = h or vim.health
+  h.start("Local provider")
+  if type(l.base_url) ~= "string" or type(l.model) ~= "string" then
+    h.error("providers.local needs base_url and model")
+    return "incomplete"
+  end
+  if vim.fn.executable("curl") ~= 1 then
+    h.warn("curl not found: the local server at " .. l.base_url .. " was not checked")
+    return "no curl"
+  end
+  local url = l.base_url:gsub("/+$", "") .. "/models"
+  local cmd = { "curl", "-sS", "--max-time", "5", url }
+  if type(l.api_key) == "string" and l.api_key ~= "" then
+    vim.list_extend(cmd, { "-H", "Authorization: Bearer " .. l.api_key })
+  end
+  local res = vim.system(cmd, { text = true }):wait(8000)
+  if res.code ~= 0 then
+    h.error("the local server does not answer at " .. url .. ": " .. vim.trim(res.stderr or ""), {
+      "Start it (ollama serve; llama-server -m model.gguf --port 8080) or fix providers.local.base_url",
+    })
+    return "unreachable"
+  end
+  local ok, list = pcall(vim.json.decode, res.stdout or "")
+  if not ok or type(list) ~= "table" or type(list.data) ~= "table" then
+    h.error("the local server's " .. url .. " is not an OpenAI-style model list")
+    return "bad list"
+  end
+  local ids = {}
+  for _, m in ipairs(list.data) do
+    if type(m) == "table" and m.id == l.model then
+      h.ok(("local server answers at %s and lists %s"):format(l.base_url, l.model))
+      return nil
+    end
+    if type(m) == "table" and m.id then
+      ids[#ids + 1] = tostring(m.id)
+    end
+  end
+  h.error(("the local server does not list the model %s (it has: %s)"):format(l.model, table.concat(ids, ", ")), {
+    "Pull it (ollama pull " .. l.model .. ") or set providers.local.model to one it lists",
+  })
+  return "model not listed"
 end
 
 function M.check()
@@ -102,6 +149,10 @@ function M.check()
       end
       if cfg.base_url then
         h.info("base_url " .. tostring(cfg.base_url))
+      end
+      local providers = type(cfg.providers) == "table" and cfg.providers or {}
+      if type(providers["local"]) == "table" then
+        M.check_local(providers["local"])
       end
     end
   end

@@ -102,6 +102,6 @@ mod server;
 pub use render::Envelope;
 pub use script::{
     DEFAULT_STALL_TIMEOUT_MS, ErrorChunk, OPENROUTER_PROCESSING, Reply, Script, ScriptError, Split,
-    Step, ToolCall, ToolCallDelta, Usage, edit_file_arguments, insufficient_credits_message,
+    Step, ToolCall, ToolCallDelta, Usage, Weak, edit_file_arguments, insufficient_credits_message,
 };
 pub use server::{DEFAULT_CREATED, MAX_REQUEST_BODY, MockServer, Outcome, RecordedRequest};

@@ -44,6 +44,55 @@ pub struct Script {
     /// How long a `stall` step waits before closing the connection abruptly.
     #[serde(default = "default_stall_timeout_ms")]
     pub stall_timeout_ms: u64,
+    /// A weaker model (the "local" one of the agent evaluation): schema mistakes and a small
+    /// context window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weak: Option<Weak>,
+}
+
+/// How a weaker model misbehaves.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Weak {
+    /// The first this-many queued replies that make tool calls are first served with every
+    /// call's arguments cut in half (not JSON) and stay queued: the request after gets the same
+    /// reply whole (a model that gets it right once told).
+    #[serde(default)]
+    pub schema_mistakes: usize,
+    /// The model's context window, in tokens: a chat request longer than 4 bytes per token is
+    /// answered HTTP 400 `context length exceeded` (nothing is taken from the queue).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<u64>,
+}
+
+impl Weak {
+    /// `reply` as the weak model first gets it: tool-call arguments cut in half; `None` when it
+    /// makes no tool call.
+    pub fn mistaken(reply: &Reply) -> Option<Reply> {
+        let steps = reply.stream.as_ref()?;
+        let mut changed = false;
+        let steps = steps
+            .iter()
+            .map(|s| match s {
+                Step::ToolCall(c) => {
+                    changed = true;
+                    let mut c = c.clone();
+                    let half = (0..=c.arguments.len() / 2)
+                        .rev()
+                        .find(|i| c.arguments.is_char_boundary(*i))
+                        .unwrap_or(0);
+                    c.arguments.truncate(half);
+                    c.fragments = c.fragments.clamp(1, c.arguments.len().max(1));
+                    Step::ToolCall(c)
+                }
+                other => other.clone(),
+            })
+            .collect();
+        changed.then(|| Reply {
+            stream: Some(steps),
+            ..reply.clone()
+        })
+    }
 }
 
 fn default_stall_timeout_ms() -> u64 {
@@ -79,7 +128,14 @@ impl Script {
             credits: Reply::default_credits(),
             key: Reply::default_key(),
             stall_timeout_ms: DEFAULT_STALL_TIMEOUT_MS,
+            weak: None,
         }
+    }
+
+    /// Makes the model a weaker one ([`Weak`]).
+    pub fn with_weak(mut self, weak: Weak) -> Script {
+        self.weak = Some(weak);
+        self
     }
 
     /// Adds a reply served whenever the queue is empty.

@@ -103,6 +103,7 @@ struct State {
     credits: Reply,
     key: Reply,
     stall_timeout: Duration,
+    weak: Option<crate::script::Weak>,
     requests: Vec<RecordedRequest>,
     /// Connections accepted and not closed yet.
     open_connections: usize,
@@ -177,6 +178,7 @@ impl MockServer {
                 credits: script.credits,
                 key: script.key,
                 stall_timeout: Duration::from_millis(script.stall_timeout_ms),
+                weak: script.weak,
                 requests: Vec::new(),
                 open_connections: 0,
             }),
@@ -498,6 +500,39 @@ async fn handle(
                 {
                     let model = b.get("model").and_then(|m| m.as_str()).unwrap_or_default();
                     (state.by_model[model].clone(), None)
+                }
+                Some(_)
+                    if state
+                        .weak
+                        .as_ref()
+                        .and_then(|w| w.context_tokens)
+                        .is_some_and(|c| bytes.len() as u64 > c.saturating_mul(4)) =>
+                {
+                    (
+                        Reply::error(
+                            400,
+                            "context length exceeded: the prompt does not fit the model's context window",
+                        ),
+                        None,
+                    )
+                }
+                Some(_)
+                    if state.weak.as_ref().is_some_and(|w| w.schema_mistakes > 0)
+                        && state
+                            .queue
+                            .front()
+                            .and_then(crate::script::Weak::mistaken)
+                            .is_some() =>
+                {
+                    let mistaken = state
+                        .queue
+                        .front()
+                        .and_then(crate::script::Weak::mistaken)
+                        .unwrap_or_else(|| Reply::error(500, "bb7-mock-llm: no reply"));
+                    if let Some(w) = state.weak.as_mut() {
+                        w.schema_mistakes -= 1;
+                    }
+                    (mistaken, None)
                 }
                 Some(_) => match state.queue.pop_front() {
                     Some(reply) => {

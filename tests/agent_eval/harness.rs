@@ -9,7 +9,7 @@ use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bb7_mock_llm::{MockServer, Reply, Script, ToolCall};
+use bb7_mock_llm::{MockServer, Reply, Script, ToolCall, Weak};
 use serde_json::{Value, json};
 
 use crate::common::proto::*;
@@ -97,11 +97,60 @@ pub fn calls_reply(step: usize, calls: &[(&str, Value)]) -> Reply {
     }))
 }
 
+/// Where a run's model requests go (ECOSYSTEM-PROTOCOL.md §10): the competent "remote" mock
+/// only (the baseline, no `providers` in config.json), or a weaker "local" mock (schema mistakes;
+/// the hard tasks do not fit its context) with routing `local` or `hybrid_auto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Routing {
+    Remote,
+    Local,
+    HybridAuto,
+}
+
+impl Routing {
+    pub fn name(self) -> &'static str {
+        match self {
+            Routing::Remote => "remote",
+            Routing::Local => "local",
+            Routing::HybridAuto => "hybrid_auto",
+        }
+    }
+}
+
+/// A hard task: three or more model requests. The weak local model cannot hold it.
+pub fn hard(task: &Task) -> bool {
+    task.replies.len() >= 3
+}
+
+/// The weak local mock for `task`: a hard task does not fit its context (its `/models` says so,
+/// and a request gets HTTP 400); any other gets its first tool-calling reply wrong once.
+fn weak_local(task: &Task) -> Script {
+    let script = Script::new(task.replies.clone());
+    if hard(task) {
+        let mut s = script.with_weak(Weak {
+            schema_mistakes: 0,
+            context_tokens: Some(1),
+        });
+        s.models = Reply::json(200, json!({"data": [{"id": MODEL, "context_length": 1}]}));
+        s
+    } else {
+        script.with_weak(Weak {
+            schema_mistakes: 1,
+            context_tokens: None,
+        })
+    }
+}
+
 /// What a task run produced.
 pub struct Run {
     pub env: Env,
-    /// `agent_event`s of the (first) send, in order.
+    /// `agent_event`s of the (first) send, in order (the routing's `provider.*` events are in
+    /// `provider_events`).
     pub events: Vec<Value>,
+    /// `provider.selected` / `provider.fallback` events of the (first) send.
+    pub provider_events: Vec<Value>,
+    /// Chat-completion requests that reached the remote mock (any model).
+    pub remote_requests: usize,
     /// Streamed reply text (`chunk` events).
     pub text: String,
     pub terminal: Value,
@@ -210,9 +259,15 @@ fn write(path: &Path, bytes: &[u8]) {
     fs::write(path, bytes).expect("write");
 }
 
-/// Runs one task end to end.
+/// Runs one task end to end against the remote mock only.
 pub fn run(task: &Task) -> Run {
+    run_routed(task, Routing::Remote)
+}
+
+/// Runs one task end to end with `routing`.
+pub fn run_routed(task: &Task, routing: Routing) -> Run {
     let server = MockServer::start(Script::new(task.replies.clone()));
+    let local = (routing != Routing::Remote).then(|| MockServer::start(weak_local(task)));
     let env = Env::new();
     for (p, c) in &task.files {
         write(&env.proj().join(p), c);
@@ -224,6 +279,9 @@ pub fn run(task: &Task) -> Run {
         json!({"api_key": "k", "base_url": server.base_url(), "title_model": "mock/title"});
     for (k, v) in task.config.as_object().into_iter().flatten() {
         config[k] = v.clone();
+    }
+    if let Some(l) = &local {
+        config["providers"] = json!({"local": {"base_url": l.base_url(), "model": MODEL}});
     }
     write(
         &env.home().join(".config/bb7/config.json"),
@@ -243,15 +301,24 @@ pub fn run(task: &Task) -> Run {
     for p in &task.readonly {
         s.ok(json!({"action": "context_set_readonly", "path": p, "readonly": true}));
     }
-    s.ok(json!({"action": "save_chat_settings", "mode": task.mode}));
+    s.ok(json!({"action": "save_chat_settings", "mode": task.mode, "routing": routing.name()}));
     let started = Instant::now();
-    let (events, text, terminal, notes) = send(&mut s, task.prompt, &task.interact);
+    let (all_events, text, terminal, notes) = send(&mut s, task.prompt, &task.interact);
+    let (provider_events, events): (Vec<Value>, Vec<Value>) =
+        all_events.into_iter().partition(|e| {
+            e["kind"]
+                .as_str()
+                .is_some_and(|k| k.starts_with("provider."))
+        });
     let wall = started.elapsed();
     let followup_terminal = task.followup.map(|f| send(&mut s, f, &Interact::None).2);
     let chat = env.chat_json(&id);
-    let requests = server
-        .chat_requests()
-        .into_iter()
+    // A fallback only goes local → remote, so the local requests come first.
+    let remote_requests = server.chat_requests().len();
+    let requests = local
+        .iter()
+        .flat_map(|l| l.chat_requests())
+        .chain(server.chat_requests())
         .filter(|r| r.body["model"] == MODEL)
         .map(|r| r.body)
         .collect();
@@ -279,6 +346,8 @@ pub fn run(task: &Task) -> Run {
     Run {
         env,
         events,
+        provider_events,
+        remote_requests,
         text,
         terminal,
         requests,

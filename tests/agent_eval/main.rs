@@ -3,6 +3,11 @@
 //! calls and the host's own time (the job's duration minus the time spent streaming from the model
 //! and waiting for the user, from the job's trace). Run with `--nocapture` to see the table; it is
 //! also written to `$CARGO_TARGET_TMPDIR/agent-eval.txt`.
+//!
+//! Then every task runs again under routing `local` and `hybrid_auto` (ECOSYSTEM-PROTOCOL.md §10)
+//! against a weaker local mock (a schema mistake on the easy tasks; the hard ones do not fit its
+//! context) beside the competent remote one, and the matrix of AGENT-PLAN.md §16 is added per
+//! routing: task success, tool calls per success, p50/p95 host time, cost, fallback rate.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -23,11 +28,14 @@ fn agent_eval() {
         "task", "pass", "steps", "tool calls", "host ms (-model)", "wall ms"
     );
     let mut failures = Vec::new();
+    let mut matrix = Vec::new();
+    let mut remote_stats = Stats::default();
     for task in &tasks {
         if filter.as_deref().is_some_and(|f| !task.name.contains(f)) {
             continue;
         }
         let run = harness::run(task);
+        remote_stats.add(&run, (task.check)(&run).is_ok());
         let result = (task.check)(&run);
         let pass = result.is_ok();
         let host = run.host_ms();
@@ -49,6 +57,45 @@ fn agent_eval() {
             failures.push(format!("{}: {e}", task.name));
         }
     }
+    matrix.push((harness::Routing::Remote, remote_stats));
+    for routing in [harness::Routing::Local, harness::Routing::HybridAuto] {
+        let mut stats = Stats::default();
+        for task in &tasks {
+            if filter.as_deref().is_some_and(|f| !task.name.contains(f)) {
+                continue;
+            }
+            let run = harness::run_routed(task, routing);
+            let pass = (task.check)(&run).is_ok();
+            stats.add(&run, pass);
+            if routing == harness::Routing::Local && run.remote_requests > 0 {
+                failures.push(format!(
+                    "{} (local): the remote server was contacted",
+                    task.name
+                ));
+            }
+            if routing == harness::Routing::HybridAuto && harness::hard(task) {
+                let fell_back = run
+                    .provider_events
+                    .iter()
+                    .any(|e| e["kind"] == "provider.fallback");
+                if !fell_back {
+                    failures.push(format!(
+                        "{} (hybrid_auto): a hard task did not fall back",
+                        task.name
+                    ));
+                }
+            }
+        }
+        matrix.push((routing, stats));
+    }
+    let _ = writeln!(
+        table,
+        "\n{:<12} {:>9} {:>13} {:>11} {:>11} {:>9} {:>9}",
+        "routing", "success", "calls/success", "p50 host ms", "p95 host ms", "cost $", "fallback"
+    );
+    for (routing, s) in &matrix {
+        let _ = writeln!(table, "{}", s.row(routing.name()));
+    }
     print!("{table}");
     if let Some(dir) = option_env!("CARGO_TARGET_TMPDIR") {
         let _ = std::fs::write(std::path::Path::new(dir).join("agent-eval.txt"), &table);
@@ -58,4 +105,61 @@ fn agent_eval() {
         "failed tasks:\n{}",
         failures.join("\n")
     );
+}
+
+/// One routing's column of the matrix.
+#[derive(Default)]
+struct Stats {
+    runs: usize,
+    passed: usize,
+    calls_of_passed: u64,
+    host_ms: Vec<f64>,
+    cost: f64,
+    fallbacks: usize,
+}
+
+impl Stats {
+    fn add(&mut self, run: &harness::Run, pass: bool) {
+        self.runs += 1;
+        if pass {
+            self.passed += 1;
+            self.calls_of_passed += run.tool_calls();
+        }
+        let host = run.host_ms();
+        if !host.is_nan() {
+            self.host_ms.push(host);
+        }
+        self.cost += run.terminal["usage"]["cost"].as_f64().unwrap_or(0.0);
+        if run
+            .provider_events
+            .iter()
+            .any(|e| e["kind"] == "provider.fallback")
+        {
+            self.fallbacks += 1;
+        }
+    }
+
+    fn percentile(&self, p: f64) -> f64 {
+        let mut v = self.host_ms.clone();
+        if v.is_empty() {
+            return f64::NAN;
+        }
+        v.sort_by(f64::total_cmp);
+        let i = ((p / 100.0) * (v.len() - 1) as f64).round() as usize;
+        v[i.min(v.len() - 1)]
+    }
+
+    fn row(&self, name: &str) -> String {
+        let pct = |n: usize| 100.0 * n as f64 / self.runs.max(1) as f64;
+        format!(
+            "{:<12} {:>8.0}% {:>13.2} {:>11.2} {:>11.2} {:>9.4} {:>8.0}%",
+            name,
+            pct(self.passed),
+            self.calls_of_passed as f64 / self.passed.max(1) as f64,
+            self.percentile(50.0),
+            self.percentile(95.0),
+            self.cost,
+            pct(self.fallbacks),
+        )
+    }
 }

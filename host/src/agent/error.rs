@@ -31,4 +31,7 @@ pub enum AgentError {
     /// The model client could not be made (no API key, a bad base URL: its own message).
     #[error(transparent)]
     Llm(#[from] crate::llm::LlmError),
+    /// The routing asked for cannot be set up (no local provider configured).
+    #[error(transparent)]
+    Routing(#[from] crate::llm::routing::RoutingSetupError),
 }

@@ -110,6 +110,47 @@ pub enum AgentEvent {
         /// Why.
         error: String,
     },
+    /// A provider serves the reply's requests (ECOSYSTEM-PROTOCOL.md §10; chat mode too).
+    #[serde(rename = "provider.selected")]
+    ProviderSelected {
+        /// `remote` or `local`.
+        provider: &'static str,
+        /// The model it is asked for.
+        model: String,
+    },
+    /// A hybrid reply moved from one provider to the other (chat mode too).
+    #[serde(rename = "provider.fallback")]
+    ProviderFallback {
+        /// The provider left.
+        from: &'static str,
+        /// The provider taken.
+        to: &'static str,
+        /// Why (`schema_failures`, `context_overflow`, `unreachable`, `timeout`,
+        /// `budget_without_edits`).
+        reason: &'static str,
+        /// What happened, in words.
+        detail: String,
+    },
+}
+
+impl From<crate::llm::routing::ProviderEvent> for AgentEvent {
+    fn from(e: crate::llm::routing::ProviderEvent) -> AgentEvent {
+        use crate::llm::routing::ProviderEvent as P;
+        match e {
+            P::Selected { provider, model } => AgentEvent::ProviderSelected { provider, model },
+            P::Fallback {
+                from,
+                to,
+                reason,
+                detail,
+            } => AgentEvent::ProviderFallback {
+                from,
+                to,
+                reason,
+                detail,
+            },
+        }
+    }
 }
 
 impl AgentEvent {
@@ -124,6 +165,8 @@ impl AgentEvent {
             AgentEvent::EditsProposed { .. } => "edits.proposed",
             AgentEvent::PlanProposed { .. } => "plan.proposed",
             AgentEvent::JobFailed { .. } => "job.failed",
+            AgentEvent::ProviderSelected { .. } => "provider.selected",
+            AgentEvent::ProviderFallback { .. } => "provider.fallback",
         }
     }
 }
@@ -164,6 +207,16 @@ impl JobEvents {
         if !self.live {
             return;
         }
+        self.send(sink, event, extra);
+    }
+
+    /// Emits a provider event (`provider.selected`, `provider.fallback`): sent in chat mode too,
+    /// which reports no job otherwise (ECOSYSTEM-PROTOCOL.md §10).
+    pub fn emit_provider(&mut self, sink: &mut dyn ReplySink, event: AgentEvent) {
+        self.send(sink, event, None);
+    }
+
+    fn send(&mut self, sink: &mut dyn ReplySink, event: AgentEvent, extra: Option<Value>) {
         self.cursor += 1;
         sink.agent_event(self.cursor, &event);
         let mut line = match serde_json::to_value(&event) {

@@ -42,6 +42,10 @@ pub struct ReplyRequest {
     /// `plan_approve`: the reply carries out an approved plan (an agent reply; see
     /// [`super::plan::PlanRole::Execute`]). `None` for a `send`.
     pub plan: Option<super::plan::PlanRole>,
+    /// `send {routing}`: where this reply's requests go; `None`: the chat's.
+    pub routing: Option<crate::llm::routing::Routing>,
+    /// `send {disable_fallback}`: a hybrid reply's local failure is its error.
+    pub disable_fallback: bool,
 }
 
 /// The chat a reply is for, and what the session holds for it.
@@ -86,6 +90,8 @@ impl ReplyJob {
             cancel,
             override_cap,
             plan,
+            routing,
+            disable_fallback,
         } = req;
         let global = view.global;
         let chat = view.chat;
@@ -99,16 +105,35 @@ impl ReplyJob {
             Mode::Plan => PlanRole::Propose,
             _ => plan.unwrap_or_default(),
         };
-        let provider: Arc<dyn Provider> = Arc::new(LlmClient::from_config(view.config)?);
         let config = view.config.config().clone();
-        // Every request of the reply passes the spend caps first (ECOSYSTEM-PROTOCOL.md §11).
-        let provider = crate::spend::Capped::wrap(
-            provider,
-            config.spend,
-            &config.base_url,
-            view.id,
-            override_cap,
-        );
+        let routing = routing.unwrap_or_else(|| crate::llm::routing::Routing::of(chat));
+        // Every remote request of the reply passes the spend caps first (ECOSYSTEM-PROTOCOL.md
+        // §11); where each request goes is the routing's business (§10). A remote provider
+        // that cannot be built is an error only for a reply that needs it.
+        let remote = LlmClient::from_config(view.config).map(|c| {
+            crate::spend::Capped::wrap(
+                Arc::new(c) as Arc<dyn Provider>,
+                config.spend,
+                &config.base_url,
+                view.id,
+                override_cap,
+            )
+        });
+        if routing == crate::llm::routing::Routing::Remote
+            && let Err(e) = &remote
+        {
+            return Err(e.clone().into());
+        }
+        let provider = crate::llm::routing::Routed::for_reply(
+            remote,
+            crate::llm::routing::RouteSettings {
+                routing,
+                providers: config.providers.clone(),
+                disable_fallback: disable_fallback || config.providers.disable_fallback,
+                budget: (mode == Mode::Agent).then_some(config.agent.max_tool_calls_per_job),
+                idle_timeout_ms: config.stream_idle_timeout_ms,
+            },
+        )?;
         let config_dir = crate::config::config_dir();
         let project_root = view.project.map(|p| p.root().to_path_buf());
         let inst = crate::instructions::load(

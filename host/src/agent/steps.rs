@@ -45,8 +45,9 @@ work. Tool calls are limited per reply, so search before reading whole files.";
 /// The last user message once the tool budget is spent.
 pub fn budget_note(max: usize) -> String {
     format!(
-        "[bb7] The tool-call budget of this reply ({max} calls) is spent: no more tools can be called. \
-         Answer now with what you have found, and say what you could not check."
+        "{} ({max} calls) is spent: no more tools can be called. \
+         Answer now with what you have found, and say what you could not check.",
+        crate::llm::routing::BUDGET_SPENT
     )
 }
 
@@ -208,7 +209,7 @@ async fn steps(
         st.edit_errors.clear();
         let t_model = Instant::now();
         let streamed =
-            stream::stream_once(&*job.provider, &body, acc, &mut job.cancel.clone()).await;
+            stream::stream_once(&*job.provider, &body, acc, events, &mut job.cancel.clone()).await;
         st.model_ms += t_model.elapsed().as_secs_f64() * 1000.0;
         let s = match streamed {
             Streamed::Ok(s) => s,

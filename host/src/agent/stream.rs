@@ -5,7 +5,7 @@ use cap_std::fs::Dir;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::events::ReplySink;
+use super::events::{JobEvents, ReplySink};
 use super::job::Ending;
 use super::tools::{ToolRunner, Written};
 use crate::llm::{LlmError, Provider, StreamEvent, StreamSummary};
@@ -72,17 +72,22 @@ pub enum Streamed {
     Cancelled,
 }
 
-/// Streams one request with `body` into `acc`, stopping at a cancel.
+/// Streams one request with `body` into `acc`, stopping at a cancel. The provider's routing
+/// events (`provider.selected`, `provider.fallback`) go to `events`, in stream order.
 pub async fn stream_once(
     provider: &dyn Provider,
     body: &Value,
     acc: &mut Acc<'_>,
+    events: &mut JobEvents,
     cancel: &mut watch::Receiver<bool>,
 ) -> Streamed {
     if *cancel.borrow() {
         return Streamed::Cancelled;
     }
-    let mut on_event = |ev: &StreamEvent| acc.event(ev);
+    let mut on_event = |ev: &StreamEvent| match ev {
+        StreamEvent::Provider(p) => events.emit_provider(acc.sink, p.clone().into()),
+        _ => acc.event(ev),
+    };
     tokio::select! {
         r = provider.stream(body, &mut on_event) => match r {
             Ok(s) => Streamed::Ok(s),

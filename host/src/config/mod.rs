@@ -4,6 +4,7 @@
 //! the actions that need the API key (sending, titles, balance, models) report instead of calling the network.
 
 pub mod agent;
+pub mod providers;
 pub mod spend;
 
 use std::fmt;
@@ -125,6 +126,8 @@ pub struct Config {
     pub agent: agent::AgentConfig,
     /// The spend caps (`spend`, ECOSYSTEM-PROTOCOL.md §11).
     pub spend: spend::SpendConfig,
+    /// The local provider and the hybrid routing's settings (`providers`, ECOSYSTEM-PROTOCOL.md §10).
+    pub providers: providers::ProvidersConfig,
 }
 
 impl Default for Config {
@@ -142,6 +145,7 @@ impl Default for Config {
             stream_idle_timeout_ms: DEFAULT_STREAM_IDLE_TIMEOUT_MS,
             agent: Default::default(),
             spend: Default::default(),
+            providers: Default::default(),
         }
     }
 }
@@ -161,6 +165,7 @@ impl fmt::Debug for Config {
             .field("stream_idle_timeout_ms", &self.stream_idle_timeout_ms)
             .field("agent", &self.agent)
             .field("spend", &self.spend)
+            .field("providers", &self.providers)
             .finish()
     }
 }
@@ -253,6 +258,21 @@ impl Config {
             None | Some(Value::Null) => {}
             Some(v) => match spend::SpendConfig::parse(v) {
                 Ok(c) => config.spend = c,
+                Err(ps) => ps.into_iter().for_each(|e| p.problem(e)),
+            },
+        }
+        match p.map.get("providers") {
+            None | Some(Value::Null) => {}
+            Some(v) => match providers::parse(v) {
+                Ok(parsed) => {
+                    config.providers = parsed.config;
+                    if let Some(url) = parsed.remote_base_url {
+                        config.base_url = url;
+                    }
+                    if let Some(key) = parsed.remote_api_key {
+                        config.api_key = Some(key);
+                    }
+                }
                 Err(ps) => ps.into_iter().for_each(|e| p.problem(e)),
             },
         }

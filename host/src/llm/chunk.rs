@@ -139,6 +139,7 @@ fn usage(u: &Value) -> Usage {
             .and_then(Value::as_u64)
             .unwrap_or(prompt + completion),
         cost: u.get("cost").and_then(Value::as_f64).unwrap_or(0.0),
+        ..Usage::default()
     }
 }
 
@@ -175,7 +176,8 @@ mod tests {
                 completion_tokens: 5,
                 cached_tokens: 4,
                 total_tokens: 15,
-                cost: 0.01
+                cost: 0.01,
+                ..Usage::default()
             })
         );
         let details_only = json!({"choices":[{"delta":{"reasoning_details":[{"type":"reasoning.summary","summary":"sum"}]}}]});

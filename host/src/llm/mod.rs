@@ -7,13 +7,20 @@
 //! - [`provider`]: the trait the reply loop talks to; [`LlmClient`] implements it.
 //! - [`prompt`]: the structured user message (request assembly); [`request`]: the request body.
 //! - [`meta`]: titles, the model list, the balance.
+//! - [`routing`]: the provider a reply talks to when a local provider is configured (`remote`,
+//!   `local`, `hybrid_auto` with its fallback), behind the same trait; [`local`] the local
+//!   adapter's quirks (fenced-JSON tool calls, schema checks, estimated usage).
+
+use std::collections::BTreeMap;
 
 pub mod chunk;
 pub mod client;
+pub mod local;
 pub mod meta;
 pub mod prompt;
 pub mod provider;
 pub mod request;
+pub mod routing;
 pub mod tool_calls;
 
 pub use client::{ClientSettings, LlmClient, LlmError, StreamSummary};
@@ -41,6 +48,8 @@ pub enum StreamEvent {
     Usage(Usage),
     /// The model finished (`stop`, `tool_calls`, `length`, …).
     Finish(String),
+    /// Which provider serves the reply, or a fallback from one to another ([`routing`]).
+    Provider(routing::ProviderEvent),
 }
 
 /// Token accounting for one request.
@@ -56,6 +65,52 @@ pub struct Usage {
     pub total_tokens: u64,
     /// The cost the provider reports (`usage.cost`, in credits); 0 when not reported.
     pub cost: f64,
+    /// The same per provider (`remote`, `local`) when the reply was routed ([`routing`]).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_provider: BTreeMap<String, ProviderUsage>,
+}
+
+/// One provider's share of a reply's usage (`done.usage.by_provider.<name>`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct ProviderUsage {
+    /// Tokens of input.
+    pub prompt_tokens: u64,
+    /// Tokens generated.
+    pub completion_tokens: u64,
+    /// All tokens.
+    pub total_tokens: u64,
+    /// The cost (always 0 for the local provider).
+    pub cost: f64,
+    /// Requests made to it.
+    pub requests: u64,
+    /// Whether some of its token counts are the host's estimate (the server sent no usage).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
+}
+
+impl ProviderUsage {
+    /// One request's usage as this provider's share.
+    pub fn of(u: &Usage, estimated: bool) -> ProviderUsage {
+        ProviderUsage {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            total_tokens: u.total_tokens,
+            cost: u.cost,
+            requests: 1,
+            estimated,
+        }
+    }
+
+    fn add(&self, o: &ProviderUsage) -> ProviderUsage {
+        ProviderUsage {
+            prompt_tokens: self.prompt_tokens + o.prompt_tokens,
+            completion_tokens: self.completion_tokens + o.completion_tokens,
+            total_tokens: self.total_tokens + o.total_tokens,
+            cost: self.cost + o.cost,
+            requests: self.requests + o.requests,
+            estimated: self.estimated || o.estimated,
+        }
+    }
 }
 
 impl Usage {
@@ -67,6 +122,14 @@ impl Usage {
             cached_tokens: self.cached_tokens + other.cached_tokens,
             total_tokens: self.total_tokens + other.total_tokens,
             cost: self.cost + other.cost,
+            by_provider: {
+                let mut m = self.by_provider.clone();
+                for (k, v) in &other.by_provider {
+                    let sum = m.get(k).map_or_else(|| v.clone(), |mine| mine.add(v));
+                    m.insert(k.clone(), sum);
+                }
+                m
+            },
         }
     }
 }

@@ -72,6 +72,7 @@ fn details(s: &mut Workspace) -> Handled {
         "reasoning_effort": a.chat.reasoning_effort,
         "mode": crate::agent::mode::Mode::of(&a.chat).as_str(),
         "plans": crate::agent::plan::plans(&a.chat),
+        "routing": crate::llm::routing::Routing::of(&a.chat).as_str(),
         "messages": messages,
         "instructions_info": super::misc::instructions_info(s, a.global),
     });
@@ -183,9 +184,16 @@ pub fn save_settings(s: &mut Workspace, req: &Request) -> Handled {
     {
         return Err(e.to_string());
     }
+    let routing = req
+        .opt_str("routing")?
+        .map(crate::llm::routing::Routing::parse)
+        .transpose()?;
     let a = s.active_mut()?;
     if let Some(mode) = mode {
         mode.store(&mut a.chat);
+    }
+    if let Some(r) = routing {
+        r.store(&mut a.chat);
     }
     if let Some(m) = model.filter(|m| !m.is_empty()) {
         a.chat.model = m;

@@ -76,6 +76,8 @@ pub fn approve(ctx: &crate::protocol::Ctx, req: &Request) -> Handled {
             cancel,
             override_cap,
             plan: Some(PlanRole::Execute { files }),
+            routing: None,
+            disable_fallback: false,
         };
         // start_reply saves the chat with the approval and its user message together; when it
         // fails nothing was saved, so the plan is put back as it was.

@@ -29,6 +29,11 @@ pub fn send(ctx: &Ctx, req: &Request) -> Handled {
     let retry = RetryContext::from_json(req.fields.get("retry_context").unwrap_or(&Value::Null))?;
     let mode = req.opt_str("mode")?.map(Mode::parse).transpose()?;
     let override_cap = req.flag("override_cap")?;
+    let routing = req
+        .opt_str("routing")?
+        .map(crate::llm::routing::Routing::parse)
+        .transpose()?;
+    let disable_fallback = req.flag("disable_fallback")?;
     let cancel = ctx.inflight.claim(req.id.as_deref())?;
     let reply = ReplyRequest {
         content,
@@ -39,6 +44,8 @@ pub fn send(ctx: &Ctx, req: &Request) -> Handled {
         cancel,
         override_cap,
         plan: None,
+        routing,
+        disable_fallback,
     };
     start(ctx, req, |s| {
         s.start_reply(reply).map_err(|e| e.to_string())

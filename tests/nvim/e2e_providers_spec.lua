@@ -1,0 +1,63 @@
+-- `:checkhealth bb7`'s local provider check (issue 28 §10) against the real mock server: a server
+-- that lists the model is ok, one that does not list it and one that does not answer are errors.
+local t = require("helpers")
+
+--- A stand-in for vim.health that records each call.
+local function recorder()
+  local calls = {}
+  local h = {}
+  for _, k in ipairs({ "start", "ok", "info", "warn", "error" }) do
+    h[k] = function(msg)
+      calls[#calls + 1] = { k, msg }
+    end
+  end
+  return h, calls
+end
+
+local function models(ids)
+  local data = {}
+  for _, id in ipairs(ids) do
+    data[#data + 1] = { id = id, object = "model" }
+  end
+  return { status = 200, body = { object = "list", data = data } }
+end
+
+return {
+  {
+    "the local server is reachable and lists the model",
+    function()
+      if vim.fn.executable("curl") ~= 1 then
+        error("curl is needed for this check")
+      end
+      local url = t.mock({ replies = {}, models = models({ "qwen2.5-coder:7b" }) })
+      local h, calls = recorder()
+      local problem = require("bb7.health").check_local({ base_url = url, model = "qwen2.5-coder:7b" }, h)
+      t.eq(nil, problem, vim.inspect(calls))
+      t.eq("ok", calls[#calls][1], vim.inspect(calls))
+      local h2, calls2 = recorder()
+      problem = require("bb7.health").check_local({ base_url = url, model = "llama3" }, h2)
+      t.eq("model not listed", problem, vim.inspect(calls2))
+      t.ok(calls2[#calls2][2]:find("qwen2.5-coder:7b", 1, true), vim.inspect(calls2))
+    end,
+  },
+  {
+    "an unreachable local server is an error",
+    function()
+      local h, calls = recorder()
+      local problem = require("bb7.health").check_local({ base_url = "http://127.0.0.1:9/v1", model = "m" }, h)
+      t.eq("unreachable", problem, vim.inspect(calls))
+      t.eq("error", calls[#calls][1], vim.inspect(calls))
+    end,
+  },
+  {
+    "a provider fallback is a line in the tool log",
+    function()
+      local line = require("bb7.agent").on_event({
+        kind = "provider.fallback",
+        data = { from = "local", to = "remote", reason = "schema_failures" },
+      })
+      t.eq("↪ local → remote (schema_failures)\n", line)
+      t.eq(nil, require("bb7.agent").on_event({ kind = "provider.selected", data = { provider = "local" } }))
+    end,
+  },
+}
