@@ -9,11 +9,13 @@ local I, W = vim.log.levels.INFO, vim.log.levels.WARN
 local DIST = t.repo .. "/examples/tool-components/dist/word-count"
 local WASM = DIST .. "/word_count.wasm"
 local TOOL = "wordcount__count_words"
+local HTTP_DIST = t.repo .. "/examples/tool-components/dist/http-fetch"
+local HTTP_TOOL = "httpfetch__fetch_url"
 
 -- Built once, when the spec is loaded (by the runner, before any case's Neovim starts): cargo.
-if not vim.uv.fs_stat(WASM) then
+if not vim.uv.fs_stat(WASM) or not vim.uv.fs_stat(HTTP_DIST .. "/http_fetch.wasm") then
   local res = vim.system({ "bash", "examples/tool-components/build.sh" }, { cwd = t.repo, text = true }):wait()
-  if res.code ~= 0 or not vim.uv.fs_stat(WASM) then
+  if res.code ~= 0 or not vim.uv.fs_stat(WASM) or not vim.uv.fs_stat(HTTP_DIST .. "/http_fetch.wasm") then
     error("examples/tool-components/build.sh failed:\n" .. (res.stdout or "") .. (res.stderr or ""))
   end
 end
@@ -210,6 +212,28 @@ return {
       has(block(TOOL), "disabled here", "after reload")
       press("q")
       t.eq(nil, ui().current(), "closed")
+      t.no_errors()
+    end,
+  },
+  {
+    "an http component: the list and the approval show its origins; approving grants them, and the lockfile has them",
+    function()
+      local env = setup({ project = true })
+      cli(env, { "tools", "add", HTTP_DIST, "--project" })
+      t.cmd("BB7Tools")
+      local b = block(HTTP_TOOL)
+      has(b, "requested: files none · network none · env none · http https://example.com", "requested origins")
+      has(b, "granted:   nothing", "nothing granted yet")
+      on(HTTP_TOOL, 2)
+      local asked = answering(1, function()
+        press("a")
+      end)
+      t.eq(1, #asked, "asked once")
+      has(asked[1].msg, "  http:    HTTP requests (wasi:http) to the origins\n    https://example.com", "the origins asked about")
+      b = block(HTTP_TOOL)
+      has(b, "granted:   files none · network none · env none · http https://example.com", "granted origins")
+      has(b, "  offered         " .. HTTP_TOOL, "offered")
+      has(lockfile(env), "https://example.com", "the lockfile has the granted origin")
       t.no_errors()
     end,
   },

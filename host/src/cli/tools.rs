@@ -78,7 +78,7 @@ pub struct GrantArgs {
     /// The component's name.
     name: String,
     /// Grant everything it requests.
-    #[arg(long, conflicts_with_all = ["files", "network", "env"])]
+    #[arg(long, conflicts_with_all = ["files", "network", "env", "http"])]
     all: bool,
     /// The filesystem capability: none, project-read or output-write.
     #[arg(long)]
@@ -89,6 +89,9 @@ pub struct GrantArgs {
     /// An environment variable it may read. Repeatable.
     #[arg(long, value_name = "NAME")]
     env: Vec<String>,
+    /// An origin (https://host[:port]) its wasi:http requests may go to. Repeatable.
+    #[arg(long, value_name = "ORIGIN")]
+    http: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -285,8 +288,8 @@ fn add(path: &std::path::Path, enable: bool) -> anyhow::Result<()> {
 fn grant(g: GrantArgs) -> anyhow::Result<()> {
     let caps = if g.all {
         None
-    } else if g.files.is_none() && g.network.is_empty() && g.env.is_empty() {
-        anyhow::bail!("say what to grant: --all, or --files, --network and --env");
+    } else if g.files.is_none() && g.network.is_empty() && g.env.is_empty() && g.http.is_empty() {
+        anyhow::bail!("say what to grant: --all, or --files, --network, --env and --http");
     } else {
         Some(Capabilities {
             files: match &g.files {
@@ -295,6 +298,7 @@ fn grant(g: GrantArgs) -> anyhow::Result<()> {
             },
             network: g.network,
             env: g.env,
+            http: g.http,
         })
     };
     let st = manage::grant(&g.name, caps, Some(&project()))?;
@@ -631,6 +635,7 @@ fn prepare_and_call(a: CallArgs) -> anyhow::Result<ExitCode> {
                 let sha = hex::encode(Sha256::digest(&bytes));
                 let linking = Linking {
                     network: !m.requested.network.is_empty(),
+                    http: !m.requested.http.is_empty(),
                     limits: Some(m.effective_limits()),
                     third_party: true,
                 };

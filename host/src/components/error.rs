@@ -55,6 +55,9 @@ pub enum FieldError {
     /// A `host:port` entry that is refused.
     #[error(transparent)]
     Network(#[from] HostPortError),
+    /// An `http` origin that is refused.
+    #[error(transparent)]
+    Origin(#[from] crate::sandbox::http::OriginError),
     /// An environment entry that is not a variable name.
     #[error("env entry {0:?} must be a variable name (letters, digits and _)")]
     Env(String),

@@ -65,7 +65,10 @@ pub fn load_granted(
     let sha = &status.installed.sha256;
     let limits = status.installed.effective_limits();
     let network = !granted.network.is_empty();
-    let key = format!("{sha}/{network}/{limits:?}/{:?}", granted.files);
+    // wasi:http is linked for a component whose manifest requests origins (`add` refused any
+    // other importer); the grant decides which requests pass (`sandbox/http.rs`).
+    let http = !status.installed.requested.http.is_empty();
+    let key = format!("{sha}/{network}/{http}/{limits:?}/{:?}", granted.files);
     if let Some(c) = loaded.lock().ok().and_then(|m| m.get(&key).cloned())
         && c.name == status.name
     {
@@ -84,6 +87,7 @@ pub fn load_granted(
     }
     let linking = Linking {
         network,
+        http,
         limits: Some(limits),
         third_party: true,
     };
@@ -192,5 +196,6 @@ pub fn call_caps(granted: &Capabilities, dir: Option<Grant>) -> CallCaps {
         },
         network: granted.network.clone(),
         env: granted.env.clone(),
+        http: granted.http.clone(),
     }
 }

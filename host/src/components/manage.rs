@@ -80,6 +80,7 @@ pub fn add(
     let sha = hex::encode(Sha256::digest(&bytes));
     let linking = Linking {
         network: !m.requested.network.is_empty(),
+        http: !m.requested.http.is_empty(),
         limits: Some(m.effective_limits()),
         third_party: true,
     };

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::error::{ComponentError, FieldError};
 use crate::sandbox::api::WitVersion;
 use crate::sandbox::grant::check_host_port;
+use crate::sandbox::http::normalize_origin;
 use crate::sandbox::limits::Limits;
 use crate::sandbox::registry::read_component;
 
@@ -65,6 +66,10 @@ pub struct Capabilities {
     /// Host environment variables it may read, sorted.
     #[serde(default)]
     pub env: Vec<String>,
+    /// Origins its `wasi:http` requests may go to (`https://host[:port]`, normalised), sorted.
+    /// Omitted when empty, so grants and lockfiles without HTTP read and write as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub http: Vec<String>,
 }
 
 impl Capabilities {
@@ -89,10 +94,16 @@ impl Capabilities {
                 out.push(format!("env {e}"));
             }
         }
+        for o in &self.http {
+            if !other.http.contains(o) {
+                out.push(format!("http {o}"));
+            }
+        }
         out
     }
 
-    /// One line for people: `files project-read; network api.x.org:443; env none`.
+    /// One line for people: `files project-read; network api.x.org:443; env none`, then
+    /// `; http https://api.x.org` when it has origins.
     pub fn summary(&self) -> String {
         let list = |v: &[String]| {
             if v.is_empty() {
@@ -101,8 +112,13 @@ impl Capabilities {
                 v.join(", ")
             }
         };
+        let http = if self.http.is_empty() {
+            String::new()
+        } else {
+            format!("; http {}", self.http.join(", "))
+        };
         format!(
-            "files {}; network {}; env {}",
+            "files {}; network {}; env {}{http}",
             self.files.as_str(),
             list(&self.network),
             list(&self.env)
@@ -117,6 +133,13 @@ impl Capabilities {
         for e in &self.env {
             check_env_name(e)?;
         }
+        self.http = self
+            .http
+            .iter()
+            .map(|o| normalize_origin(o))
+            .collect::<Result<_, _>>()?;
+        self.http.sort();
+        self.http.dedup();
         self.network.sort();
         self.network.dedup();
         self.env.sort();
@@ -230,6 +253,8 @@ struct RawManifest {
     network: Vec<String>,
     #[serde(default)]
     env: Vec<String>,
+    #[serde(default)]
+    http: Vec<String>,
     #[serde(default)]
     limits: ManifestLimits,
     #[serde(default)]
@@ -348,6 +373,7 @@ impl Manifest {
             files,
             network: raw.network,
             env: raw.env,
+            http: raw.http,
         }
         .validated()
         .map_err(bad)?;
@@ -567,6 +593,18 @@ memory_mib = 64
 "#;
 
     #[test]
+    fn http_origins_are_normalised_sorted_and_deduplicated() {
+        let text = format!(
+            "http = [\"https://b.example:443/\", \"HTTP://127.0.0.1:8080\", \"https://b.example\"]\n{GOOD}"
+        );
+        let m = Manifest::parse(&text, "t").unwrap();
+        assert_eq!(
+            m.requested.http,
+            vec!["http://127.0.0.1:8080", "https://b.example"]
+        );
+    }
+
+    #[test]
     fn a_good_manifest_parses() {
         let m = Manifest::parse(GOOD, "t").unwrap();
         assert_eq!(m.name, "wordcount");
@@ -619,6 +657,18 @@ memory_mib = 64
             ),
             (GOOD.replace("api.example.com:443", "a.b:99999"), "port"),
             (
+                format!("http = [\"https://api.example.com/v1\"]\n{GOOD}"),
+                "no path",
+            ),
+            (
+                format!("http = [\"https://*.example.com\"]\n{GOOD}"),
+                "wildcards",
+            ),
+            (
+                format!("http = [\"ftp://example.com\"]\n{GOOD}"),
+                "http or https",
+            ),
+            (
                 GOOD.replace("wit = \"0.1.0\"", "wit = \"9.0.0\""),
                 "not a contract version",
             ),
@@ -668,16 +718,23 @@ memory_mib = 64
             files: Files::ProjectRead,
             network: vec!["a.b:1".into()],
             env: vec![],
+            http: vec!["https://a.b".into()],
         };
         let wider = Capabilities {
             files: Files::OutputWrite,
             network: vec!["a.b:1".into(), "c.d:2".into()],
             env: vec!["HOME".into()],
+            http: vec!["https://a.b".into(), "http://a.b".into()],
         };
         assert!(req.within(&req));
         assert_eq!(
             wider.excess(&req),
-            vec!["files = output-write", "network c.d:2", "env HOME"]
+            vec![
+                "files = output-write",
+                "network c.d:2",
+                "env HOME",
+                "http http://a.b"
+            ]
         );
         assert!(Capabilities::default().within(&req));
     }

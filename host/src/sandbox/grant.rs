@@ -63,6 +63,8 @@ pub struct CallCaps {
     pub network: Vec<String>,
     /// Host environment variables the call may read.
     pub env: Vec<String>,
+    /// Origins (normalised, `sandbox/http.rs`) the call's `wasi:http` requests may go to.
+    pub http: Vec<String>,
 }
 
 impl CallCaps {

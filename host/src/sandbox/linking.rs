@@ -1,8 +1,10 @@
 //! Link-time least privilege: the WASI interfaces a component is offered follow from its grant.
 //! A component that imports no `wasi:sockets` gets a linker without them; one that imports them is
 //! linked with them, and without a network grant its call's WASI context denies every socket
-//! operation (`state.rs`). `wasi:http` and anything outside WASI are never offered. The checks here
-//! word the refusal, naming the import, before wasmtime's linker would fail.
+//! operation (`state.rs`). `wasi:http` is linked only for a component whose manifest requests
+//! `http` origins (each request is then checked against the granted ones, `http.rs`); anything
+//! outside WASI is never offered. The checks here word the refusal, naming the import, before
+//! wasmtime's linker would fail.
 
 use wasmtime::Engine;
 use wasmtime::component::{HasData, Linker, ResourceTable};
@@ -24,6 +26,16 @@ pub fn linker(engine: &Engine, network: bool) -> anyhow::Result<Linker<CallState
         add_without_sockets(&mut linker).map_err(|e| anyhow::anyhow!("linking WASI: {e}"))?;
     }
     super::hostcalls::shadow(&mut linker).map_err(|e| anyhow::anyhow!("linking WASI: {e}"))?;
+    Ok(linker)
+}
+
+/// All of WASI p2 and `wasi:http` (its types and `outgoing-handler`), for components that request
+/// `http` origins. Sockets are linked as for any importer: without a network grant the call's
+/// WASI context denies every socket operation.
+pub fn linker_http(engine: &Engine) -> anyhow::Result<Linker<CallState>> {
+    let mut linker = linker(engine, true)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)
+        .map_err(|e| anyhow::anyhow!("linking wasi:http: {e}"))?;
     Ok(linker)
 }
 
@@ -61,8 +73,9 @@ fn add_without_sockets(l: &mut Linker<CallState>) -> wasmtime::Result<()> {
 }
 
 /// Why `import` cannot be offered to a component whose grant has (`network`) or lacks network
-/// access; `None` when it can. `own_types` is the contract's types-only interface.
-pub fn refusal(import: &str, network: bool, own_types: &str) -> Option<String> {
+/// access and whose manifest requests (`http`) or does not request HTTP origins; `None` when it
+/// can. `own_types` is the contract's types-only interface.
+pub fn refusal(import: &str, network: bool, http: bool, own_types: &str) -> Option<String> {
     if import == own_types {
         return None;
     }
@@ -74,8 +87,8 @@ pub fn refusal(import: &str, network: bool, own_types: &str) -> Option<String> {
         });
     }
     if import.starts_with("wasi:http/") {
-        return Some(format!(
-            "the component imports {import}, but bb7 does not offer wasi:http: build the component without HTTP (componentize-js/jco: --disable http fetch-event; Rust: do not depend on wasi:http), or use wasi:sockets with a network request (network = [\"host:port\", …])"
+        return (!http).then(|| format!(
+            "the component imports {import}, but its manifest requests no http origins: declare them (http = [\"https://api.example.com\", …]) and grant them, or build the component without HTTP (componentize-js/jco: --disable http fetch-event; Rust: do not depend on wasi:http)"
         ));
     }
     if !import.starts_with("wasi:") {
@@ -95,10 +108,20 @@ mod tests {
         let why = refusal(
             "wasi:http/outgoing-handler@0.2.3",
             true,
+            false,
             "bb7:tool/types@0.1.0",
         )
         .expect("refused");
         assert!(why.contains("wasi:http/outgoing-handler@0.2.3"), "{why}");
         assert!(why.contains("--disable http fetch-event"), "{why}");
+        assert!(why.contains("http = ["), "{why}");
+        // With an http request it is linked (each request is checked against the grant).
+        let linked = refusal(
+            "wasi:http/outgoing-handler@0.2.3",
+            false,
+            true,
+            "bb7:tool/types@0.1.0",
+        );
+        assert_eq!(linked, None);
     }
 }

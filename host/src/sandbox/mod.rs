@@ -10,6 +10,7 @@
 //! - [`error`]: why a call failed ([`CallError`]) or a network entry is refused.
 //! - [`runner`]: one call: fresh store, exact preopens, limits, audit record.
 //! - [`outdir`]: an `output-write` call's directory: the bounded walk and the flat removal.
+//! - [`http`]: `wasi:http` origins, and the request hook that allows only the granted ones.
 //! - [`hostcalls`]: the host calls shadowed so that waits end at the deadline and output is metered.
 //! - [`dynamic`]: generic components: exported functions as tools, JSON ↔ component values.
 //! - [`generic_tool`]: a generic component's tools, one exported function chosen per call.
@@ -26,6 +27,7 @@ pub mod generic_tool;
 pub mod grant;
 pub mod hints;
 pub mod hostcalls;
+pub mod http;
 pub mod limits;
 pub mod linking;
 pub mod outdir;

@@ -112,6 +112,8 @@ pub struct Registry {
     linker: Linker<CallState>,
     /// All of WASI p2, for components granted network access; built on first use.
     linker_net: OnceLock<Result<Linker<CallState>, Arc<anyhow::Error>>>,
+    /// All of WASI p2 and `wasi:http`, for components requesting `http` origins (`http.rs`).
+    linker_http: OnceLock<Result<Linker<CallState>, Arc<anyhow::Error>>>,
     cache: ComponentCache,
     builtins: Vec<OnceLock<Result<Arc<ToolComponent>, Arc<anyhow::Error>>>>,
     /// Whether this engine can run the built-ins' precompiled code (else they are compiled, once,
@@ -130,6 +132,7 @@ impl Registry {
             engine,
             linker,
             linker_net: OnceLock::new(),
+            linker_http: OnceLock::new(),
             cache,
             builtins,
             precompiled_usable,
@@ -324,11 +327,19 @@ impl Registry {
         let network = linking.network || imports.iter().any(|i| i.starts_with("wasi:sockets/"));
         if let Some(why) = imports
             .iter()
-            .find_map(|i| super::linking::refusal(i, network, own_types))
+            .find_map(|i| super::linking::refusal(i, network, linking.http, own_types))
         {
             anyhow::bail!("{why}");
         }
-        let mut pre = ToolPre::new(self.linker_for(network)?, &component, wit_version)
+        let linker = match linking.http {
+            true => self
+                .linker_http
+                .get_or_init(|| super::linking::linker_http(&self.engine).map_err(Arc::new))
+                .as_ref()
+                .map_err(|e| anyhow::anyhow!("{e:#}"))?,
+            false => self.linker_for(network)?,
+        };
+        let mut pre = ToolPre::new(linker, &component, wit_version)
             .map_err(|e| anyhow::anyhow!("linking the component: {e}"))?;
         if let (ToolPre::Generic(g), Some(exports)) = (&mut pre, generic) {
             g.exports = Arc::new(exports);
@@ -356,6 +367,9 @@ impl Registry {
 pub struct Linking {
     /// Link `wasi:sockets` (only for a network grant).
     pub network: bool,
+    /// Link `wasi:http` (only for a manifest requesting `http` origins; the call's grant decides
+    /// which requests pass).
+    pub http: bool,
     /// Tighter limits for its calls.
     pub limits: Option<Limits>,
     /// An installed third-party component (recorded by name in every call's audit record).

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use wasmtime::{Store, Trap};
-use wasmtime_wasi::WasiCtx;
 
 use super::api::{ToolFailure, ToolInfo};
 use super::audit::{AuditLog, CallRecord};
@@ -16,7 +15,7 @@ use super::error::CallError;
 use super::grant::{Access, CallCaps, Grant};
 use super::limits::{Limits, OutputLimit};
 use super::registry::{Registry, ToolComponent};
-use super::state::{CallState, new_store, wasi_ctx};
+use super::state::{CallState, CallWasi, new_store, wasi_ctx};
 use super::watchdog::{Overrun, Workers};
 
 /// How long past its wall-time limit a call may stay blocked in a host call before it is abandoned.
@@ -235,7 +234,7 @@ impl Sandbox {
     fn execute<R: Send + 'static>(
         &self,
         tool: &Arc<ToolComponent>,
-        wasi: WasiCtx,
+        wasi: CallWasi,
         output: Option<OutputLimit>,
         op: impl FnOnce(
             &super::api::ToolPre<CallState>,

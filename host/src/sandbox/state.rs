@@ -5,6 +5,7 @@
 use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, ResourceLimiter, Store};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -16,11 +17,14 @@ use wasmtime_wasi::sockets::SocketAddrUse;
 use super::audit::AuditLog;
 use super::error::CallError;
 use super::grant::{Access, CallCaps, is_ip_entry};
+use super::http::HttpGuard;
 use super::limits::{Limits, OutputBudget, OutputLimit};
 
 /// The per-call store state.
 pub struct CallState {
     wasi: WasiCtx,
+    /// `wasi:http`'s context, and the hook that checks each request against the granted origins.
+    http: (WasiHttpCtx, HttpGuard),
     table: ResourceTable,
     limiter: CallLimiter,
     /// When the call's wall time ends: no host call waits past it.
@@ -66,6 +70,23 @@ impl WasiView for CallState {
             table: &mut self.table,
         }
     }
+}
+
+impl WasiHttpView for CallState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http.0,
+            table: &mut self.table,
+            hooks: &mut self.http.1,
+        }
+    }
+}
+
+/// What a call's store is built from: its WASI context and its `wasi:http` request hook (which
+/// denies every request unless the call was granted origins).
+pub struct CallWasi {
+    wasi: WasiCtx,
+    http: HttpGuard,
 }
 
 /// Caps what one call may allocate: the **sum** of all its linear memories (a component with many
@@ -134,9 +155,10 @@ impl ResourceLimiter for CallLimiter {
 /// network and no environment unless `caps` grants them: TCP connections only to the granted
 /// `host:port` pairs (names resolved here, by the host; name lookup inside the component only when
 /// a granted host is a name), no listening, no UDP; only the granted variables, with the host's
-/// values. A connection refused for lying outside the grant is a `refusal` record in `audit` (the
-/// sandbox's chain, when it has one).
-pub fn wasi_ctx(caps: &CallCaps, audit: Option<&AuditLog>) -> Result<WasiCtx, CallError> {
+/// values; `wasi:http` requests only to the granted origins (when the component is linked with
+/// it). A connection or request refused for lying outside the grant is a `refusal` record in
+/// `audit` (the sandbox's chain, when it has one).
+pub fn wasi_ctx(caps: &CallCaps, audit: Option<&AuditLog>) -> Result<CallWasi, CallError> {
     let mut builder = WasiCtxBuilder::new();
     // Must precede preopened_dir: it is recorded per preopen. Without it every filesystem call
     // hops through a thread pool (~10x slower directory walks).
@@ -185,7 +207,10 @@ pub fn wasi_ctx(caps: &CallCaps, audit: Option<&AuditLog>) -> Result<WasiCtx, Ca
             .preopened_dir(&grant.path, "/", perms)
             .map_err(|e| CallError::Grant(format!("{}: {e}", grant.path.display())))?;
     }
-    Ok(builder.build())
+    Ok(CallWasi {
+        wasi: builder.build(),
+        http: HttpGuard::new(&caps.http, audit),
+    })
 }
 
 /// The socket addresses the granted `host:port` pairs resolve to now (a name that does not resolve
@@ -206,22 +231,27 @@ fn resolve_network(entries: &[String]) -> HashSet<SocketAddr> {
 
 /// A fresh store for one call: `wasi`, the memory budget of `limits` for all of the call's memories
 /// together, the epoch deadline of its wall-time limit (and the same deadline for its waits in host
-/// calls), and `output` as its output budget when given.
+/// calls and its HTTP requests; an HTTP response body is at most the result size), and `output` as
+/// its output budget when given.
 pub fn new_store(
     engine: &Engine,
     limits: &Limits,
-    wasi: WasiCtx,
+    wasi: CallWasi,
     output: Option<OutputLimit>,
 ) -> Store<CallState> {
+    let deadline = Instant::now() + limits.wall_time;
+    let CallWasi { wasi, mut http } = wasi;
+    http.bound(limits.result_bytes, deadline);
     let state = CallState {
         wasi,
+        http: (WasiHttpCtx::new(), http),
         table: ResourceTable::new(),
         limiter: CallLimiter {
             memory_bytes: limits.memory_bytes as usize,
             memory_total: 0,
             memory_hit: false,
         },
-        deadline: Instant::now() + limits.wall_time,
+        deadline,
         deadline_hit: false,
         output: output.map(OutputBudget::new),
     };

@@ -33,6 +33,7 @@ function M.tool_grant(name, shown)
     req.files = r.files or "none"
     req.network = r.network or {}
     req.env = r.env or {}
+    req.http = r.http or {}
   end
   return host.call("tool_grant", req)
 end

@@ -58,13 +58,17 @@ local function items(xs)
   return table.concat(out, ", ")
 end
 
---- One line of capabilities: `files project-read · network api.x:443 · env none`, or `nothing`
---- when there is no grant at all.
+--- One line of capabilities: `files project-read · network api.x:443 · env none`, then
+--- ` · http https://api.x` when it has HTTP origins; `nothing` when there is no grant at all.
 function M.caps(c)
   if type(c) ~= "table" then
     return "nothing"
   end
-  return ("files %s · network %s · env %s"):format(util.oneline(c.files or "none"), items(c.network), items(c.env))
+  local line = ("files %s · network %s · env %s"):format(util.oneline(c.files or "none"), items(c.network), items(c.env))
+  if type(c.http) == "table" and #c.http > 0 then
+    line = line .. " · http " .. items(c.http)
+  end
+  return line
 end
 
 local function set_of(xs)
@@ -88,6 +92,7 @@ local function covers(granted, requested)
   return (granted.files or "none") == (requested.files or "none")
     and same_set(granted.network, requested.network)
     and same_set(granted.env, requested.env)
+    and same_set(granted.http, requested.http)
 end
 
 --- The component's binary changed since it was approved: its old grant no longer holds.
@@ -219,6 +224,13 @@ function M.approve_prompt(t)
     out[#out + 1] = "  env:     reads the variables"
     for _, v in ipairs(env) do
       out[#out + 1] = "    " .. util.oneline(v)
+    end
+  end
+  local http = type(r.http) == "table" and r.http or {}
+  if #http > 0 then
+    out[#out + 1] = "  http:    HTTP requests (wasi:http) to the origins"
+    for _, o in ipairs(http) do
+      out[#out + 1] = "    " .. util.oneline(o)
     end
   end
   local l = t.limits

@@ -32,7 +32,8 @@ pub fn grant(s: &Workspace, req: &Request) -> Handled {
     let files = req.opt_str("files")?;
     let network = string_list(req, "network")?;
     let env = string_list(req, "env")?;
-    let caps = if files.is_none() && network.is_none() && env.is_none() {
+    let http = string_list(req, "http")?;
+    let caps = if files.is_none() && network.is_none() && env.is_none() && http.is_none() {
         None
     } else {
         Some(Capabilities {
@@ -43,6 +44,7 @@ pub fn grant(s: &Workspace, req: &Request) -> Handled {
                 .unwrap_or_default(),
             network: network.unwrap_or_default(),
             env: env.unwrap_or_default(),
+            http: http.unwrap_or_default(),
         })
     };
     if let Some(shown) = req.opt_str("sha256")? {
