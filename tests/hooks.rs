@@ -221,7 +221,7 @@ fn a_post_tool_call_deny_replaces_the_result() {
             0,
             "c1",
             "read_file",
-            r#"{"path": "notes.txt"}"#,
+            r#"{"file_path": "notes.txt"}"#,
         )]),
         Reply::text(["done"]),
     ]));
@@ -247,13 +247,13 @@ fn a_denied_apply_leaves_the_file_untouched() {
     std::fs::write(env.proj().join("migrations/001.sql"), original).unwrap();
     let id = env.index()[0]["id"].as_str().unwrap().to_string();
     env.write_output(&id, "migrations/001.sql", "DROP TABLE users;\n");
-    env.write_output(&id, "src/ok.txt", "fine\n");
+    env.write_output(&id, "ok.txt", "fine\n");
     let msg = s.err(json!({"action": "apply_file", "path": "migrations/001.sql"}));
     assert!(
         msg.starts_with("Denied by hook deny_migrations: migrations/001.sql is under migrations/"),
         "{msg}"
     );
-    let msg = s.err(json!({"action": "apply_file_as", "path": "src/ok.txt", "destination": "migrations/002.sql"}));
+    let msg = s.err(json!({"action": "apply_file_as", "path": "ok.txt", "destination": "migrations/002.sql"}));
     assert!(msg.starts_with("Denied by hook deny_migrations:"), "{msg}");
     let msg = s.err(json!({"action": "apply_hunks", "path": "migrations/001.sql", "hunk_ids": ["h1"], "base_hash": "x"}));
     assert!(msg.starts_with("Denied by hook deny_migrations:"), "{msg}");
@@ -264,9 +264,9 @@ fn a_denied_apply_leaves_the_file_untouched() {
     assert!(!env.proj().join("migrations/002.sql").exists());
     assert!(env.output_path(&id, "migrations/001.sql").exists());
     // Elsewhere the hook passes and the apply goes ahead.
-    s.ok(json!({"action": "apply_file", "path": "src/ok.txt"}));
+    s.ok(json!({"action": "apply_file", "path": "ok.txt"}));
     assert_eq!(
-        std::fs::read_to_string(env.proj().join("src/ok.txt")).unwrap(),
+        std::fs::read_to_string(env.proj().join("ok.txt")).unwrap(),
         "fine\n"
     );
     s.shutdown();
