@@ -13,7 +13,6 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -32,14 +31,12 @@ fn http_fetch() -> &'static Path {
 }
 
 /// A local HTTP/1.1 server on its own port, answering one request per connection, connections
-/// handled one at a time in the order they were accepted. It counts what it accepted.
+/// handled one at a time in the order they were accepted.
 struct Server {
     port: u16,
-    /// Connections accepted, the sentinel's included.
-    accepted: Arc<AtomicUsize>,
-    /// The request lines received (the sentinel's excluded), in order.
+    /// The request lines received (the sentinels' excluded), in order.
     requests: Arc<Mutex<Vec<String>>>,
-    /// The accepted-connection number of the sentinel connection, once it arrived.
+    /// When a sentinel connection arrived: how many other connections had been accepted before it.
     sentinel_at: Arc<Mutex<Option<usize>>>,
 }
 
@@ -50,24 +47,23 @@ impl Server {
     fn start(route: Route) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let accepted = Arc::new(AtomicUsize::new(0));
         let requests = Arc::new(Mutex::new(Vec::new()));
         let sentinel_at = Arc::new(Mutex::new(None));
-        let (a, r, s) = (accepted.clone(), requests.clone(), sentinel_at.clone());
+        let (r, s) = (requests.clone(), sentinel_at.clone());
         std::thread::spawn(move || {
+            // Connections accepted, sentinels excluded.
+            let mut accepted = 0;
             for conn in listener.incoming() {
                 let Ok(mut conn) = conn else { continue };
-                let n = a.fetch_add(1, Ordering::SeqCst) + 1;
                 let mut reader = BufReader::new(conn.try_clone().unwrap());
                 let mut first = String::new();
-                if reader.read_line(&mut first).is_err() {
-                    continue;
-                }
+                let _ = reader.read_line(&mut first);
                 let first = first.trim_end().to_string();
                 if first == "SENTINEL" {
-                    *s.lock().unwrap() = Some(n);
+                    *s.lock().unwrap() = Some(accepted);
                     continue;
                 }
+                accepted += 1;
                 loop {
                     let mut line = String::new();
                     match reader.read_line(&mut line) {
@@ -84,7 +80,6 @@ impl Server {
         });
         Server {
             port,
-            accepted,
             requests,
             sentinel_at,
         }
@@ -107,9 +102,8 @@ impl Server {
         s.write_all(b"SENTINEL\r\n").unwrap();
         let until = Instant::now() + Duration::from_secs(60);
         loop {
-            if let Some(n) = *self.sentinel_at.lock().unwrap() {
-                *self.sentinel_at.lock().unwrap() = None;
-                return n - 1;
+            if let Some(n) = self.sentinel_at.lock().unwrap().take() {
+                return n;
             }
             assert!(
                 Instant::now() < until,
