@@ -80,6 +80,16 @@ end, {
   end,
   desc = "BB-7: plan mode for this chat, or approve / edit / reject its proposed plan",
 })
+-- Issue 28 §10: remote, local or hybrid routing for this chat (lua/bb7/routing.lua).
+vim.api.nvim_create_user_command("BB7Routing", function(o)
+  require("bb7.routing").command(o)
+end, {
+  nargs = "?",
+  complete = function()
+    return { "remote", "local", "hybrid_auto" }
+  end,
+  desc = "BB-7: where this chat's model requests go (remote, local, hybrid_auto)",
+})
 -- Issue 28 §11: spend per day / model / chat (lua/bb7/ui/usage.lua).
 vim.api.nvim_create_user_command("BB7Usage", function()
   require("bb7.ui.usage").open()

@@ -18,7 +18,8 @@ const REMOTE_MODEL: &str = "mock/model";
 const LOCAL_MODEL: &str = "local/coder";
 
 struct T {
-    _env: Env,
+    env: Env,
+    id: String,
     s: Bb7,
     remote: MockServer,
     local: MockServer,
@@ -56,9 +57,13 @@ fn start_with(local_url: Option<String>, providers: Value, extra: Value) -> T {
     let root = env.proj_str();
     s.ok(json!({"action": "bb7_init", "project_root": root}));
     s.ok(json!({"action": "init", "project_root": root}));
-    s.ok(json!({"action": "chat_new", "name": "t"}));
+    let id = s.ok(json!({"action": "chat_new", "name": "t"}))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     T {
-        _env: env,
+        env,
+        id,
         s,
         remote,
         local,
@@ -201,6 +206,19 @@ fn schema_failures_fall_back_and_remote_continues_the_conversation() {
         .collect();
     assert!(!text.contains("```json"), "{text}");
     assert!(text.contains("remote answer"), "{text}");
+    // The job's trace records the routing too.
+    let traces = t.env.chat_dir(&t.id).join("traces");
+    let trace: String = std::fs::read_dir(&traces)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    let kinds: Vec<String> = trace
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["kind"].to_string())
+        .collect();
+    for k in ["provider.selected", "provider.fallback"] {
+        assert!(kinds.contains(&format!("\"{k}\"")), "{kinds:?}");
+    }
     t.s.shutdown();
 }
 

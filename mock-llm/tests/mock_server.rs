@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use bb7_mock_llm::{
     MockServer, OPENROUTER_PROCESSING, Outcome, Reply, Script, Step, ToolCall, ToolCallDelta,
-    Usage, insufficient_credits_message,
+    Usage, Weak, insufficient_credits_message,
 };
 use client::{Chunk, Conn, chat_body, get, post_chat};
 use serde_json::{Value, json};
@@ -801,4 +801,41 @@ fn binary_reports_a_bad_script() {
         stderr.contains("bad.json") && stderr.contains("nope"),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_weak_model_gets_a_call_wrong_once_and_overflows_a_small_context() {
+    let call = ToolCall::new(0, "c1", "read_file", r#"{"file_path":"a.txt"}"#);
+    let mock = MockServer::start(
+        Script::new([Reply::tool_calls([call]), Reply::text(["ok"])]).with_weak(Weak {
+            schema_mistakes: 1,
+            context_tokens: None,
+        }),
+    );
+    let first = post_chat(mock.addr(), &chat_body("hi"));
+    let broken = arguments_of(&first.data(), 0);
+    assert!(
+        serde_json::from_str::<Value>(&broken).is_err(),
+        "cut in half: {broken}"
+    );
+    let second = post_chat(mock.addr(), &chat_body("hi"));
+    assert_eq!(
+        arguments_of(&second.data(), 0),
+        r#"{"file_path":"a.txt"}"#,
+        "the same reply, whole"
+    );
+    assert_eq!(
+        mock.remaining(),
+        1,
+        "the mistake took nothing from the queue"
+    );
+
+    let small = MockServer::start(Script::new([Reply::text(["ok"])]).with_weak(Weak {
+        schema_mistakes: 0,
+        context_tokens: Some(10),
+    }));
+    let r = post_chat(small.addr(), &chat_body(&"word ".repeat(20)));
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("context length exceeded"), "{}", r.text());
+    assert_eq!(small.remaining(), 1);
 }

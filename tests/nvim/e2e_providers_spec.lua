@@ -60,4 +60,28 @@ return {
       t.eq(nil, require("bb7.agent").on_event({ kind = "provider.selected", data = { provider = "local" } }))
     end,
   },
+  {
+    ":BB7Routing saves the chat's routing with the host; a bad one is refused",
+    function()
+      t.env({ script = { replies = {} }, config = { default_model = "mock/model" } })
+      local session = require("bb7.session")
+      t.cmd("BB7Init")
+      t.cmd("BB7")
+      t.cmd("BB7NewChat routing test")
+      t.wait(function()
+        return session.chat ~= nil
+      end, 10000, "the new chat")
+      t.eq("remote", require("bb7.routing").current())
+      t.cmd("BB7Routing hybrid_auto")
+      t.wait(function()
+        return session.chat.routing == "hybrid_auto"
+      end, 10000, "the routing saved")
+      local r = require("bb7.host").call("chat_get", {}, { timeout = 5000 })
+      t.eq("hybrid_auto", r.routing, vim.inspect(r))
+      t.cmd("BB7Routing cloud")
+      t.expect_error("Usage: :BB7Routing")
+      t.eq("hybrid_auto", session.chat.routing)
+    end,
+  },
 }
+

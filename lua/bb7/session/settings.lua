@@ -85,4 +85,25 @@ function M.set_mode(mode, cb)
   end)
 end
 
+--- Sets where the active chat's requests go: "remote", "local" or "hybrid_auto" (:help
+--- bb7-providers), saved with the chat (async); `cb(ok)` when the host answered.
+function M.set_routing(routing, cb)
+  if not S.chat then
+    S.notify("No active chat", L.WARN)
+    return
+  end
+  host.request("save_chat_settings", { routing = routing }, function(r)
+    if r.type == "error" then
+      S.notify(r.message or "cannot change the routing", L.ERROR)
+    elseif S.chat then
+      S.chat.routing = routing
+      S.notify("Routing: " .. routing, L.INFO)
+      S.emit("status")
+    end
+    if cb then
+      cb(r.type ~= "error")
+    end
+  end)
+end
+
 return M
