@@ -851,3 +851,93 @@ fn only_a_path_the_deny_list_hides_is_recorded_as_a_deny_list_refusal() {
     assert_eq!(refusals[0]["refused"], "deny_list");
     assert_eq!(refusals[0]["pattern"], "*.secret");
 }
+
+/// Issue 25 leftover: a component that imports `wasi:sockets` but requests no network (linked with
+/// every socket use denied) is refused its sockets like a call outside a network grant is — and
+/// the refusal is recorded, once per call, in the chain the call is given; the chain verifies.
+/// The net-probe example: an IP address is a TCP socket it may not create; a name, a lookup it
+/// may not make.
+#[test]
+fn a_socket_use_without_a_network_grant_is_a_refusal_in_the_given_chain() {
+    let home = Home::new();
+    let proj = home.path().join("proj");
+    fs::create_dir_all(proj.join(".bb7")).unwrap();
+    let probe = common::wasm::build(
+        "examples/tool-components",
+        "tool-examples-wasm",
+        "net_probe.wasm",
+    );
+    let pkg = tempfile::tempdir().unwrap();
+    fs::copy(&probe, pkg.path().join("c.wasm")).unwrap();
+    fs::copy(
+        common::wasm::repo_root().join("examples/tool-components/net-probe/bb7-tool.toml"),
+        pkg.path().join("bb7-tool.toml"),
+    )
+    .unwrap();
+    let tools = |args: &[&str]| {
+        home.cmd()
+            .current_dir(&proj)
+            .arg("tools")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for args in [
+        vec!["add", pkg.path().to_str().unwrap()],
+        vec!["grant", "netprobe", "--all"],
+    ] {
+        let o = tools(&args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let given = home.path().join("elsewhere").join("log.jsonl");
+    for host in ["127.0.0.1", "localhost"] {
+        let args = serde_json::json!({"host": host, "port": port}).to_string();
+        let o = tools(&[
+            "call",
+            "netprobe",
+            "--dir",
+            proj.to_str().unwrap(),
+            "--args",
+            &args,
+            "--audit-log",
+            given.to_str().unwrap(),
+        ]);
+        assert!(!o.status.success(), "{host}: the connection is refused");
+    }
+    let refusals: Vec<Value> = records(&given)
+        .into_iter()
+        .filter(|r| r["kind"] == "refusal")
+        .collect();
+    assert_eq!(refusals.len(), 2, "one refusal per call: {refusals:?}");
+    for r in &refusals {
+        assert_eq!(r["refused"], "socket", "{r}");
+        assert_eq!(r["ok"], false, "{r}");
+        assert!(
+            r["error"].as_str().unwrap().contains("no network grant"),
+            "{r}"
+        );
+    }
+    assert!(
+        refusals[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("create-tcp-socket"),
+        "{}",
+        refusals[0]
+    );
+    assert!(
+        refusals[1]["error"].as_str().unwrap().contains("localhost"),
+        "{}",
+        refusals[1]
+    );
+    assert!(
+        !log_of(&home).exists()
+            || records(&log_of(&home))
+                .iter()
+                .all(|r| r["kind"] != "refusal"),
+        "a refusal went to the default chain"
+    );
+    assert_verifies(&verify_log(&home, &given, &[]));
+}

@@ -7,23 +7,17 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::process::Output;
 use std::time::Duration;
 
 use bb7_mock_llm::{MockServer, Reply, Script, ToolCall};
 use common::proto::*;
 use serde_json::{Value, json};
 
-fn generic_types() -> &'static Path {
-    static P: OnceLock<PathBuf> = OnceLock::new();
-    P.get_or_init(|| {
-        common::wasm::build(
-            "examples/tool-components",
-            "tool-examples-wasm",
-            "generic_types.wasm",
-        )
-    })
+use common::tools::{World, ok, p, packaged, refused as failed};
+
+fn generic_types() -> PathBuf {
+    common::tools::example("generic_types.wasm")
 }
 
 fn wassette_fs() -> PathBuf {
@@ -45,75 +39,7 @@ path = "An absolute path; / is the project."
 description = "Reads a file."
 "#;
 
-/// A directory holding a copy of `wasm` and `manifest` as `bb7-tool.toml`.
-fn packaged(wasm: &Path, manifest: &str) -> tempfile::TempDir {
-    let d = tempfile::tempdir().unwrap();
-    std::fs::copy(wasm, d.path().join("c.wasm")).unwrap();
-    std::fs::write(d.path().join("bb7-tool.toml"), manifest).unwrap();
-    d
-}
-
-fn tools(home: &Path, cwd: &Path, args: &[&str]) -> Output {
-    Command::new(common::bin())
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("BB7_CACHE_DIR", common::shared_cache())
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .arg("tools")
-        .args(args)
-        .output()
-        .expect("spawn bb7")
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "bb7 failed ({:?}):\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        common::stdout(o),
-        common::stderr(o)
-    );
-    common::stdout(o)
-}
-
-fn failed(o: &Output, code: i32) -> String {
-    assert_eq!(
-        o.status.code(),
-        Some(code),
-        "stdout: {}\nstderr: {}",
-        common::stdout(o),
-        common::stderr(o)
-    );
-    common::stderr(o)
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
-
-/// A user home and a project with `.bb7/`, next to a directory outside it.
-struct World {
-    root: tempfile::TempDir,
-}
-
 impl World {
-    fn new() -> World {
-        let root = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(root.path().join("home")).unwrap();
-        std::fs::create_dir_all(root.path().join("proj/.bb7")).unwrap();
-        World { root }
-    }
-    fn home(&self) -> PathBuf {
-        self.root.path().join("home")
-    }
-    fn proj(&self) -> PathBuf {
-        self.root.path().join("proj")
-    }
-    fn run(&self, args: &[&str]) -> Output {
-        tools(&self.home(), &self.proj(), args)
-    }
     fn call(&self, tool: &str, args: Value) -> Output {
         self.run(&[
             "call",
@@ -130,12 +56,22 @@ impl World {
     fn audit_json(&self) -> Value {
         serde_json::from_str(&ok(&self.run(&["audit", "--json"]))).unwrap()
     }
+    /// `name`'s entry in `tools audit --json`'s `third_party`.
+    fn audited(&self, name: &str) -> Value {
+        self.audit_json()["third_party"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} is not in tools audit"))
+    }
 }
 
 /// The generic example installed and granted as `gen`.
 fn with_gen() -> World {
     let w = World::new();
-    let out = ok(&w.run(&["add", p(generic_types()), "--project"]));
+    let out = ok(&w.run(&["add", p(&generic_types()), "--project"]));
     assert!(out.contains("gen__add_u8"), "{out}");
     ok(&w.run(&["grant", "gen", "--all"]));
     w
@@ -144,14 +80,7 @@ fn with_gen() -> World {
 #[test]
 fn every_exported_function_is_a_tool_with_its_schema() {
     let w = with_gen();
-    let audit = w.audit_json();
-    let comp = audit["third_party"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "gen")
-        .cloned()
-        .unwrap();
+    let comp = w.audited("gen");
     assert_eq!(comp["wit_version"], "generic");
     let tools: Vec<&Value> = comp["tools"].as_array().unwrap().iter().collect();
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
@@ -486,12 +415,18 @@ fn wassette_filesystem_component_in_agent_mode() {
     s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
     s.ok(json!({"action": "init", "project_root": env.proj_str()}));
     let d = packaged(&wassette_fs(), WASSETTE_MANIFEST);
-    ok(&tools(
+    ok(&common::tools::run(
         &env.home(),
         &env.proj(),
+        common::shared_cache(),
         &["add", p(d.path()), "--project"],
     ));
-    ok(&tools(&env.home(), &env.proj(), &["grant", "fs", "--all"]));
+    ok(&common::tools::run(
+        &env.home(),
+        &env.proj(),
+        common::shared_cache(),
+        &["grant", "fs", "--all"],
+    ));
     s.ok(json!({"action": "chat_new", "name": "t"}));
     let rid = s.next_id();
     s.send(&json!({"action": "send", "content": "read", "model": "mock/agent", "mode": "agent", "request_id": rid}));
@@ -594,4 +529,57 @@ fn package_docs_describe_a_tool_the_manifest_does_not() {
     assert_eq!(swap["description"], "Swaps the pair.", "{swap}");
     assert_eq!(swap["undocumented"], false, "{swap}");
     assert!(!ok(&w.run(&["audit"])).contains("undocumented"));
+}
+
+/// Issue 25 leftover: the host's `tools_list` (what `:BB7Tools` shows) lists every tool of a
+/// generic component, `<component>__<function>` with its description, and the functions it
+/// skipped with the reason, as `bb7 tools audit` does — not only the first tool.
+#[test]
+fn tools_list_names_every_tool_of_a_generic_component_and_the_skipped_ones() {
+    let w = with_gen();
+    let want = w.audited("gen");
+    let mut s = Bb7::spawn(&w.home(), &w.proj());
+    let list = s.ok(json!({"action": "tools_list"}));
+    s.shutdown();
+    let gen_ = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["component"] == "gen")
+        .cloned()
+        .unwrap_or_else(|| panic!("{list}"));
+    let tools = gen_["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools list: {gen_}"));
+    let pairs = |ts: &[Value]| -> Vec<(String, String)> {
+        ts.iter()
+            .map(|t| {
+                (
+                    t["name"].as_str().unwrap().to_string(),
+                    t["description"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(pairs(tools), pairs(want["tools"].as_array().unwrap()));
+    assert!(tools.len() >= 13, "{tools:?}");
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    for n in ["gen__add_u8", "gen__types_echo", "gen__divide"] {
+        assert!(names.contains(&n), "{n} missing from {names:?}");
+    }
+    let add = tools.iter().find(|t| t["name"] == "gen__add_u8").unwrap();
+    assert!(
+        !add["description"].as_str().unwrap().is_empty(),
+        "the manifest's description: {add}"
+    );
+    assert_eq!(gen_["skipped"], want["skipped"]);
+    let skipped = gen_["skipped"].as_array().unwrap();
+    let bump = skipped
+        .iter()
+        .find(|s| s["export"].as_str().unwrap().ends_with("#bump"))
+        .unwrap_or_else(|| panic!("{skipped:?}"));
+    assert!(
+        bump["reason"].as_str().unwrap().contains("resource"),
+        "{bump}"
+    );
 }

@@ -6,57 +6,17 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-fn word_count() -> &'static Path {
-    static P: OnceLock<PathBuf> = OnceLock::new();
-    P.get_or_init(|| {
-        common::wasm::build(
-            "examples/tool-components",
-            "tool-examples-wasm",
-            "word_count.wasm",
-        )
-    })
-}
+use common::tools::{World, hostile, ok, p, refused};
 
-fn hostile() -> &'static Path {
-    static P: OnceLock<PathBuf> = OnceLock::new();
-    P.get_or_init(|| common::wasm::build("tests/hostile", "hostile-wasm", "hostile.wasm"))
-}
-
-/// A user home, a project with `.bb7/` and a compile cache of their own.
-struct World {
-    root: tempfile::TempDir,
+fn word_count() -> PathBuf {
+    common::tools::example("word_count.wasm")
 }
 
 impl World {
-    fn new() -> World {
-        let root = tempfile::tempdir().unwrap();
-        for d in ["home", "proj/.bb7", "cache"] {
-            std::fs::create_dir_all(root.path().join(d)).unwrap();
-        }
-        World { root }
-    }
-    fn path(&self, rel: &str) -> PathBuf {
-        self.root.path().join(rel)
-    }
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(common::bin())
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.path("home"))
-            .env("BB7_CACHE_DIR", self.path("cache"))
-            .current_dir(self.path("proj"))
-            .stdin(Stdio::null())
-            .arg("tools")
-            .args(args)
-            .output()
-            .expect("spawn bb7")
-    }
     /// Every compiled artifact in this world's cache.
     fn artifacts(&self) -> Vec<PathBuf> {
         let mut out = Vec::new();
@@ -72,32 +32,6 @@ impl World {
         }
         out
     }
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "bb7 failed ({:?}):\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        common::stdout(o),
-        common::stderr(o)
-    );
-    common::stdout(o)
-}
-
-fn refused(o: &Output, code: i32) -> String {
-    assert_eq!(
-        o.status.code(),
-        Some(code),
-        "stdout: {}\nstderr: {}",
-        common::stdout(o),
-        common::stderr(o)
-    );
-    common::stderr(o)
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
 }
 
 fn leb(mut n: u64, out: &mut Vec<u8>) {
@@ -149,7 +83,7 @@ fn padded_word_count(dir: &Path, data: usize) -> PathBuf {
 
 #[test]
 fn a_40_mib_component_installs_compiled_once_at_add_and_runs() {
-    let w = World::new();
+    let w = World::with_own_cache();
     std::fs::write(w.path("proj/a.txt"), "one two three\n").unwrap();
     let wasm = padded_word_count(w.root.path(), 40 << 20);
     let size = std::fs::metadata(&wasm).unwrap().len();
@@ -185,7 +119,7 @@ fn a_40_mib_component_installs_compiled_once_at_add_and_runs() {
 
 #[test]
 fn a_component_over_64_mib_is_refused_naming_the_limit() {
-    let w = World::new();
+    let w = World::with_own_cache();
     let big = w.path("big.wasm");
     let f = std::fs::File::create(&big).unwrap();
     f.set_len((64 << 20) + 1).unwrap();
@@ -213,7 +147,7 @@ fn async_component() -> Vec<u8> {
 
 #[test]
 fn a_compile_error_keeps_its_cause_and_the_async_abi_names_the_sync_build() {
-    let w = World::new();
+    let w = World::with_own_cache();
     let dir = w.path("pkg");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("c.wasm"), async_component()).unwrap();
@@ -230,7 +164,7 @@ fn a_compile_error_keeps_its_cause_and_the_async_abi_names_the_sync_build() {
 
 #[test]
 fn a_trap_keeps_its_cause() {
-    let w = World::new();
+    let w = World::with_own_cache();
     let dir = w.path("pkg");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(hostile(), dir.join("c.wasm")).unwrap();

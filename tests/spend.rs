@@ -33,9 +33,18 @@ fn start(server: &MockServer, spend: Value) -> (Env, Bb7) {
     (env, s)
 }
 
+/// The time every host of these tests goes by (`BB7_SPEND_NOW`): the per-day and per-month totals
+/// do not depend on the day the tests run on (a run across midnight UTC split them).
+const NOW: &str = "2026-03-02T23:59:59Z";
+
+/// A host of `env`'s user in `cwd`, on the tests' clock.
+fn host(env: &Env, cwd: &Path) -> Bb7 {
+    Bb7::spawn_env(&env.home(), cwd, &[("BB7_SPEND_NOW", Path::new(NOW))])
+}
+
 /// A host for `proj` (initialised), with a new named chat (named: no title request).
 fn open(env: &Env, proj: &Path) -> Bb7 {
-    let mut s = env.spawn();
+    let mut s = host(env, proj);
     let root = proj.to_str().unwrap();
     s.ok(json!({"action": "bb7_init", "project_root": root}));
     s.ok(json!({"action": "init", "project_root": root}));
@@ -162,6 +171,10 @@ fn per_day_across_sends_and_override_passes_once() {
     );
     assert_eq!(u["caps"]["per_day_usd"], 0.12, "{u}");
     s.shutdown();
+    // Recorded on the tests' day, whatever the clock says.
+    for l in ledger_lines(&_env) {
+        assert_eq!(l["time"], NOW, "{l}");
+    }
 }
 
 #[test]
@@ -322,7 +335,7 @@ fn concurrent_hosts_lose_no_ledger_entry() {
             });
         }
     });
-    let mut s = env.spawn();
+    let mut s = host(&env, &env.proj());
     let u = usage(&mut s, "chat");
     let rows = u["rows"].as_array().unwrap();
     let total: u64 = rows.iter().map(|r| r["requests"].as_u64().unwrap()).sum();
@@ -333,4 +346,196 @@ fn concurrent_hosts_lose_no_ledger_entry() {
         "the day's total counts every request: {u}"
     );
     s.shutdown();
+}
+
+/// The usage rows of the ledger, grouped by chat, read by a fresh host of the same user.
+fn ledger_rows(env: &Env) -> Vec<Value> {
+    let mut s = host(env, &env.proj());
+    let u = usage(&mut s, "chat");
+    s.shutdown();
+    u["rows"].as_array().unwrap().clone()
+}
+
+/// The ledger's lines, every month.
+fn ledger_lines(env: &Env) -> Vec<Value> {
+    let dir = env.home().join(".bb7/spend");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("ledger-") {
+            for l in std::fs::read_to_string(&p).unwrap().lines() {
+                out.push(serde_json::from_str(l).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// Issue 28 leftover: a stream that fails after it streamed, and one the user cancels, already
+/// used tokens: each is in the ledger, marked partial, with bb7's estimate (the prompt and what
+/// streamed, counted, at the model's price when known). A request that failed before anything
+/// streamed used nothing and is not recorded.
+#[test]
+fn failed_and_cancelled_streams_are_recorded_as_partial() {
+    let server = MockServer::start(Script::new([
+        Reply::error_after_text(["some ", "words ", "streamed"], 502, "upstream went away"),
+        Reply::sse()
+            .content("streamed ")
+            .usage(Usage::new(120, 7).cost(0.05))
+            .error_chunk(502, "gone after its usage"),
+        Reply::error(400, "nothing streamed"),
+        Reply::sse().content("the start of a long reply").stall(),
+    ]));
+    let (env, mut s) = start(&server, json!({}));
+    assert_eq!(send(&mut s, json!({}))["type"], "error");
+    assert_eq!(send(&mut s, json!({}))["type"], "error");
+    assert_eq!(send(&mut s, json!({}))["type"], "error");
+    let rid = s.next_id();
+    s.send(&json!({"action": "send", "content": "go", "model": MODEL, "request_id": rid}));
+    let want = json!(rid);
+    s.recv_where("a chunk", |v| {
+        v.get("request_id") == Some(&want) && v["type"] == "chunk"
+    });
+    let r = s.ok(json!({"action": "cancel", "target_request_id": rid}));
+    assert_eq!(r["type"], "ok", "{r}");
+    loop {
+        let v = s.recv_where("the cancelled send's end", |v| {
+            v.get("request_id") == Some(&want)
+        });
+        if v["type"] == "error" {
+            break;
+        }
+    }
+    s.shutdown();
+    let lines = ledger_lines(&env);
+    assert_eq!(
+        lines.len(),
+        3,
+        "the failed-before-streaming request is not recorded: {lines:?}"
+    );
+    assert!(lines.iter().all(|l| l["partial"] == true), "{lines:?}");
+    // Estimated: the prompt counted (the body's messages), and what streamed, at the list price.
+    let est = &lines[0];
+    assert!(est["prompt_tokens"].as_u64().unwrap() > 0, "{est}");
+    assert!(est["completion_tokens"].as_u64().unwrap() > 0, "{est}");
+    let p = est["prompt_tokens"].as_f64().unwrap();
+    let c = est["completion_tokens"].as_f64().unwrap();
+    // No cap is set, so the price was not looked up: the estimate has no cost.
+    assert_eq!(est["cost"].as_f64().unwrap(), 0.0, "{est} ({p}, {c})");
+    // A usage frame before the failure: the HTTP client hands usage on only with a finished
+    // stream, so this one is estimated too.
+    assert!(
+        lines[1]["prompt_tokens"].as_u64().unwrap() > 0,
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[1]["completion_tokens"].as_u64().unwrap() > 0,
+        "{}",
+        lines[1]
+    );
+    // Cancelled while it streamed.
+    assert!(
+        lines[2]["completion_tokens"].as_u64().unwrap() > 0,
+        "{}",
+        lines[2]
+    );
+    let rows = ledger_rows(&env);
+    assert_eq!(rows[0]["requests"], 3, "{rows:?}");
+}
+
+/// With a cap set the price is known: a failed stream's estimate has its cost.
+#[test]
+fn a_partial_estimate_is_priced_when_a_cap_looked_the_price_up() {
+    let server = MockServer::start(Script::new([Reply::error_after_text(
+        ["some ", "words"],
+        502,
+        "upstream went away",
+    )]));
+    let (env, mut s) = start(&server, json!({"per_month_usd": 100}));
+    assert_eq!(send(&mut s, json!({}))["type"], "error");
+    s.shutdown();
+    let lines = ledger_lines(&env);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let l = &lines[0];
+    assert_eq!(l["partial"], true, "{l}");
+    let want = l["prompt_tokens"].as_f64().unwrap() * 0.000001
+        + l["completion_tokens"].as_f64().unwrap() * 0.000002;
+    assert!(
+        want > 0.0 && (l["cost"].as_f64().unwrap() - want).abs() < 1e-12,
+        "{l}"
+    );
+}
+
+/// Issue 28 leftover: two hosts cannot both pass a day cap with the same money. The first
+/// request's worst case (about $0.035) is held in the ledger while it streams; the second host's
+/// check counts it and refuses (before the fix, both passed: the ledger said nothing was spent).
+#[test]
+fn a_second_host_cannot_pass_the_cap_a_request_in_flight_holds() {
+    let server = MockServer::start(Script::new([
+        Reply::sse().content("holding").stall(),
+        text(0.01),
+    ]));
+    let (env, mut a) = start(&server, json!({"per_day_usd": 0.05}));
+    let rid = a.next_id();
+    a.send(&json!({"action": "send", "content": "go", "model": MODEL, "request_id": rid}));
+    let want = json!(rid);
+    a.recv_where("a chunk", |v| {
+        v.get("request_id") == Some(&want) && v["type"] == "chunk"
+    });
+    let other = env.outside().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let mut b = open(&env, &other);
+    let m = message(&send(&mut b, json!({})));
+    assert!(
+        m.starts_with("Spend cap: spend.per_day_usd is $0.0500"),
+        "{m}"
+    );
+    assert_eq!(
+        server.chat_requests().len(),
+        1,
+        "the second request was not made"
+    );
+    // The first request ends (cancelled): its hold goes, its partial usage stays.
+    a.ok(json!({"action": "cancel", "target_request_id": rid}));
+    loop {
+        let v = a.recv_where("the cancelled send's end", |v| {
+            v.get("request_id") == Some(&want)
+        });
+        if v["type"] == "error" {
+            break;
+        }
+    }
+    a.shutdown();
+    assert_eq!(
+        send(&mut b, json!({}))["type"],
+        "done",
+        "the hold was dropped"
+    );
+    b.shutdown();
+    let days: Value = read_json(&env.home().join(".bb7/spend/days.json"));
+    assert!(days.get("held").is_none(), "no hold is left: {days}");
+}
+
+/// Issue 28 leftover: `override_cap` after a refusal does not duplicate the user message. The
+/// refused send sent nothing, so it leaves nothing in the chat; the plugin sends the same text
+/// again with `override_cap`, which records it once.
+#[test]
+fn a_send_again_past_the_cap_records_the_user_message_once() {
+    let server = MockServer::start(Script::new([text(0.1), text(0.1)]));
+    let (env, mut s) = start(&server, json!({"per_day_usd": 0.12}));
+    assert_eq!(send(&mut s, json!({}))["type"], "done");
+    message(&send(&mut s, json!({})));
+    assert_eq!(send(&mut s, json!({"override_cap": true}))["type"], "done");
+    s.shutdown();
+    let chat_id = env.index()[0]["id"].as_str().unwrap().to_string();
+    let chat = env.chat_json(&chat_id);
+    let roles: Vec<&str> = chat["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant"], "{chat}");
 }

@@ -10,7 +10,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 use bb7_mock_llm::{MockServer, Reply, Script, ToolCall};
@@ -43,33 +43,10 @@ fn example(name: &str) -> Option<PathBuf> {
     None
 }
 
+use common::tools::{ok, p};
+
 fn tools(env: &Env, args: &[&str]) -> Output {
-    Command::new(common::bin())
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", env.home())
-        .env("BB7_CACHE_DIR", common::shared_cache())
-        .current_dir(env.proj())
-        .stdin(Stdio::null())
-        .arg("tools")
-        .args(args)
-        .output()
-        .expect("spawn bb7")
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "bb7 failed ({:?}):\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        common::stdout(o),
-        common::stderr(o)
-    );
-    common::stdout(o)
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
+    common::tools::run(&env.home(), &env.proj(), common::shared_cache(), args)
 }
 
 /// Installs, grants and calls the example `dir` (component `name`, tool `read_text`) by hand and in

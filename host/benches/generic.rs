@@ -11,82 +11,18 @@
 //! Prints min / median / p90 per row and the difference of the medians; asserts nothing about
 //! timings (a failed call panics).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
 
 use bb7::sandbox::Access;
 use bb7::sandbox::grant::CallCaps;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("host/ has a parent")
-        .to_path_buf()
-}
+/// The tests' component builder (`tests/common/wasm.rs`): the components are built as the tests
+/// build them.
+#[path = "../../tests/common/wasm.rs"]
+mod wasm;
 
-/// Builds the component workspace at `<repo>/<crate_rel>` for wasm32-wasip2 into
-/// `<repo>/target/<target_name>` (release or dev profile) and returns the `.wasm`, as
-/// `tests/common/wasm.rs` does.
-fn build_wasm(crate_rel: &str, target_name: &str, wasm: &str, release: bool) -> PathBuf {
-    let repo = repo_root();
-    let target = repo.join("target").join(target_name);
-    let cargo = std::env::var_os("CARGO")
-        .filter(|c| !c.is_empty())
-        .unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(repo.join(crate_rel)).arg("build");
-    if release {
-        cmd.arg("--release");
-    }
-    cmd.args(["--locked", "--target", "wasm32-wasip2", "--target-dir"])
-        .arg(&target)
-        .stdin(Stdio::null());
-    // The outer cargo's settings must not leak into the nested wasm build.
-    for (key, _) in std::env::vars_os() {
-        let k = key.to_string_lossy();
-        let exact = [
-            "RUSTFLAGS",
-            "CARGO_ENCODED_RUSTFLAGS",
-            "CARGO_BUILD_RUSTFLAGS",
-            "RUSTC_WRAPPER",
-            "RUSTC_WORKSPACE_WRAPPER",
-            "CARGO_TARGET_DIR",
-            "CARGO_BUILD_TARGET",
-            "CARGO_BUILD_TARGET_DIR",
-            "CARGO_PRIMARY_PACKAGE",
-            "RUSTC_LINKER",
-            "CARGO_MANIFEST_DIR",
-            "CARGO_MANIFEST_PATH",
-            "CARGO_CRATE_NAME",
-        ];
-        let prefixes = [
-            "CARGO_PROFILE_",
-            "CARGO_FEATURE_",
-            "CARGO_CFG_",
-            "CARGO_TARGET_",
-            "CARGO_PKG_",
-            "CARGO_BIN_",
-        ];
-        if exact.contains(&k.as_ref()) || prefixes.iter().any(|p| k.starts_with(p)) {
-            cmd.env_remove(&key);
-        }
-    }
-    let out = cmd.output().expect("running cargo for a wasm component");
-    assert!(
-        out.status.success(),
-        "building {crate_rel} (wasm32-wasip2) failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let profile = if release { "release" } else { "debug" };
-    let path = target.join("wasm32-wasip2").join(profile).join(wasm);
-    assert!(path.is_file(), "the build produced no {}", path.display());
-    path
-}
-
-/// `word_count.wasm` with its embedded manifest section renamed (same length, so the binary stays
-/// valid: it becomes an unrelated custom section) and a custom section naming `tag` appended.
+/// `n` calls of `tool` with `args` (after 200 unmeasured ones), each in µs, sorted.
 fn time(
     sb: &bb7::sandbox::Sandbox,
     tool: &Arc<bb7::sandbox::ToolComponent>,
@@ -116,12 +52,11 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(2000);
-    let hostile = build_wasm("tests/hostile", "hostile-wasm", "hostile.wasm", true);
-    let generic = build_wasm(
+    let hostile = wasm::build("tests/hostile", "hostile-wasm", "hostile.wasm");
+    let generic = wasm::build(
         "examples/tool-components",
         "tool-examples-wasm",
         "generic_types.wasm",
-        true,
     );
     let sb = bb7::sandbox::host_sandbox(None).expect("sandbox");
     let plain = Arc::new(

@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 pub mod proto;
 pub mod seed;
 pub mod snapshot;
+pub mod tools;
 pub mod wasm;
 
 /// The `bb7` binary cargo built for these tests.

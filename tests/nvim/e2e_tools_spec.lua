@@ -325,4 +325,20 @@ return {
       has(t.buf_text(ui().current().buf), "None installed.", "hint")
     end,
   },
+  {
+    "a generic component: every exported function is listed as a tool with its description, the skipped ones with the reason",
+    function()
+      local env = setup({ project = true, install = true })
+      cli(env, { "tools", "add", t.repo .. "/examples/tool-components/dist/generic-types", "--project" })
+      t.cmd("BB7Tools")
+      local b = block("gen__add_u8")
+      has(b, "tools (", "the tool count")
+      has(b, "gen__add_u8 — Adds two bytes; the sum must fit in a byte.", "the first tool")
+      has(b, "gen__types_echo", "an interface's tool")
+      has(b, "gen__divide", "the last tool")
+      has(b, "skipped: example:generic-types/types@0.1.0#bump (", "the skipped function")
+      has(b, "resource", "why it is skipped")
+      lacks(block(TOOL), "tools (", "one tool: no list")
+    end,
+  },
 }

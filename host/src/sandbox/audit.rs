@@ -167,3 +167,116 @@ impl AuditLog {
         Ok(())
     }
 }
+
+/// The socket use of one call whose component imports `wasi:sockets` but holds no network grant:
+/// its WASI context refuses every socket and every name lookup (`state.rs`), and the first attempt
+/// is a `refusal` record in the chain, like a connection refused outside a network grant (one per
+/// call: a component looping on sockets must not flood the chain).
+#[derive(Debug)]
+pub struct SocketDenials {
+    log: AuditLog,
+    recorded: bool,
+}
+
+impl SocketDenials {
+    /// Denials recorded in `log`.
+    pub fn new(log: AuditLog) -> Self {
+        SocketDenials {
+            log,
+            recorded: false,
+        }
+    }
+
+    /// Records that the call tried `what` (`create-tcp-socket ipv4`, `resolve-addresses x`), the
+    /// first time only.
+    pub fn record(&mut self, what: &str) {
+        if !std::mem::replace(&mut self.recorded, true) {
+            self.log.refusal(
+                None,
+                "socket",
+                &format!("{what}: not granted (the component has no network grant)"),
+            );
+        }
+    }
+}
+
+/// Shadows the WASI 0.2 calls that start any socket use — creating a TCP or UDP socket, looking a
+/// name up — in `linker` (which holds wasmtime-wasi's `wasi:sockets`) by versions that first note
+/// the attempt in the call's [`SocketDenials`] (calls without a network grant), then do what
+/// wasmtime-wasi does (which, without a grant, refuses).
+pub(super) fn shadow_socket_entries(
+    linker: &mut wasmtime::component::Linker<super::state::CallState>,
+) -> wasmtime::Result<()> {
+    use wasmtime::StoreContextMut;
+    use wasmtime::component::Resource;
+    use wasmtime_wasi::p2::bindings::sockets::network::{
+        ErrorCode, Host as _, IpAddressFamily, Network,
+    };
+    use wasmtime_wasi::p2::bindings::sockets::{ip_name_lookup, tcp_create_socket};
+    use wasmtime_wasi::p2::bindings::sync::sockets::udp_create_socket;
+    use wasmtime_wasi::p2::{SocketResult, TcpSocket, UdpSocket};
+    use wasmtime_wasi::sockets::WasiSocketsView as _;
+
+    type Cx<'a> = StoreContextMut<'a, super::state::CallState>;
+    /// A wasmtime-wasi result as the WIT `result<_, error-code>` (or a trap).
+    fn wit<R>(cx: &mut Cx<'_>, r: SocketResult<R>) -> wasmtime::Result<(Result<R, ErrorCode>,)> {
+        match r {
+            Ok(v) => Ok((Ok(v),)),
+            Err(e) => Ok((Err(cx.data_mut().sockets().convert_error_code(e)?),)),
+        }
+    }
+    let wasi = super::hostcalls::WASI;
+    linker.allow_shadowing(true);
+    let r = (|| -> wasmtime::Result<()> {
+        linker
+            .instance(&format!("wasi:sockets/tcp-create-socket@{wasi}"))?
+            .func_wrap(
+                "create-tcp-socket",
+                |mut cx: Cx<'_>, (family,): (IpAddressFamily,)| {
+                    cx.data_mut()
+                        .socket_attempt(&format!("create-tcp-socket {family:?}"));
+                    let r: SocketResult<Resource<TcpSocket>> =
+                        tcp_create_socket::Host::create_tcp_socket(
+                            &mut cx.data_mut().sockets(),
+                            family,
+                        );
+                    wit(&mut cx, r)
+                },
+            )?;
+        linker
+            .instance(&format!("wasi:sockets/udp-create-socket@{wasi}"))?
+            .func_wrap(
+                "create-udp-socket",
+                |mut cx: Cx<'_>, (family,): (IpAddressFamily,)| {
+                    cx.data_mut()
+                        .socket_attempt(&format!("create-udp-socket {family:?}"));
+                    let r: SocketResult<Resource<UdpSocket>> =
+                        udp_create_socket::Host::create_udp_socket(
+                            &mut cx.data_mut().sockets(),
+                            family,
+                        );
+                    wit(&mut cx, r)
+                },
+            )?;
+        linker
+            .instance(&format!("wasi:sockets/ip-name-lookup@{wasi}"))?
+            .func_wrap(
+                "resolve-addresses",
+                |mut cx: Cx<'_>, (network, name): (Resource<Network>, String)| {
+                    cx.data_mut().socket_attempt(&format!(
+                        "resolve-addresses {:?}",
+                        name.chars().take(200).collect::<String>()
+                    ));
+                    let r = ip_name_lookup::Host::resolve_addresses(
+                        &mut cx.data_mut().sockets(),
+                        network,
+                        name,
+                    );
+                    wit(&mut cx, r)
+                },
+            )?;
+        Ok(())
+    })();
+    linker.allow_shadowing(false);
+    r
+}

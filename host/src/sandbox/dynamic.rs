@@ -2,7 +2,9 @@
 //! at the top level or inside an exported interface, is a tool; its JSON Schema is derived from the
 //! WIT types (the mapping of wassette's `component2json`, ECOSYSTEM-PROTOCOL.md §5), and it is
 //! called dynamically with [`Val`]s converted from and to JSON. Functions whose types hold a
-//! resource, stream or future are skipped, with the reason.
+//! resource, stream or future are skipped, with the reason. A `map<K, V>` is an array of `[key,
+//! value]` pairs (keys unique) and a fixed-length `list<T, N>` an array of exactly N items; the
+//! engine validates both (`engine_config.rs`).
 
 use std::collections::BTreeMap;
 
@@ -237,8 +239,8 @@ fn unsupported(t: &Type) -> Option<String> {
         Type::Future(_) => Some("a future".into()),
         Type::Stream(_) => Some("a stream".into()),
         Type::ErrorContext => Some("an error-context".into()),
-        Type::Map(_) => Some("a map (not supported yet)".into()),
-        Type::FixedLengthList(_) => Some("a fixed-length list (not supported yet)".into()),
+        Type::Map(m) => unsupported(&m.key()).or_else(|| unsupported(&m.value())),
+        Type::FixedLengthList(l) => unsupported(&l.ty()),
         Type::List(l) => unsupported(&l.ty()),
         Type::Option(o) => unsupported(&o.ty()),
         Type::Record(r) => r.fields().find_map(|f| unsupported(&f.ty)),
@@ -269,6 +271,19 @@ pub fn schema(t: &Type) -> Value {
         Type::Char => json!({"type": "string", "minLength": 1, "maxLength": 1}),
         Type::String => json!({"type": "string"}),
         Type::List(l) => json!({"type": "array", "items": schema(&l.ty())}),
+        Type::FixedLengthList(l) => {
+            json!({"type": "array", "items": schema(&l.ty()), "minItems": l.len(), "maxItems": l.len()})
+        }
+        Type::Map(m) => json!({
+            "type": "array",
+            "description": "The map's entries, each a [key, value] pair; no key twice.",
+            "items": {
+                "type": "array",
+                "prefixItems": [schema(&m.key()), schema(&m.value())],
+                "minItems": 2,
+                "maxItems": 2,
+            },
+        }),
         Type::Record(r) => {
             let mut props = Map::new();
             let mut required = Vec::new();
@@ -382,6 +397,47 @@ pub fn to_val(v: &Value, t: &Type, path: &str) -> Result<Val, String> {
                     .map(|(i, x)| to_val(x, &ty, &format!("{path}[{i}]")))
                     .collect::<Result<_, _>>()?,
             )
+        }
+        Type::FixedLengthList(l) => {
+            let items = v.as_array().ok_or_else(|| want("an array"))?;
+            if items.len() != l.len() as usize {
+                return Err(format!(
+                    "{path}: expected an array of exactly {} items, got {}",
+                    l.len(),
+                    items.len()
+                ));
+            }
+            let ty = l.ty();
+            Val::FixedLengthList(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| to_val(x, &ty, &format!("{path}[{i}]")))
+                    .collect::<Result<_, _>>()?,
+            )
+        }
+        Type::Map(m) => {
+            let items = v
+                .as_array()
+                .ok_or_else(|| want("an array of [key, value] pairs"))?;
+            let (kt, vt) = (m.key(), m.value());
+            let mut pairs: Vec<(Val, Val)> = Vec::with_capacity(items.len());
+            for (i, pair) in items.iter().enumerate() {
+                let p = format!("{path}[{i}]");
+                let [k, x] = pair.as_array().map(Vec::as_slice).unwrap_or_default() else {
+                    return Err(format!(
+                        "{p}: expected a [key, value] pair, got {}",
+                        kind(pair)
+                    ));
+                };
+                let key = to_val(k, &kt, &format!("{p}[0]"))?;
+                if pairs.iter().any(|(other, _)| *other == key) {
+                    return Err(format!("{p}: the key {k} is already in the map"));
+                }
+                let val = to_val(x, &vt, &format!("{p}[1]"))?;
+                pairs.push((key, val));
+            }
+            Val::Map(pairs)
         }
         Type::Record(r) => {
             let obj = v.as_object().ok_or_else(|| want("an object"))?;
@@ -748,6 +804,217 @@ fn custom_section(bytes: &[u8], name: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A component exporting `count: func(m: map<string, u32>) -> u32` (the number of entries)
+    /// and `sum: func(xs: list<u8, 3>) -> u32`, written with wasm-encoder (the example
+    /// toolchain's `wit-bindgen` does not take these types in a world yet).
+    fn map_and_fixed_list_component() -> Vec<u8> {
+        use wasm_encoder::{
+            Alias, CanonicalFunctionSection, CanonicalOption, CodeSection, Component,
+            ComponentAliasSection, ComponentExportKind, ComponentExportSection,
+            ComponentTypeSection, ComponentValType, ConstExpr, ExportKind, ExportSection, Function,
+            FunctionSection, GlobalSection, GlobalType, InstanceSection, MemorySection, MemoryType,
+            Module, ModuleArg, ModuleSection, PrimitiveValType, TypeSection, ValType,
+        };
+        let mut m = Module::new();
+        let mut types = TypeSection::new();
+        types.ty().function([ValType::I32; 2], [ValType::I32]);
+        types.ty().function([ValType::I32; 3], [ValType::I32]);
+        types.ty().function([ValType::I32; 4], [ValType::I32]);
+        m.section(&types);
+        let mut funcs = FunctionSection::new();
+        funcs.function(0).function(1).function(2);
+        m.section(&funcs);
+        let mut mems = MemorySection::new();
+        mems.memory(MemoryType {
+            minimum: 1,
+            maximum: None,
+            memory64: false,
+            shared: false,
+            page_size_log2: None,
+        });
+        m.section(&mems);
+        let mut globals = GlobalSection::new();
+        globals.global(
+            GlobalType {
+                val_type: ValType::I32,
+                mutable: true,
+                shared: false,
+            },
+            &ConstExpr::i32_const(1024),
+        );
+        m.section(&globals);
+        let mut exports = ExportSection::new();
+        exports
+            .export("count", ExportKind::Func, 0)
+            .export("sum", ExportKind::Func, 1)
+            .export("realloc", ExportKind::Func, 2)
+            .export("memory", ExportKind::Memory, 0);
+        m.section(&exports);
+        let mut code = CodeSection::new();
+        // count(ptr, len) = len
+        let mut f = Function::new([]);
+        f.instructions().local_get(1).end();
+        code.function(&f);
+        // sum(a, b, c) = a + b + c
+        let mut f = Function::new([]);
+        f.instructions()
+            .local_get(0)
+            .local_get(1)
+            .i32_add()
+            .local_get(2)
+            .i32_add()
+            .end();
+        code.function(&f);
+        // realloc(_, _, _, size): a bump allocator, 8-aligned
+        let mut f = Function::new([(1, ValType::I32)]);
+        f.instructions()
+            .global_get(0)
+            .i32_const(7)
+            .i32_add()
+            .i32_const(-8)
+            .i32_and()
+            .local_tee(4)
+            .local_get(3)
+            .i32_add()
+            .global_set(0)
+            .local_get(4)
+            .end();
+        code.function(&f);
+        m.section(&code);
+
+        let mut c = Component::new();
+        c.section(&ModuleSection(&m));
+        let mut inst = InstanceSection::new();
+        inst.instantiate(0, Vec::<(&str, ModuleArg)>::new());
+        c.section(&inst);
+        let mut aliases = ComponentAliasSection::new();
+        for name in ["count", "sum", "realloc"] {
+            aliases.alias(Alias::CoreInstanceExport {
+                instance: 0,
+                kind: ExportKind::Func,
+                name,
+            });
+        }
+        aliases.alias(Alias::CoreInstanceExport {
+            instance: 0,
+            kind: ExportKind::Memory,
+            name: "memory",
+        });
+        c.section(&aliases);
+        let mut ctypes = ComponentTypeSection::new();
+        ctypes
+            .defined_type()
+            .map(PrimitiveValType::String, PrimitiveValType::U32);
+        ctypes
+            .defined_type()
+            .fixed_length_list(PrimitiveValType::U8, 3);
+        ctypes
+            .function()
+            .params([("m", ComponentValType::Type(0))])
+            .result(Some(PrimitiveValType::U32.into()));
+        ctypes
+            .function()
+            .params([("xs", ComponentValType::Type(1))])
+            .result(Some(PrimitiveValType::U32.into()));
+        c.section(&ctypes);
+        let mut canon = CanonicalFunctionSection::new();
+        canon.lift(
+            0,
+            2,
+            [
+                CanonicalOption::UTF8,
+                CanonicalOption::Memory(0),
+                CanonicalOption::Realloc(2),
+            ],
+        );
+        canon.lift(1, 3, []);
+        c.section(&canon);
+        let mut exp = ComponentExportSection::new();
+        exp.export("count", ComponentExportKind::Func, 0, None);
+        exp.export("sum", ComponentExportKind::Func, 1, None);
+        c.section(&exp);
+        c.finish()
+    }
+
+    /// Issue 25 leftover: `map<K, V>` and fixed-length `list<T, N>` are offered (the engine
+    /// validates them), mapped to JSON Schema and converted both ways; wrong shapes are refused
+    /// naming the parameter.
+    #[test]
+    fn maps_and_fixed_length_lists_are_offered_and_called() {
+        let engine = crate::sandbox::engine::new_engine(64 << 20).unwrap();
+        let bytes = map_and_fixed_list_component();
+        let component = Component::new(&engine, &bytes).expect("the engine takes the types");
+        let exports = inspect(&engine, &component, &bytes).unwrap();
+        assert!(exports.skipped.is_empty(), "{:?}", exports.skipped);
+        let f = |t: &str| exports.functions.iter().find(|f| f.tool == t).unwrap();
+        assert_eq!(
+            f("count").schema["properties"]["m"],
+            json!({
+                "type": "array",
+                "description": "The map's entries, each a [key, value] pair; no key twice.",
+                "items": {
+                    "type": "array",
+                    "prefixItems": [{"type": "string"}, {"type": "integer", "minimum": 0, "maximum": u32::MAX}],
+                    "minItems": 2,
+                    "maxItems": 2,
+                },
+            })
+        );
+        assert_eq!(
+            f("sum").schema["properties"]["xs"],
+            json!({"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 255}, "minItems": 3, "maxItems": 3})
+        );
+        let linker = wasmtime::component::Linker::<()>::new(&engine);
+        let pre = linker.instantiate_pre(&component).unwrap();
+        let exports = std::sync::Arc::new(exports);
+        let call = |tool: &str, args: &str| {
+            let i = exports
+                .functions
+                .iter()
+                .position(|f| f.tool == tool)
+                .unwrap();
+            let g = GenericPre {
+                pre: pre.clone(),
+                exports: exports.clone(),
+                selected: Some(i),
+            };
+            let mut store = Store::new(&engine, ());
+            store.set_epoch_deadline(1 << 40);
+            g.call(&mut store, args).unwrap()
+        };
+        assert_eq!(
+            call("count", r#"{"m": [["a", 1], ["b", 2], ["c", 3]]}"#),
+            Ok("3".into())
+        );
+        assert_eq!(call("count", r#"{"m": []}"#), Ok("0".into()));
+        assert_eq!(call("sum", r#"{"xs": [1, 2, 3]}"#), Ok("6".into()));
+        let refused = |tool: &str, args: &str| match call(tool, args) {
+            Err(e) if e.kind == "invalid-arguments" => e.message,
+            other => panic!("{args}: {other:?}"),
+        };
+        let e = refused("sum", r#"{"xs": [1, 2]}"#);
+        assert!(
+            e.contains("parameter xs") && e.contains("exactly 3 items"),
+            "{e}"
+        );
+        let e = refused("sum", r#"{"xs": [1, 2, 256]}"#);
+        assert!(e.contains("parameter xs[2]"), "{e}");
+        let e = refused("count", r#"{"m": [["a", 1], ["a", 2]]}"#);
+        assert!(
+            e.contains("parameter m[1]") && e.contains("already in the map"),
+            "{e}"
+        );
+        let e = refused("count", r#"{"m": {"a": 1}}"#);
+        assert!(e.contains("[key, value] pairs"), "{e}");
+        let e = refused("count", r#"{"m": [["a"]]}"#);
+        assert!(e.contains("parameter m[0]"), "{e}");
+        // A map result comes back as its pairs.
+        assert_eq!(
+            to_json(&Val::Map(vec![(Val::String("k".into()), Val::U32(1))])),
+            json!([["k", 1]])
+        );
+    }
 
     #[test]
     fn names_are_snake_case_and_interfaces_short() {

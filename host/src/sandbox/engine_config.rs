@@ -8,6 +8,9 @@
 pub fn engine_config(memory_bytes: usize, pooled: bool) -> wasmtime::Config {
     let mut cfg = wasmtime::Config::new();
     cfg.wasm_component_model(true).epoch_interruption(true);
+    // `map<K, V>` and fixed-length `list<T, N>` in a generic component's functions (dynamic.rs).
+    cfg.wasm_component_model_map(true)
+        .wasm_component_model_fixed_length_lists(true);
     if pooled {
         let mut pool = wasmtime::PoolingAllocationConfig::default();
         pool.total_component_instances(64)

@@ -198,7 +198,11 @@ impl Sandbox {
         let wasi = wasi_ctx(caps, self.audit.as_ref())?;
         let settings = settings.to_vec();
         let arguments = arguments.to_string();
+        let denials = self.audit.clone().filter(|_| caps.network.is_empty());
         let json = self.execute(tool, wasi, output, move |pre, store| {
+            if let Some(log) = denials {
+                store.data_mut().audit_socket_denials(log);
+            }
             pre.call(store, &settings, &arguments)
         })?;
         if json.len() > limits.result_bytes {

@@ -33,6 +33,8 @@ pub struct CallState {
     deadline_hit: bool,
     /// What the call may still write, when its output is limited.
     output: Option<Arc<OutputBudget>>,
+    /// Where a socket use of a call without a network grant is recorded (`audit.rs`).
+    socket_denials: Option<super::audit::SocketDenials>,
 }
 
 impl CallState {
@@ -60,6 +62,19 @@ impl CallState {
     /// The call's resource table.
     pub(super) fn table(&mut self) -> &mut ResourceTable {
         &mut self.table
+    }
+
+    /// Records in `log` the first socket use this call tries: for a call without a network grant,
+    /// whose every socket use is refused.
+    pub fn audit_socket_denials(&mut self, log: AuditLog) {
+        self.socket_denials = Some(super::audit::SocketDenials::new(log));
+    }
+
+    /// A socket use the call tries (the shadowed `wasi:sockets` entry points, `audit.rs`).
+    pub(super) fn socket_attempt(&mut self, what: &str) {
+        if let Some(d) = &mut self.socket_denials {
+            d.record(what);
+        }
     }
 }
 
@@ -254,6 +269,7 @@ pub fn new_store(
         deadline,
         deadline_hit: false,
         output: output.map(OutputBudget::new),
+        socket_denials: None,
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);

@@ -7,6 +7,11 @@
 //!   lock after each append, so a cap check reads one small file instead of the ledger. It also
 //!   records how many bytes of each month's ledger it covers: after a crash between the append and
 //!   the rewrite, the next append finds the ledger longer than that and recounts the month.
+//! - Holds: a request checked against a day or month cap holds its worst case in `days.json`
+//!   ([`Ledger::hold`]: the check and the hold in one step under the lock), so two hosts cannot
+//!   both pass a cap with the same money; the hold counts as spent until the request is settled
+//!   ([`Ledger::settle`]: the hold dropped and the real usage appended, in one step). A hold left
+//!   by a host that died is dropped after [`HOLD_TTL_SECS`].
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -22,6 +27,8 @@ use crate::store::StateDir;
 pub const DIR: &str = "spend";
 const DAYS: &str = "days.json";
 const LOCK: &str = "lock";
+/// How long a hold counts (seconds): longer than any one model request.
+pub const HOLD_TTL_SECS: i64 = 3600;
 
 /// Why the ledger could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +63,11 @@ pub struct Entry {
     pub cached_tokens: u64,
     /// The cost the provider reported (US dollars; 0 when it reported none, e.g. a local model).
     pub cost: f64,
+    /// The request was cancelled or failed before it finished: the usage is what the provider
+    /// reported before that, else bb7's estimate (the prompt and what streamed, counted, at the
+    /// model's price when known).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
 }
 
 impl Entry {
@@ -81,6 +93,51 @@ struct Days {
     days: BTreeMap<String, DayTotal>,
     /// Ledger file → the bytes of it counted in `days`.
     covered: BTreeMap<String, u64>,
+    /// Requests in flight → the worst case each holds.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    held: BTreeMap<String, Held>,
+}
+
+/// The worst case a request in flight holds against the caps.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Held {
+    /// Its UTC day, `YYYY-MM-DD`.
+    day: String,
+    /// Dollars.
+    cost: f64,
+    /// When it was taken (RFC 3339).
+    at: String,
+}
+
+impl Days {
+    /// Spent on the day of `now` and in its month, holds included.
+    fn spent_with_holds(&self, now: &DateTime<Utc>) -> (f64, f64) {
+        let today = now.format("%Y-%m-%d").to_string();
+        let month = now.format("%Y-%m-").to_string();
+        let mut day = self.days.get(&today).map(|d| d.cost).unwrap_or(0.0);
+        let mut in_month = self
+            .days
+            .iter()
+            .filter(|(k, _)| k.starts_with(&month))
+            .fold(0.0, |total, (_, d)| total + d.cost);
+        for h in self.held.values() {
+            if h.day == today {
+                day += h.cost;
+            }
+            if h.day.starts_with(&month) {
+                in_month += h.cost;
+            }
+        }
+        (day, in_month)
+    }
+
+    /// Drops the holds taken more than [`HOLD_TTL_SECS`] before `now` (their host died).
+    fn expire(&mut self, now: &DateTime<Utc>) {
+        self.held.retain(|_, h| {
+            DateTime::parse_from_rfc3339(&h.at)
+                .is_ok_and(|t| (*now - t.with_timezone(&Utc)).num_seconds() < HOLD_TTL_SECS)
+        });
+    }
 }
 
 /// The ledger at `dir` (normally `~/.bb7/spend`).
@@ -119,12 +176,66 @@ impl Ledger {
 
     /// Appends `e` and adds it to its day's total, under the lock.
     pub fn append(&self, e: &Entry) -> Result<(), LedgerError> {
+        self.settle(None, Some(e))
+    }
+
+    /// Checks a request's worst case `worst` against the caps and holds it, in one step under the
+    /// lock: `check` gets what was spent on the day of `now` and in its month (every host's holds
+    /// included); when it passes, `worst` is held under `id` until [`Ledger::settle`].
+    pub fn hold<E>(
+        &self,
+        now: &DateTime<Utc>,
+        id: &str,
+        worst: f64,
+        check: impl FnOnce(f64, f64) -> Result<(), E>,
+    ) -> Result<Result<(), E>, LedgerError> {
+        let _lock = self.lock()?;
+        let mut days = self.current_days()?;
+        days.expire(now);
+        let (day, month) = days.spent_with_holds(now);
+        if let Err(e) = check(day, month) {
+            return Ok(Err(e));
+        }
+        days.held.insert(
+            id.to_string(),
+            Held {
+                day: now.format("%Y-%m-%d").to_string(),
+                cost: worst,
+                at: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            },
+        );
+        self.write_days(&days).map(Ok)
+    }
+
+    /// Ends a request, in one step under the lock: drops its hold `id` (if any) and appends its
+    /// usage `e` (if any) to the ledger and its day's total.
+    pub fn settle(&self, id: Option<&str>, e: Option<&Entry>) -> Result<(), LedgerError> {
+        let _lock = self.lock()?;
+        let mut days = self.current_days()?;
+        if let Some(id) = id {
+            days.held.remove(id);
+        }
+        if let Some(e) = e {
+            self.append_line(&mut days, e)?;
+        }
+        self.write_days(&days)
+    }
+
+    fn lock(&self) -> Result<crate::store::lock::FileLock, LedgerError> {
+        crate::store::lock::exclusive(self.d(), LOCK).map_err(io_err(&self.dir.path().join(LOCK)))
+    }
+
+    fn write_days(&self, days: &Days) -> Result<(), LedgerError> {
+        let path = self.dir.path().join(DAYS);
+        let body = serde_json::to_vec(days).map_err(|x| io_err(&path)(x.into()))?;
+        crate::store::write_atomic(self.d(), DAYS, &body).map_err(io_err(&path))
+    }
+
+    /// Appends `e`'s line to its month's file and adds it to `days` (the caller holds the lock).
+    fn append_line(&self, days: &mut Days, e: &Entry) -> Result<(), LedgerError> {
         let when = e.when().unwrap_or_else(Utc::now);
         let file = month_file(&when);
         let path = self.dir.path().join(&file);
-        let _lock = crate::store::lock::exclusive(self.d(), LOCK)
-            .map_err(io_err(&self.dir.path().join(LOCK)))?;
-        let mut days = self.current_days()?;
         let len = self.d().metadata(&file).map(|m| m.len()).unwrap_or(0);
         let mut line = Vec::new();
         // A line torn by a crash: end it, so this entry is a line of its own (the torn one is
@@ -146,9 +257,7 @@ impl Ledger {
         day.cost += e.cost;
         day.requests += 1;
         *days.covered.entry(file).or_default() = len + line.len() as u64;
-        let body = serde_json::to_vec(&days).map_err(|x| io_err(&path)(x.into()))?;
-        crate::store::write_atomic(self.d(), DAYS, &body)
-            .map_err(io_err(&self.dir.path().join(DAYS)))
+        Ok(())
     }
 
     /// The per-day totals, recounted for every month whose file is not what they cover (a crash
@@ -209,8 +318,7 @@ impl Ledger {
 
     /// What was spent on the UTC day of `now` and in its month (from `days.json`).
     pub fn spent(&self, now: &DateTime<Utc>) -> Result<(f64, f64), LedgerError> {
-        let _lock = crate::store::lock::exclusive(self.d(), LOCK)
-            .map_err(io_err(&self.dir.path().join(LOCK)))?;
+        let _lock = self.lock()?;
         let days = self.current_days()?;
         let today = now.format("%Y-%m-%d").to_string();
         let month = now.format("%Y-%m-").to_string();
@@ -282,6 +390,7 @@ mod tests {
             completion_tokens: 5,
             cached_tokens: 0,
             cost,
+            partial: false,
         }
     }
 

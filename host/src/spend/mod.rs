@@ -8,6 +8,15 @@
 //!   the reply fails with an error that starts `Spend cap:`.
 //! - [`usage`]: `get_usage`'s rows, grouped by day, model or chat.
 //!
+//! With a day or month cap set, the check and a hold of the request's worst case are one step under
+//! the ledger's lock ([`Ledger::hold`]), so two hosts cannot both pass a cap; the hold is settled
+//! with the real usage when the request ends. A request cancelled or failed after it was sent is
+//! recorded too, marked `partial`: the usage the provider reported before it ended, else an
+//! estimate (the prompt and what streamed, counted, at the model's price when known).
+//!
+//! [`now`] is the clock of the caps and the ledger: the system's, unless `BB7_SPEND_NOW` (an RFC
+//! 3339 time, for tests) says otherwise.
+//!
 //! A request's worst case is its prompt tokens (counted in the body's messages and tools) × the
 //! model's prompt price, plus its `max_tokens` (else the model's `max_completion_tokens`, else its
 //! context window) × the completion price; the prices come from the model list the host already
@@ -18,9 +27,10 @@
 pub mod ledger;
 pub mod usage;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
@@ -28,6 +38,31 @@ use crate::config::spend::SpendConfig;
 use crate::llm::meta::ModelInfo;
 use crate::llm::{LlmError, Provider, StreamEvent, StreamSummary, Usage};
 pub use ledger::{Entry, Ledger, LedgerError};
+
+/// The time the caps and the ledger go by: now, unless `BB7_SPEND_NOW` holds an RFC 3339 time (a
+/// fixed clock for tests that must not depend on the day they run on).
+pub fn now() -> DateTime<Utc> {
+    std::env::var("BB7_SPEND_NOW")
+        .ok()
+        .and_then(|s| DateTime::parse_from_rfc3339(s.trim()).ok())
+        .map_or_else(Utc::now, |t| t.with_timezone(&Utc))
+}
+
+/// [`now`] as the ledger writes it.
+fn now_text() -> String {
+    now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// A hold's id, unique among every host of the user: the process and a counter.
+fn hold_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}-{}-{}",
+        std::process::id(),
+        Utc::now().timestamp_nanos_opt().unwrap_or_default(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
 
 /// What was spent before a request: in this reply, today and this month (US dollars).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -194,6 +229,8 @@ pub struct Capped {
     chat: String,
     override_cap: bool,
     reply_spent: Mutex<f64>,
+    /// The model's price, once the cap check looked it up (for a partial request's estimate).
+    price: Mutex<Option<Price>>,
 }
 
 impl Capped {
@@ -213,6 +250,7 @@ impl Capped {
             chat: chat.to_string(),
             override_cap,
             reply_spent: Mutex::new(0.0),
+            price: Mutex::new(None),
         })
     }
 
@@ -220,10 +258,11 @@ impl Capped {
         self.reply_spent.lock().map(|g| *g).unwrap_or(0.0)
     }
 
-    /// The check before a request with `body`.
-    async fn before(&self, body: &Value) -> Result<(), CapError> {
+    /// The check before a request with `body`; with a day or month cap, the request's worst case is
+    /// held in the ledger (the returned id) until it is settled.
+    async fn before(&self, body: &Value) -> Result<Option<String>, CapError> {
         if self.override_cap || !self.caps.any() {
-            return Ok(());
+            return Ok(None);
         }
         let model = body
             .get("model")
@@ -231,24 +270,36 @@ impl Capped {
             .unwrap_or_default()
             .to_string();
         let worst = self.worst_case(body, &model).await;
-        // A day or month cap cannot be checked without the ledger: refused, not passed.
-        let (day, month) = if self.caps.per_day_usd.is_some() || self.caps.per_month_usd.is_some() {
-            let spent =
-                tokio::task::spawn_blocking(|| Ledger::open_global()?.spent(&Utc::now())).await;
-            match spent {
-                Ok(Ok(v)) => v,
-                Ok(Err(e)) => return Err(CapError::Ledger(e.to_string())),
-                Err(e) => return Err(CapError::Ledger(e.to_string())),
+        let reply = self.reply_spent();
+        let w = match (&worst, self.caps.per_day_usd.or(self.caps.per_month_usd)) {
+            (Ok(w), Some(_)) => *w,
+            // No day or month cap (nothing to hold), or no price (refused, whatever was spent).
+            _ => {
+                let spent = Spent {
+                    reply,
+                    day: 0.0,
+                    month: 0.0,
+                };
+                return check(&self.caps, spent, worst, &model).map(|()| None);
             }
-        } else {
-            (0.0, 0.0)
         };
-        let spent = Spent {
-            reply: self.reply_spent(),
-            day,
-            month,
-        };
-        check(&self.caps, spent, worst, &model)
+        // A day or month cap cannot be checked without the ledger: refused, not passed. The check
+        // and the hold are one step under the ledger's lock, so no other host passes in between.
+        let caps = self.caps;
+        let id = hold_id();
+        let held = id.clone();
+        let r = tokio::task::spawn_blocking(move || {
+            Ledger::open_global()?.hold(&now(), &held, w, |day, month| {
+                check(&caps, Spent { reply, day, month }, Ok(w), &model)
+            })
+        })
+        .await;
+        match r {
+            Ok(Ok(Ok(()))) => Ok(Some(id)),
+            Ok(Ok(Err(cap))) => Err(cap),
+            Ok(Err(e)) => Err(CapError::Ledger(e.to_string())),
+            Err(e) => Err(CapError::Ledger(e.to_string())),
+        }
     }
 
     async fn worst_case(&self, body: &Value, model: &str) -> Result<f64, String> {
@@ -261,6 +312,9 @@ impl Capped {
             .find(|m| m.id == model)
             .ok_or_else(|| "it is not in the model list".to_string())?;
         let price = Price::of(info).ok_or_else(|| "the model list gives no price".to_string())?;
+        if let Ok(mut p) = self.price.lock() {
+            *p = Some(price);
+        }
         let b = body.clone();
         let tokens = tokio::task::spawn_blocking(move || prompt_tokens(&b))
             .await
@@ -273,26 +327,145 @@ impl Capped {
             .ok_or_else(|| "the model list gives no completion limit".to_string())
     }
 
-    /// Records a finished request's usage (in the background: a slow disk does not hold the reply).
-    async fn after(&self, model: &str, usage: &Usage) {
+    /// Records a request's usage and drops its hold (in the background: a slow disk does not hold
+    /// the reply, but the reply waits for it).
+    async fn after(&self, hold: Option<String>, entry: Entry) {
+        let r = tokio::task::spawn_blocking(move || settle(hold.as_deref(), &entry)).await;
+        if let Err(e) = r {
+            tracing::warn!("cannot record usage: {e}");
+        }
+    }
+
+    /// The ledger entry of a request to `model` that used `usage`.
+    fn entry(&self, model: &str, usage: &Usage, partial: bool) -> Entry {
         if let Ok(mut g) = self.reply_spent.lock() {
             *g += usage.cost;
         }
-        let entry = Entry {
-            time: crate::chat::model::now(),
+        Entry {
+            time: now_text(),
             model: model.to_string(),
             chat: self.chat.clone(),
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
             cached_tokens: usage.cached_tokens,
             cost: usage.cost,
-        };
-        let r = tokio::task::spawn_blocking(move || Ledger::open_global()?.append(&entry)).await;
-        match r {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!("cannot record usage: {e}"),
-            Err(e) => tracing::warn!("cannot record usage: {e}"),
+            partial,
         }
+    }
+}
+
+/// Drops the hold `hold` and appends `entry` (a failure is logged: the reply goes on).
+fn settle(hold: Option<&str>, entry: &Entry) {
+    if let Err(e) = Ledger::open_global().and_then(|l| l.settle(hold, Some(entry))) {
+        tracing::warn!("cannot record usage: {e}");
+    }
+}
+
+/// What a request streamed so far: the usage the provider reported, and the generated text.
+#[derive(Default)]
+struct Streamed {
+    usage: Option<Usage>,
+    generated: String,
+    /// Whether anything streamed at all.
+    any: bool,
+}
+
+impl Streamed {
+    fn observe(&mut self, ev: &StreamEvent) {
+        self.any = true;
+        match ev {
+            StreamEvent::Text(t) | StreamEvent::Reasoning(t) => self.generated.push_str(t),
+            StreamEvent::ToolCall {
+                name, arguments, ..
+            } => {
+                if let Some(n) = name {
+                    self.generated.push_str(n);
+                }
+                self.generated.push_str(arguments);
+            }
+            StreamEvent::Usage(u) => self.usage = Some(u.clone()),
+            StreamEvent::Finish(_) => {}
+        }
+    }
+}
+
+/// A request in flight. Dropped before [`InFlight::finish`] — the request failed, or the reply
+/// was cancelled and its future dropped — it records the request as partial and drops its hold.
+struct InFlight<'a> {
+    capped: &'a Capped,
+    body: &'a Value,
+    hold: Option<String>,
+    streamed: Mutex<Streamed>,
+    finished: bool,
+}
+
+impl InFlight<'_> {
+    fn model(&self) -> &str {
+        self.body.get("model").and_then(Value::as_str).unwrap_or("")
+    }
+
+    /// The request finished with `usage`: recorded, its hold dropped.
+    async fn finish(mut self, usage: &Usage) {
+        self.finished = true;
+        let entry = self.capped.entry(self.model(), usage, false);
+        self.capped.after(self.hold.take(), entry).await;
+    }
+
+    /// The request failed before anything streamed (refused, unreachable, an HTTP error): it used
+    /// nothing; its hold is dropped.
+    async fn abandon(mut self) {
+        self.finished = true;
+        if let Some(hold) = self.hold.take() {
+            let r = tokio::task::spawn_blocking(move || {
+                Ledger::open_global().and_then(|l| l.settle(Some(&hold), None))
+            })
+            .await;
+            match r {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!("cannot drop a spend hold: {e}"),
+                Err(e) => tracing::warn!("cannot drop a spend hold: {e}"),
+            }
+        }
+    }
+
+    fn streamed_any(&self) -> bool {
+        self.streamed.lock().map(|g| g.any).unwrap_or(true)
+    }
+
+    /// The usage of a request that did not finish: what the provider reported, else the prompt and
+    /// what streamed, counted, at the model's price when known.
+    fn partial_usage(&self) -> Usage {
+        let streamed = match self.streamed.lock() {
+            Ok(g) => g,
+            Err(e) => e.into_inner(),
+        };
+        if let Some(u) = &streamed.usage {
+            return u.clone();
+        }
+        let prompt = prompt_tokens(self.body);
+        let completion = crate::tokens::TokenCounter::new().count(&streamed.generated) as u64;
+        let price = self.capped.price.lock().ok().and_then(|p| *p);
+        Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            total_tokens: prompt + completion,
+            cost: price.map_or(0.0, |p| {
+                prompt as f64 * p.prompt + completion as f64 * p.completion
+            }),
+            ..Usage::default()
+        }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let usage = self.partial_usage();
+        let entry = self.capped.entry(self.model(), &usage, true);
+        // Synchronous: a cancelled reply's future is being dropped, nothing awaits this any more.
+        settle(self.hold.as_deref(), &entry);
     }
 }
 
@@ -303,13 +476,32 @@ impl Provider for Capped {
         on_event: &'a mut (dyn FnMut(&StreamEvent) + Send),
     ) -> BoxFuture<'a, Result<StreamSummary, LlmError>> {
         Box::pin(async move {
-            self.before(body)
+            let hold = self
+                .before(body)
                 .await
                 .map_err(|e| LlmError::Refused(e.to_string()))?;
-            let r = self.inner.stream(body, on_event).await;
-            if let Ok(s) = &r {
-                let model = body.get("model").and_then(Value::as_str).unwrap_or("");
-                self.after(model, &s.usage).await;
+            let flight = InFlight {
+                capped: self,
+                body,
+                hold,
+                streamed: Mutex::new(Streamed::default()),
+                finished: false,
+            };
+            let r = {
+                let streamed = &flight.streamed;
+                let mut seen = |ev: &StreamEvent| {
+                    if let Ok(mut g) = streamed.lock() {
+                        g.observe(ev);
+                    }
+                    on_event(ev);
+                };
+                self.inner.stream(body, &mut seen).await
+            };
+            match &r {
+                Ok(s) => flight.finish(&s.usage).await,
+                Err(_) if !flight.streamed_any() => flight.abandon().await,
+                // Failed after it streamed: dropping `flight` records it as partial.
+                Err(_) => drop(flight),
             }
             r
         })

@@ -86,6 +86,7 @@ mod tests {
             completion_tokens: 2,
             cached_tokens: 1,
             cost,
+            partial: false,
         };
         let es = [
             e("2026-01-01T00:00:00Z", "a", 1.0),

@@ -99,6 +99,19 @@ impl Workspace {
         model: &str,
         outcome: &ReplyOutcome,
     ) -> Result<(), WorkspaceError> {
+        if refused_before_sending(outcome) {
+            // Nothing was sent, so nothing of it stays: the client sends the same message again
+            // with `override_cap` (which records it once) or puts it back in its input.
+            return self.update_chat(target, |chat| {
+                if chat
+                    .messages
+                    .last()
+                    .is_some_and(|m| m.role == crate::chat::model::Role::User)
+                {
+                    turn::unrecord_user_message(chat);
+                }
+            });
+        }
         let record = outcome.record(model);
         if record.messages_are_empty() {
             return Ok(());
@@ -127,4 +140,17 @@ impl Workspace {
             .is_some_and(|n| crate::chat::naming::is_default_name(&n))
             .then_some(files)
     }
+}
+
+/// A reply the spend caps refused before its first request (ECOSYSTEM-PROTOCOL.md §11: "Nothing
+/// was sent"): nothing streamed, nothing used, no step made a call.
+fn refused_before_sending(outcome: &ReplyOutcome) -> bool {
+    matches!(&outcome.ending, crate::agent::job::Ending::Failed(m) if m.starts_with("Spend cap:"))
+        && outcome.text.is_empty()
+        && outcome.thinking.is_empty()
+        && outcome.usage == crate::llm::Usage::default()
+        && outcome
+            .agent
+            .as_ref()
+            .is_none_or(|a| a.parts.is_empty() && a.tool_calls == 0)
 }

@@ -172,15 +172,21 @@ function M._finish_send(st, r)
     if r.message == "Response aborted by user." then
       notify("Response aborted by user.", L.INFO)
     elseif tostring(r.message):sub(1, 10) == "Spend cap:" then
-      -- The host refused before asking the model: offer to send again past the cap, once.
+      -- The host refused before asking the model: offer to send again past the cap, once. A send
+      -- refused before its first request leaves nothing in the chat, so the text goes back into
+      -- the input until it is sent again (not lost when the user says no).
+      if S.chat and S.chat.id == st.chat_id and (S.chat.draft or "") == "" then
+        S.chat.draft = st.text
+        S.emit("draft", st.text)
+      end
       vim.schedule(function()
         M.confirm_override(tostring(r.message) .. " Send again past the cap?", function()
           local function resend()
             if S.stream == st then -- the refused send is still settling
               return vim.defer_fn(resend, 20)
             end
-            if S.chat and S.chat.id == st.chat_id then
-              M.send(st.text, { override_cap = true })
+            if S.chat and S.chat.id == st.chat_id and M.send(st.text, { override_cap = true }) then
+              S.emit("draft", "")
             end
           end
           resend()

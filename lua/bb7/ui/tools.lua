@@ -100,6 +100,28 @@ local function changed(t)
   return t.state == "changed" or t.grant_stale == true
 end
 
+--- A component's tools when it offers more than one or skipped some (a generic component: one tool
+--- per exported function): each `<component>__<function> — description`, then each skipped export
+--- with its reason, given to `add` line by line.
+function M.offered_lines(t, add)
+  local tools = type(t.tools) == "table" and t.tools or {}
+  local skipped = type(t.skipped) == "table" and t.skipped or {}
+  if #tools <= 1 and #skipped == 0 then
+    return
+  end
+  add(("      tools (%d):"):format(#tools))
+  for _, x in ipairs(tools) do
+    local d = x.description ~= nil and x.description ~= "" and (" — " .. util.oneline(x.description)) or ""
+    if x.undocumented then
+      d = " (undocumented)"
+    end
+    add("        " .. util.oneline(x.name or "?") .. d)
+  end
+  for _, k in ipairs(skipped) do
+    add(("      skipped: %s (%s)"):format(util.oneline(k.export or "?"), util.oneline(k.reason or "?")))
+  end
+end
+
 local STATE_HL = {
   offered = "DiagnosticOk",
   disabled = "Comment",
@@ -172,6 +194,9 @@ function M.render_lines(tools, opts)
     if t.kind == "hook" then
       add("      hook: " .. items(t.hook), t)
     end
+    M.offered_lines(t, function(l)
+      add(l, t)
+    end)
     add("      requested: " .. M.caps(t.requested), t)
     add("      granted:   " .. M.caps(t.granted), t)
     local wit = t.wit and ("  wit " .. util.oneline(t.wit)) or ""

@@ -37,7 +37,9 @@ pub fn get_usage(ctx: &Ctx, req: &Request) -> Handled {
     let caps = ctx.lock().config.config().spend;
     let ledger = Ledger::open_global().map_err(|e| e.to_string())?;
     let entries = ledger.entries(since.as_ref()).map_err(|e| e.to_string())?;
-    let (day, month) = ledger.spent(&Utc::now()).map_err(|e| e.to_string())?;
+    let (day, month) = ledger
+        .spent(&crate::spend::now())
+        .map_err(|e| e.to_string())?;
     Ok(reply(
         "usage",
         json!({

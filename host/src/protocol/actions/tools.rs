@@ -148,6 +148,23 @@ fn function(st: &Status) -> Option<String> {
         .map(|t| function_name(&st.name, &t.name))
 }
 
+/// Every tool a component offers, as the model calls it (`<component>__<function>`), with its
+/// description (a generic component offers one per exported function).
+fn offered_json(st: &Status) -> Vec<Value> {
+    st.installed
+        .offered_tools()
+        .iter()
+        .map(|t| {
+            json!({
+                "name": function_name(&st.name, &t.name),
+                "export": t.export,
+                "description": t.description,
+                "undocumented": t.undocumented,
+            })
+        })
+        .collect()
+}
+
 fn tools_reply(s: &Workspace) -> Handled {
     let mut tools: Vec<Value> = BUILTIN_COMPONENTS
         .iter()
@@ -193,6 +210,8 @@ fn tools_reply(s: &Workspace) -> Handled {
             "version": i.version,
             "description": i.description,
             "wit": i.wit,
+            "tools": offered_json(&st),
+            "skipped": i.skipped.iter().map(|k| json!({"export": k.export, "reason": k.reason})).collect::<Vec<_>>(),
             "approved_sha256": approved.get(&st.name),
             "limits": {
                 "memory_bytes": l.memory_bytes,
