@@ -384,7 +384,7 @@ impl Streamed {
                 self.generated.push_str(arguments);
             }
             StreamEvent::Usage(u) => self.usage = Some(u.clone()),
-            StreamEvent::Finish(_) => {}
+            StreamEvent::Finish(_) | StreamEvent::Provider(_) => {}
         }
     }
 }
