@@ -186,6 +186,14 @@ pub struct ReplyOutcome {
 }
 
 impl ReplyOutcome {
+    /// Plan mode: the plan the reply proposed, when it got through (stored with the reply).
+    pub fn proposed_plan(&self) -> Option<&super::plan::Plan> {
+        self.agent
+            .as_ref()
+            .and_then(|a| a.plan.as_ref())
+            .filter(|_| self.ending.answered())
+    }
+
     /// What the reply leaves in its chat: the reply by `model` and, after an error or a cancel,
     /// the system message saying so.
     pub fn record(&self, model: &str) -> crate::chat::turn::ReplyRecord {

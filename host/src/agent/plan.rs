@@ -3,8 +3,8 @@
 //! A plan reply is an agent reply with the retrieval tools and [`PROPOSE_PLAN`] only: no edit
 //! tool is offered, and an edit call the model makes anyway is answered as an unknown tool. A
 //! valid `propose_plan` call becomes the reply's [`Plan`]; the reply ends with the agent event
-//! `plan.proposed`, and the plan is stored in chat.json (`plans`, see [`record_outcome`]) in the
-//! same write as the reply. `plan_approve` starts an agent reply whose user message is the
+//! `plan.proposed`, and the plan is stored in chat.json (`plans`, see [`store`]) in the same
+//! write as the reply (`ReplyOutcome::proposed_plan`). `plan_approve` starts an agent reply whose user message is the
 //! approved plan ([`approval_message`]); when the plan names files, edits outside them are
 //! refused to the model ([`PlanRole::Execute`]). `plan_reject` records the user's feedback as a
 //! system message, so the next request carries it.
@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::events::AgentEvent;
-use super::job::ReplyOutcome;
 use super::retrieval::CallOutcome;
 use super::tools::ToolRunner;
 use crate::chat::model::{Chat, Message, Role};
@@ -370,17 +369,6 @@ pub fn store(chat: &mut Chat, plan: &Plan) {
             Some(slot) => *slot = v,
             None => a.push(v),
         }
-    }
-}
-
-/// Records the plan a reply proposed in its chat (called in the same write as the reply): only
-/// when the reply got through.
-pub fn record_outcome(chat: &mut Chat, outcome: &ReplyOutcome) {
-    if !outcome.ending.answered() {
-        return;
-    }
-    if let Some(plan) = outcome.agent.as_ref().and_then(|a| a.plan.as_ref()) {
-        store(chat, plan);
     }
 }
 

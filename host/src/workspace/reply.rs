@@ -118,7 +118,9 @@ impl Workspace {
         }
         self.update_chat(target, |chat| {
             record.record_in(chat);
-            crate::agent::plan::record_outcome(chat, outcome);
+            if let Some(plan) = outcome.proposed_plan() {
+                crate::agent::plan::store(chat, plan);
+            }
         })
     }
 
