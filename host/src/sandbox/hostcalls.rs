@@ -16,6 +16,10 @@
 //!   reaches the disk and the call traps, so the disk holds at most the budget, whatever the
 //!   guest does; the check is the same whether the guest is fast or slow.
 //!
+//! - **A socket use without a network grant is recorded.** Creating a TCP or UDP socket and
+//!   looking a name up note the attempt in the call's `SocketDenials` (`audit.rs`: a `refusal`
+//!   record, once per call) before wasmtime-wasi refuses it.
+//!
 //! Each shadow does its check and then calls wasmtime-wasi's own implementation, so the semantics
 //! are otherwise wasmtime-wasi's.
 
@@ -42,7 +46,7 @@ use super::limits::OutputBudget;
 use super::state::CallState;
 
 /// The WASI 0.2 version the linker's interfaces are defined at (older 0.2.x imports resolve to it).
-pub(super) const WASI: &str = "0.2.12";
+const WASI: &str = "0.2.12";
 
 /// Replaces the waiting and writing host calls of `linker` (which already holds wasmtime-wasi's
 /// WASI 0.2 interfaces) by the bounded and metered versions of this module.
@@ -335,4 +339,85 @@ impl OutputStream for Metered {
     async fn cancel(&mut self) {
         self.inner.cancel().await
     }
+}
+
+/// Shadows the WASI 0.2 calls that start any socket use — creating a TCP or UDP socket, looking a
+/// name up — in `linker` (which holds wasmtime-wasi's `wasi:sockets`) by versions that first note
+/// the attempt in the call's [`super::audit::SocketDenials`] (calls without a network grant), then do what
+/// wasmtime-wasi does (which, without a grant, refuses).
+pub(super) fn shadow_socket_entries(
+    linker: &mut wasmtime::component::Linker<super::state::CallState>,
+) -> wasmtime::Result<()> {
+    use wasmtime::StoreContextMut;
+    use wasmtime::component::Resource;
+    use wasmtime_wasi::p2::bindings::sockets::network::{
+        ErrorCode, Host as _, IpAddressFamily, Network,
+    };
+    use wasmtime_wasi::p2::bindings::sockets::{ip_name_lookup, tcp_create_socket};
+    use wasmtime_wasi::p2::bindings::sync::sockets::udp_create_socket;
+    use wasmtime_wasi::p2::{SocketResult, TcpSocket, UdpSocket};
+    use wasmtime_wasi::sockets::WasiSocketsView as _;
+
+    type Cx<'a> = StoreContextMut<'a, super::state::CallState>;
+    /// A wasmtime-wasi result as the WIT `result<_, error-code>` (or a trap).
+    fn wit<R>(cx: &mut Cx<'_>, r: SocketResult<R>) -> wasmtime::Result<(Result<R, ErrorCode>,)> {
+        match r {
+            Ok(v) => Ok((Ok(v),)),
+            Err(e) => Ok((Err(cx.data_mut().sockets().convert_error_code(e)?),)),
+        }
+    }
+    let wasi = WASI;
+    linker.allow_shadowing(true);
+    let r = (|| -> wasmtime::Result<()> {
+        linker
+            .instance(&format!("wasi:sockets/tcp-create-socket@{wasi}"))?
+            .func_wrap(
+                "create-tcp-socket",
+                |mut cx: Cx<'_>, (family,): (IpAddressFamily,)| {
+                    cx.data_mut()
+                        .socket_attempt(&format!("create-tcp-socket {family:?}"));
+                    let r: SocketResult<Resource<TcpSocket>> =
+                        tcp_create_socket::Host::create_tcp_socket(
+                            &mut cx.data_mut().sockets(),
+                            family,
+                        );
+                    wit(&mut cx, r)
+                },
+            )?;
+        linker
+            .instance(&format!("wasi:sockets/udp-create-socket@{wasi}"))?
+            .func_wrap(
+                "create-udp-socket",
+                |mut cx: Cx<'_>, (family,): (IpAddressFamily,)| {
+                    cx.data_mut()
+                        .socket_attempt(&format!("create-udp-socket {family:?}"));
+                    let r: SocketResult<Resource<UdpSocket>> =
+                        udp_create_socket::Host::create_udp_socket(
+                            &mut cx.data_mut().sockets(),
+                            family,
+                        );
+                    wit(&mut cx, r)
+                },
+            )?;
+        linker
+            .instance(&format!("wasi:sockets/ip-name-lookup@{wasi}"))?
+            .func_wrap(
+                "resolve-addresses",
+                |mut cx: Cx<'_>, (network, name): (Resource<Network>, String)| {
+                    cx.data_mut().socket_attempt(&format!(
+                        "resolve-addresses {:?}",
+                        name.chars().take(200).collect::<String>()
+                    ));
+                    let r = ip_name_lookup::Host::resolve_addresses(
+                        &mut cx.data_mut().sockets(),
+                        network,
+                        name,
+                    );
+                    wit(&mut cx, r)
+                },
+            )?;
+        Ok(())
+    })();
+    linker.allow_shadowing(false);
+    r
 }

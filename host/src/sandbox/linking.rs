@@ -21,7 +21,7 @@ pub fn linker(engine: &Engine, network: bool) -> anyhow::Result<Linker<CallState
     let mut linker = Linker::new(engine);
     if network {
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
-            .and_then(|()| super::audit::shadow_socket_entries(&mut linker))
+            .and_then(|()| super::hostcalls::shadow_socket_entries(&mut linker))
             .map_err(|e| anyhow::anyhow!("linking WASI: {e}"))?;
     } else {
         add_without_sockets(&mut linker).map_err(|e| anyhow::anyhow!("linking WASI: {e}"))?;
