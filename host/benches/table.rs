@@ -3,7 +3,7 @@
 //! Prints min / median / max of every timed row with its target; asserts nothing about timings
 //! (a protocol error panics with the host's message).
 //!
-//! Every process is the release `bb7` (`CARGO_BIN_EXE_bb7`) spawned with a cleared environment
+//! Every process is the release `bb7` (`CARGO_BIN_EXE_bb7`, or the binary `BB7_TABLE_BIN` names) spawned with a cleared environment
 //! (`HOME`, `BB7_HOME`, `BB7_CACHE_DIR`, `PATH` only), driven over stdin/stdout, with
 //! `~/.config/bb7/config.json` pointing at a `bb7-mock-llm` server on 127.0.0.1 (one server per
 //! row, each with a fallback reply, so every `send` gets the same answer). Chats are named
@@ -41,13 +41,22 @@
 //!    does not match is searched by content), so it carries the cache fill; both times printed.
 //! 7. Peak RSS while streaming: `VmHWM` just after `done` in the processes of row 4.
 //! 8. Binary size: `target/release/bb7` as built, and a copy stripped with `strip -o`.
+//! 9. First `send` on a fresh install whose reply makes one `edit_file` call: as row 1 (fresh
+//!    HOME, cache and project), with `a.txt` (a few lines) written in the project; the time from
+//!    `spawn` through `init`, `chat_new`, `context_add a.txt`, `send` to reading `done` (the mock
+//!    answers one `edit_file` call changing one line; the bench checks the staged output).
+//! 10. A 1 MB `edit_file` through a send, minus a plain send: per run two fresh processes on a
+//!    project holding a 1 MiB text file added with `context_add`; one's reply is plain text, the
+//!    other's one `edit_file` call changing one line of the big file. Both time `send` to `done`
+//!    (after `init`, `chat_new` and the `context_add`); the row is the difference of the medians.
+//!    Second line: the same in one long-lived process (sandbox already made), a new chat per run.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bb7_mock_llm::{MockServer, Reply, Script};
+use bb7_mock_llm::{MockServer, Reply, Script, ToolCall};
 use serde_json::{Value, json};
 
 const MODEL: &str = "mock/model";
@@ -55,6 +64,7 @@ const CHATS: usize = 5000;
 const STREAM_CHUNKS: usize = 2000;
 const CONTEXT_FILES: usize = 8;
 const CONTEXT_FILE_BYTES: usize = 256 << 10;
+const BIG_EDIT_BYTES: usize = 1 << 20;
 
 // ---------------------------------------------------------------------------------------------
 // The host process
@@ -90,6 +100,14 @@ impl Env {
     }
 }
 
+/// The binary measured: `BB7_TABLE_BIN` (e.g. a copy of an earlier build, for a before/after
+/// table), else the release `bb7` of this build.
+fn bin() -> PathBuf {
+    std::env::var_os("BB7_TABLE_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_bb7")))
+}
+
 /// A project directory with `.bb7/chats`, as `bb7_init` makes it.
 fn project(dir: &Path) -> PathBuf {
     std::fs::create_dir_all(dir.join(".bb7/chats")).unwrap();
@@ -107,7 +125,7 @@ struct Host {
 
 impl Host {
     fn start(env: &Env) -> Host {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_bb7"))
+        let mut child = Command::new(bin())
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", &env.home)
@@ -171,8 +189,13 @@ impl Host {
 
     /// Sends a `send` and reads to its `done`, calling `on_chunk` for each `chunk`; panics on
     /// `error` / `diff_error`.
-    fn send(&mut self, content: &str, mut on_chunk: impl FnMut()) -> Value {
-        let req = json!({"action": "send", "content": content, "model": MODEL});
+    fn send(&mut self, content: &str, on_chunk: impl FnMut()) -> Value {
+        self.send_to(MODEL, content, on_chunk)
+    }
+
+    /// [`Host::send`] with model `model`.
+    fn send_to(&mut self, model: &str, content: &str, mut on_chunk: impl FnMut()) -> Value {
+        let req = json!({"action": "send", "content": content, "model": model});
         let rid = self.write(req);
         loop {
             let v = self.next();
@@ -335,6 +358,60 @@ fn source_text(n: usize) -> String {
     text
 }
 
+/// `BIG_EDIT_BYTES` of text lines with one line, `EDIT_MARKER`, halfway.
+fn big_text() -> String {
+    let mut text = String::with_capacity(BIG_EDIT_BYTES + 128);
+    let mut i = 0;
+    while text.len() < BIG_EDIT_BYTES / 2 {
+        text.push_str(&format!(
+            "line {i}: the quick brown fox jumps over the lazy dog\n"
+        ));
+        i += 1;
+    }
+    text.push_str(EDIT_MARKER);
+    text.push('\n');
+    while text.len() < BIG_EDIT_BYTES {
+        text.push_str(&format!(
+            "line {i}: the quick brown fox jumps over the lazy dog\n"
+        ));
+        i += 1;
+    }
+    text
+}
+
+const EDIT_MARKER: &str = "let marker = \"change me\";";
+const EDIT_MODEL: &str = "mock/edit";
+
+/// A mock that answers `MODEL` with a 3-chunk text and `EDIT_MODEL` with one `edit_file` call
+/// replacing `EDIT_MARKER` in `path`.
+fn edit_server(path: &str) -> MockServer {
+    MockServer::start(
+        Script::new([])
+            .with_fallback(Reply::text(["Hello", " from", " the mock."]))
+            .with_model_reply(
+                EDIT_MODEL,
+                Reply::tool_calls([ToolCall::edit_file(
+                    0,
+                    "call_1",
+                    &[(
+                        path,
+                        &format!("{{{{file_id:{path}}}}}"),
+                        EDIT_MARKER,
+                        "let marker = \"changed\";",
+                    )],
+                )]),
+            ),
+    )
+}
+
+/// Asserts that `done` staged `path`.
+fn assert_staged(done: &Value, path: &str) {
+    let staged = done["output_files"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|p| p == path));
+    assert!(staged, "the edit_file call did not stage {path}: {done}");
+}
+
 /// The user message of template chat `i`: ~600 bytes; the last chat's holds the needle.
 fn chat_message(i: usize) -> String {
     let mut text = format!("Message for chat {i} about topic {i}. ");
@@ -409,10 +486,105 @@ fn main() {
             "ms",
             2,
             &samples,
-            "target ≤ 25 ms",
+            "target ≤ 10 ms",
         );
         show(&line);
         table.push(line);
+    }
+
+    // 9. First send on a fresh install, one edit_file call ----------------------------------------
+    {
+        let server = edit_server("a.txt");
+        let mut samples = Vec::new();
+        for _ in 0..runs {
+            let dir = tempfile::tempdir().unwrap();
+            let env = Env::new(dir.path(), &server);
+            let root = project(&dir.path().join("proj"));
+            let small = format!("fn main() {{\n    {EDIT_MARKER}\n}}\n");
+            std::fs::write(root.join("a.txt"), &small).unwrap();
+            let t = Instant::now();
+            let mut h = Host::start(&env);
+            h.init(&root);
+            h.chat_new("first");
+            h.call(json!({"action": "context_add", "path": "a.txt", "content": small}));
+            let done = h.send_to(EDIT_MODEL, "edit", || {});
+            samples.push(ms(t.elapsed()));
+            assert_staged(&done, "a.txt");
+            h.close();
+        }
+        let line = row(
+            "9 first send + 1 edit_file, fresh install",
+            "ms",
+            2,
+            &samples,
+            "target ≤ 15 ms",
+        );
+        show(&line);
+        table.push(line);
+    }
+
+    // 10. A 1 MB edit_file through a send, minus a plain send ---------------------------------------
+    {
+        let server = edit_server("big.txt");
+        let dir = tempfile::tempdir().unwrap();
+        let env = Env::new(dir.path(), &server);
+        let root = project(&dir.path().join("proj"));
+        let big = big_text();
+        std::fs::write(root.join("big.txt"), &big).unwrap();
+        let timed = |h: &mut Host, model: &str, chat: &str| -> f64 {
+            h.chat_new(chat);
+            h.call(json!({"action": "context_add", "path": "big.txt", "content": big}));
+            let t = Instant::now();
+            let done = h.send_to(model, "change the marker", || {});
+            let d = ms(t.elapsed());
+            if model == EDIT_MODEL {
+                assert_staged(&done, "big.txt");
+            }
+            d
+        };
+        let (mut plain, mut edit) = (Vec::new(), Vec::new());
+        for r in 0..runs {
+            for (model, out) in [(MODEL, &mut plain), (EDIT_MODEL, &mut edit)] {
+                let mut h = Host::start(&env);
+                h.init(&root);
+                out.push(timed(&mut h, model, &format!("big {r}")));
+                h.close();
+            }
+        }
+        let (mut warm_plain, mut warm_edit) = (Vec::new(), Vec::new());
+        let mut h = Host::start(&env);
+        h.init(&root);
+        timed(&mut h, EDIT_MODEL, "warm-up");
+        h.settle();
+        for r in 0..runs {
+            warm_plain.push(timed(&mut h, MODEL, &format!("warm plain {r}")));
+            warm_edit.push(timed(&mut h, EDIT_MODEL, &format!("warm edit {r}")));
+        }
+        h.close();
+        let diff = |e: &[f64], p: &[f64]| stats(e).1 - stats(p).1;
+        for line in [
+            format!(
+                "{:<44} median {:>8.2} ms   (target ≤ 8.5 ms)",
+                "10 1 MB edit_file send - plain send (fresh)",
+                diff(&edit, &plain)
+            ),
+            row(
+                "  send with the 1 MB edit (fresh process)",
+                "ms",
+                2,
+                &edit,
+                "",
+            ),
+            row("  plain send, 1 MB in context (fresh)", "ms", 2, &plain, ""),
+            format!(
+                "{:<44} median {:>8.2} ms",
+                "  1 MB edit - plain (one process)",
+                diff(&warm_edit, &warm_plain)
+            ),
+        ] {
+            show(&line);
+            table.push(line);
+        }
     }
 
     // Shared state for rows 2-7: one HOME (warm component cache), the template project.
@@ -587,14 +759,14 @@ fn main() {
                 "µs",
                 2,
                 &per_chunk,
-                "target ≤ 12 µs",
+                "target ≤ 9.6 µs",
             ),
             row(
                 "  host CPU per chunk (CPU clock, ns)",
                 "µs",
                 2,
                 &per_chunk_ns,
-                "target ≤ 12 µs",
+                "target ≤ 9.6 µs",
             ),
             row(
                 "  host CPU per chunk, first chunk..done",
@@ -621,7 +793,7 @@ fn main() {
             "MiB",
             1,
             &hwm,
-            "target ≤ 20 MiB",
+            "target ≤ 17.5 MiB",
         );
     }
 
@@ -693,7 +865,7 @@ fn main() {
                 "MiB",
                 1,
                 &hwm,
-                "target ≤ 32 MiB",
+                "target ≤ 19 MiB",
             ),
             row(
                 "  search_chats title (1st search, cold)",
@@ -721,7 +893,7 @@ fn main() {
 
     // 8. Binary size ------------------------------------------------------------------------------
     {
-        let bin = Path::new(env!("CARGO_BIN_EXE_bb7"));
+        let bin = &bin();
         let size = std::fs::metadata(bin).expect("bb7 binary").len();
         let mut line = format!(
             "8 binary size {:<30} {size} bytes ({:.1} MiB)",
