@@ -27,9 +27,10 @@ impl StagingDir {
         self.tmp.path()
     }
 
-    /// Puts `bytes` at `rel` (a normalised relative path), creating parent directories.
+    /// Puts `bytes` at `rel` (a normalised relative path), creating parent directories (not
+    /// fsynced: the directory is removed with the reply).
     pub fn place(&self, rel: &str, bytes: &[u8]) -> io::Result<()> {
-        crate::store::write_no_follow(&self.dir, rel, bytes)
+        crate::store::write_no_follow_scratch(&self.dir, rel, bytes)
     }
 
     /// Reads the file at `rel` back. Every directory on the way must be a real directory and the

@@ -163,7 +163,13 @@ impl ChatStore {
             self.chats.dir().create_dir_all(format!("{id}/output"))?;
         }
         self.save(&chat)?;
-        self.update_index(|ix| ix.entries.push(IndexEntry { id, name, created }))?;
+        // The refresh before the change may already have indexed the new directory (as it reads
+        // it from chat.json, with the same name and time): then the index is not written again.
+        self.update_index(|ix| {
+            if !ix.entries.iter().any(|e| e.id == id) {
+                ix.entries.push(IndexEntry { id, name, created })
+            }
+        })?;
         Ok(chat)
     }
 
@@ -251,10 +257,14 @@ impl ChatStore {
     }
 
     /// Applies one change to the index as it is on disk now (another process may have changed it
-    /// since we read it), then saves it.
+    /// since we read it), then saves it if the change changed anything.
     fn update_index(&mut self, change: impl FnOnce(&mut Index)) -> io::Result<()> {
         self.refresh()?;
+        let before = self.index.clone();
         change(&mut self.index);
+        if self.index == before {
+            return Ok(());
+        }
         index::save(self.chats.dir(), &self.index)
     }
 
@@ -314,4 +324,52 @@ fn new_id() -> String {
         now.format("%Y%m%d-%H%M%S"),
         &hex::encode(h.finalize())[..6]
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt;
+
+    use super::*;
+
+    fn on_disk(state: &Path) -> Index {
+        let dir =
+            cap_std::fs::Dir::open_ambient_dir(state.join("chats"), cap_std::ambient_authority())
+                .expect("chats dir");
+        index::load(&dir)
+    }
+
+    fn index_inode(state: &Path) -> u64 {
+        std::fs::metadata(state.join("chats/index.json"))
+            .expect("index.json")
+            .ino()
+    }
+
+    /// The refresh inside `create` indexes the new chat directory already; the entry is not pushed
+    /// a second time (index.json once held it twice until the next refresh).
+    #[test]
+    fn a_new_chat_is_indexed_once() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut store = ChatStore::open(tmp.path(), false).expect("open");
+        let chat = store.create(Some("one"), "m/x").expect("create");
+        let ix = on_disk(tmp.path());
+        let ids: Vec<&str> = ix.entries.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, [chat.id.as_str()]);
+        assert_eq!(ix.entries[0].name, "one");
+    }
+
+    /// A change that changes nothing does not rewrite index.json (each rewrite is a temporary file,
+    /// two fsyncs and a rename: a new inode).
+    #[test]
+    fn an_unchanged_index_is_not_rewritten() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut store = ChatStore::open(tmp.path(), false).expect("open");
+        let chat = store.create(Some("one"), "m/x").expect("create");
+        let before = index_inode(tmp.path());
+        store.rename(&chat.id, "one").expect("rename");
+        assert_eq!(index_inode(tmp.path()), before);
+        store.rename(&chat.id, "two").expect("rename");
+        assert_ne!(index_inode(tmp.path()), before);
+        assert_eq!(on_disk(tmp.path()).entries[0].name, "two");
+    }
 }

@@ -22,7 +22,7 @@ pub struct IndexEntry {
 }
 
 /// The whole index file.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Index {
     /// The chats (the file's `chats` array), in index order.
     pub entries: Vec<IndexEntry>,

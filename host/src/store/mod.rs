@@ -71,6 +71,17 @@ pub fn write_atomic(dir: &Dir, rel: impl AsRef<Path>, bytes: &[u8]) -> io::Resul
 /// are created) and the target, if it exists, must be a regular file, whose permissions the new file
 /// keeps. See [`project`] for the project's own, stricter rule.
 pub fn write_no_follow(root: &Dir, rel: &str, bytes: &[u8]) -> io::Result<()> {
+    no_follow(root, rel, bytes, Durability::Durable)
+}
+
+/// [`write_no_follow`] for a scratch directory that does not outlive the process (a reply's
+/// staging copy): the same checks, temporary file and rename, but no fsync — nothing there has to
+/// survive a crash, and an fsync of a large file costs milliseconds.
+pub fn write_no_follow_scratch(root: &Dir, rel: &str, bytes: &[u8]) -> io::Result<()> {
+    no_follow(root, rel, bytes, Durability::Scratch)
+}
+
+fn no_follow(root: &Dir, rel: &str, bytes: &[u8], durability: Durability) -> io::Result<()> {
     let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
     if parts.iter().any(|p| *p == "." || *p == "..") {
         return Err(io::Error::new(
@@ -78,7 +89,16 @@ pub fn write_no_follow(root: &Dir, rel: &str, bytes: &[u8]) -> io::Result<()> {
             format!("{rel} is not a normalised path"),
         ));
     }
-    project::write_nofollow(root, rel, parts, bytes)
+    project::write_nofollow(root, rel, parts, bytes, durability)
+}
+
+/// Whether a write is made durable (fsync of the file before its rename, of the directory after).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Durability {
+    /// Survives a crash of the machine once the write returns.
+    Durable,
+    /// Atomic for readers, but not synced: for files that do not outlive the process.
+    Scratch,
 }
 
 /// Replaces file `name` in `dir` with `bytes`: a fresh temporary file (given `perms` before any byte
@@ -88,8 +108,9 @@ fn replace_in(
     name: &str,
     bytes: &[u8],
     perms: Option<cap_std::fs::Permissions>,
+    durability: Durability,
 ) -> io::Result<()> {
-    Prepared::new(dir.try_clone()?, name, bytes, perms)?.commit()
+    Prepared::new(dir.try_clone()?, name, bytes, perms, durability)?.commit()
 }
 
 /// A file written and fsynced under a temporary name, waiting for [`Prepared::commit`] to rename it
@@ -101,6 +122,7 @@ pub struct Prepared {
     tmp: String,
     name: String,
     done: bool,
+    durability: Durability,
 }
 
 impl Prepared {
@@ -109,6 +131,7 @@ impl Prepared {
         name: &str,
         bytes: &[u8],
         perms: Option<cap_std::fs::Permissions>,
+        durability: Durability,
     ) -> io::Result<Self> {
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let tmp = format!(
@@ -124,11 +147,15 @@ impl Prepared {
             tmp,
             name: name.to_string(),
             done: false,
+            durability,
         };
         let written = perms
             .map_or(Ok(()), |perm| f.set_permissions(perm))
             .and_then(|_| f.write_all(bytes))
-            .and_then(|_| f.sync_all());
+            .and_then(|_| match durability {
+                Durability::Durable => f.sync_all(),
+                Durability::Scratch => Ok(()),
+            });
         drop(f);
         if let Err(e) = written {
             p.discard();
@@ -141,7 +168,9 @@ impl Prepared {
     pub fn commit(mut self) -> io::Result<()> {
         self.dir.rename(&self.tmp, &self.dir, &self.name)?;
         self.done = true;
-        sync_dir(&self.dir);
+        if self.durability == Durability::Durable {
+            sync_dir(&self.dir);
+        }
         Ok(())
     }
 
@@ -175,7 +204,7 @@ pub fn prepare_atomic(dir: &Dir, rel: impl AsRef<Path>, bytes: &[u8]) -> io::Res
         }
         None => dir.try_clone()?,
     };
-    Prepared::new(parent, &name, bytes, None)
+    Prepared::new(parent, &name, bytes, None, Durability::Durable)
 }
 
 /// A per-user secret of 32 random bytes (hex) in the global state directory (`~/.bb7/<name>`,
@@ -224,7 +253,13 @@ fn load_or_make_key(dir: &Path, name: &str) -> io::Result<Vec<u8>> {
     // Written private under a temporary name, then linked into place: the link fails when another
     // process made the key first, and then that one is used.
     let perms = cap_std::fs::Permissions::from_std(std::fs::Permissions::from_mode(0o600));
-    let p = Prepared::new(state.dir().try_clone()?, name, &key, Some(perms))?;
+    let p = Prepared::new(
+        state.dir().try_clone()?,
+        name,
+        &key,
+        Some(perms),
+        Durability::Durable,
+    )?;
     match state.dir().hard_link(&p.tmp, state.dir(), name) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
@@ -411,6 +446,38 @@ mod tests {
         write_atomic(s.dir(), "a/b/c.json", b"two").unwrap();
         assert_eq!(std::fs::read(t.path().join("a/b/c.json")).unwrap(), b"two");
         assert_eq!(std::fs::read_dir(t.path().join("a/b")).unwrap().count(), 1);
+    }
+
+    /// A scratch write (a reply's staging copy) skips only the fsyncs: it still follows no
+    /// symbolic link a tool left, replaces atomically and keeps an existing file's mode.
+    #[test]
+    fn scratch_writes_follow_no_symlink_either() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        std::fs::create_dir_all(root.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink("elsewhere", root.join("sub")).unwrap();
+        std::os::unix::fs::symlink("elsewhere/x", root.join("f")).unwrap();
+        let d = StateDir::open(root, false).unwrap();
+        for rel in ["sub/a.txt", "f"] {
+            let e = write_no_follow_scratch(d.dir(), rel, b"x").expect_err("refused");
+            assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{rel}: {e}");
+        }
+        assert_eq!(
+            std::fs::read_dir(root.join("elsewhere")).unwrap().count(),
+            0
+        );
+        write_no_follow_scratch(d.dir(), "a/b.sh", b"one").unwrap();
+        std::fs::set_permissions(root.join("a/b.sh"), std::fs::Permissions::from_mode(0o750))
+            .unwrap();
+        write_no_follow_scratch(d.dir(), "a/b.sh", b"two").unwrap();
+        assert_eq!(std::fs::read(root.join("a/b.sh")).unwrap(), b"two");
+        let mode = std::fs::metadata(root.join("a/b.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o750);
+        assert_eq!(std::fs::read_dir(root.join("a")).unwrap().count(), 1);
     }
 
     #[test]

@@ -216,7 +216,7 @@ impl ProjectDir {
     /// Writes `rel` atomically (see [`write_nofollow`]).
     pub fn write(&self, rel: &str, bytes: &[u8]) -> io::Result<()> {
         let parts = check_rel(rel)?;
-        write_nofollow(&self.dir, rel, parts, bytes)
+        write_nofollow(&self.dir, rel, parts, bytes, super::Durability::Durable)
     }
 }
 
@@ -252,12 +252,14 @@ pub(crate) fn parent_nofollow<'a>(
 
 /// Writes `rel` (split into `parts`) under `root` atomically (temporary file, fsync, rename, fsync of
 /// the directory), keeping an existing file's permissions. Missing directories are created; no
-/// symlink is followed, and an existing symlink or non-regular file at `rel` is refused.
+/// symlink is followed, and an existing symlink or non-regular file at `rel` is refused. Without the
+/// fsyncs for a [`super::Durability::Scratch`] write.
 pub(super) fn write_nofollow(
     root: &Dir,
     rel: &str,
     parts: Vec<&str>,
     bytes: &[u8],
+    durability: super::Durability,
 ) -> io::Result<()> {
     let (parent, name) = parent_nofollow(root, parts, true)?;
     let perms = match parent.symlink_metadata(name) {
@@ -274,7 +276,7 @@ pub(super) fn write_nofollow(
     };
     // Between the check and the rename the name can only be swapped for another entry of this same
     // directory; the rename replaces that entry itself and never writes through it.
-    super::replace_in(&parent, name, bytes, perms)
+    super::replace_in(&parent, name, bytes, perms, durability)
 }
 
 /// A project root named on a command line (`bb7 mcp --project DIR`), canonicalised; it must be a
