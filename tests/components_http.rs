@@ -378,6 +378,89 @@ fn only_requested_origins_can_be_granted_and_the_lockfile_covers_them() {
     assert!(diff.contains(b), "{diff}");
 }
 
+/// The example through agent mode against the mock server, as a model would use it: its fetch of the
+/// granted origin gets the body; its fetch of the other origin (requested, not granted) is a tool
+/// error naming `HTTP-request-denied`, and that server receives nothing.
+#[test]
+fn http_fetch_in_agent_mode_reaches_only_the_granted_origin() {
+    use bb7_mock_llm::{MockServer, Reply, Script, ToolCall};
+    use common::proto::{Env, write_file};
+    use serde_json::json;
+
+    let a = Server::start(route_a);
+    let b = Server::start(route_a);
+    let server = MockServer::start(Script::new(vec![
+        Reply::tool_calls([
+            ToolCall::new(
+                0,
+                "c1",
+                "fetch__fetch_url",
+                &json!({"url": a.url("/hello")}).to_string(),
+            ),
+            ToolCall::new(
+                1,
+                "c2",
+                "fetch__fetch_url",
+                &json!({"url": b.url("/hello")}).to_string(),
+            ),
+        ]),
+        Reply::text(["fetched"]),
+    ]));
+    let env = Env::new();
+    write_file(
+        &env.home().join(".config/bb7/config.json"),
+        &json!({"api_key": "k", "base_url": server.base_url()}).to_string(),
+    );
+    let w = World::new(&[a.origin(), b.origin()]);
+    let tools = |args: &[&str]| {
+        let o = common::tools::run(&env.home(), &env.proj(), common::shared_cache(), args);
+        assert!(o.status.success(), "{args:?}: {}{}", stdout(&o), stderr(&o));
+    };
+    let mut s = env.spawn();
+    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
+    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    tools(&["add", w.pkg.path().to_str().unwrap(), "--project"]);
+    tools(&["grant", "fetch", "--http", &a.origin()]);
+    s.ok(json!({"action": "chat_new", "name": "t"}));
+    let rid = s.next_id();
+    s.send(&json!({"action": "send", "content": "fetch", "model": "mock/agent", "mode": "agent", "request_id": rid}));
+    let want = json!(rid);
+    loop {
+        let v = s.recv_where_for("send event", Duration::from_secs(120), |v| {
+            v.get("request_id") == Some(&want)
+        });
+        if matches!(v["type"].as_str(), Some("done" | "diff_error" | "error")) {
+            assert_eq!(v["type"], "done", "{v}");
+            break;
+        }
+    }
+    let reqs = server.requests();
+    let offered = reqs[0].body["tools"].to_string();
+    assert!(offered.contains("fetch__fetch_url"), "{offered}");
+    let second = &reqs.get(1).expect("a second request with the results").body;
+    let result = |id: &str| {
+        second["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_else(|| panic!("no result for {id} in {second}"))
+            .to_string()
+    };
+    assert!(
+        result("c1").contains(&format!("hello from {}", a.port)),
+        "{}",
+        result("c1")
+    );
+    assert!(
+        result("c2").contains("HTTP-request-denied"),
+        "{}",
+        result("c2")
+    );
+    assert_eq!(b.connections_so_far(), 0, "B was contacted");
+}
+
 /// The bench of the note (run by hand: `cargo test --release --test components_http --
 /// --ignored --nocapture bench`): one GET to a local server through the component, in process
 /// (instantiation included), against the same GET made natively and against a call of the same

@@ -253,7 +253,9 @@ fn a_denied_apply_leaves_the_file_untouched() {
         msg.starts_with("Denied by hook deny_migrations: migrations/001.sql is under migrations/"),
         "{msg}"
     );
-    let msg = s.err(json!({"action": "apply_file_as", "path": "ok.txt", "destination": "migrations/002.sql"}));
+    let msg = s.err(
+        json!({"action": "apply_file_as", "path": "ok.txt", "destination": "migrations/002.sql"}),
+    );
     assert!(msg.starts_with("Denied by hook deny_migrations:"), "{msg}");
     let msg = s.err(json!({"action": "apply_hunks", "path": "migrations/001.sql", "hunk_ids": ["h1"], "base_hash": "x"}));
     assert!(msg.starts_with("Denied by hook deny_migrations:"), "{msg}");
