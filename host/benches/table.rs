@@ -46,10 +46,10 @@
 //!    `spawn` through `init`, `chat_new`, `context_add a.txt`, `send` to reading `done` (the mock
 //!    answers one `edit_file` call changing one line; the bench checks the staged output).
 //! 10. A 1 MB `edit_file` through a send, minus a plain send: per run two fresh processes on a
-//!    project holding a 1 MiB text file added with `context_add`; one's reply is plain text, the
-//!    other's one `edit_file` call changing one line of the big file. Both time `send` to `done`
-//!    (after `init`, `chat_new` and the `context_add`); the row is the difference of the medians.
-//!    Second line: the same in one long-lived process (sandbox already made), a new chat per run.
+//!     project holding a 1 MiB text file added with `context_add`; one's reply is plain text, the
+//!     other's one `edit_file` call changing one line of the big file. Both time `send` to `done`
+//!     (after `init`, `chat_new` and the `context_add`); the row is the difference of the medians.
+//!     Second line: the same in one long-lived process (sandbox already made), a new chat per run.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
