@@ -50,7 +50,7 @@ fn stream(s: &mut Bb7, mut req: Value) -> (Vec<Value>, Value) {
 
 /// A call at position `index` of its step (calls of one step need distinct indexes).
 fn call_at(index: u32, id: &str, name: &str, args: Value) -> ToolCall {
-    ToolCall::new(index, id, name, &args.to_string())
+    ToolCall::new(index, id, name, args.to_string())
 }
 
 fn call(id: &str, name: &str, args: Value) -> ToolCall {
