@@ -1022,6 +1022,105 @@ fn output_write_files_become_the_reply_s_proposed_files() {
 
 /// Issue 23 item 17: `tools grant` in a directory without `.bb7/` (where `add --project` enabled
 /// the component) writes the lockfile, so the very next `audit --check` passes.
+/// Sends `req` (a `send` or `plan_approve`) and collects its events up to the terminal one.
+fn stream(s: &mut Bb7, mut req: Value) -> (Vec<Value>, Value) {
+    let rid = s.next_id();
+    req["request_id"] = json!(rid);
+    s.send(&req);
+    let want = json!(rid);
+    let mut evs = Vec::new();
+    loop {
+        let v = s.recv_where_for("reply event", Duration::from_secs(120), |v| {
+            v.get("request_id") == Some(&want)
+        });
+        match v["type"].as_str() {
+            Some("done" | "diff_error" | "error") => return (evs, v),
+            _ => evs.push(v),
+        }
+    }
+}
+
+/// Review finding: a restricted approved plan bounds an output-write component's files as it
+/// bounds the edit tools': a call writing a file outside the plan is a tool error and none of its
+/// files is proposed; a call writing only the plan's file is adopted.
+#[test]
+fn an_approved_plan_bounds_an_output_write_component_s_files() {
+    let write = |id: &str, files: &[&str]| {
+        let mut ops = vec![json!({"op": "mkdir_all", "path": "/src"})];
+        for f in files {
+            ops.push(json!({"op": "write", "path": format!("/{f}"), "data": format!("by {id}")}));
+        }
+        ToolCall::new(
+            0,
+            id,
+            "maker__hostile",
+            json!({"attack": "fs", "ops": ops}).to_string(),
+        )
+    };
+    let server = MockServer::start(Script::new(vec![
+        Reply::tool_calls([ToolCall::new(
+            0,
+            "p1",
+            "propose_plan",
+            json!({"summary": "Make a.txt", "steps": [{"title": "Write a", "files": ["src/a.txt"]}]})
+                .to_string(),
+        )]),
+        Reply::text(["Plan proposed."]),
+        Reply::tool_calls([write("w1", &["src/a.txt", "src/other.txt"])]),
+        Reply::tool_calls([write("w2", &["src/a.txt"])]),
+        Reply::text(["done"]),
+    ]));
+    let env = model_env(&server);
+    let mut s = started(&env);
+    let d = hostile_as("maker", "files = \"output-write\"");
+    ok(&tools(
+        &env.home(),
+        &env.proj(),
+        &["add", p(d.path()), "--project"],
+    ));
+    ok(&tools(
+        &env.home(),
+        &env.proj(),
+        &["grant", "maker", "--all"],
+    ));
+    let id = s.ok(json!({"action": "chat_new", "name": "t"}))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (evs, end) = stream(
+        &mut s,
+        json!({"action": "send", "content": "plan", "model": "mock/agent", "mode": "plan"}),
+    );
+    assert_eq!(end["type"], "done", "{end}");
+    let plan_id = evs
+        .iter()
+        .find(|e| e["type"] == "agent_event" && e["kind"] == "plan.proposed")
+        .and_then(|e| e["data"]["plan_id"].as_str())
+        .unwrap_or_else(|| panic!("no plan.proposed in {evs:?}"))
+        .to_string();
+    let (evs, end) = stream(
+        &mut s,
+        json!({"action": "plan_approve", "plan_id": plan_id, "model": "mock/agent"}),
+    );
+    assert_eq!(end["type"], "done", "{end}");
+    let done = completed(&evs);
+    assert_eq!(done.len(), 2, "{done:?}");
+    assert_eq!(done[0]["data"]["ok"], false, "{:?}", done[0]);
+    let result = tool_result(&server.chat_requests()[3].body, "w1");
+    assert!(
+        result.contains("src/other.txt is not among the files of the approved plan (src/a.txt)"),
+        "{result}"
+    );
+    assert_eq!(done[1]["data"]["ok"], true, "{:?}", done[1]);
+    assert_eq!(
+        std::fs::read_to_string(env.output_path(&id, "src/a.txt")).unwrap(),
+        "by w2"
+    );
+    assert!(!env.output_path(&id, "src/other.txt").exists());
+    assert!(s.alive());
+    s.shutdown();
+}
+
 #[test]
 fn grant_in_a_directory_without_bb7_writes_the_lockfile() {
     let w = World::new();

@@ -432,3 +432,62 @@ fn local_routing_without_a_local_provider_is_a_clear_error() {
     assert!(s.alive());
     s.shutdown();
 }
+
+/// A fenced call in a local reply's text.
+fn fenced_read(file: &str) -> String {
+    format!(
+        "```json\n{{\"name\": \"read_file\", \"arguments\": {{\"file_path\": \"{file}\"}}}}\n```\n"
+    )
+}
+
+/// Review finding: the text of a local attempt abandoned by a hybrid fallback was already
+/// streamed, so the reply held the local text and then the remote one. It is held back until the
+/// attempt is kept: neither the chunks nor chat.json have it.
+#[test]
+fn an_abandoned_local_attempt_s_text_is_not_in_the_reply() {
+    let mut t = start(json!({"hybrid_max_schema_failures": 1}));
+    t.local.push(local_text(
+        "LOCAL-TEXT\n```json\n{\"name\": \"read_file\", \"arguments\": {file_path: a.txt}}\n```\n",
+    ));
+    t.remote.push(text_reply("remote answer", 0.01));
+    let (evs, term) = send(&mut t.s, json!({"mode": "agent", "routing": "hybrid_auto"}));
+    assert_eq!(term["type"], "done", "{term}");
+    assert_fell_back(&evs, "schema_failures");
+    let text: String = evs
+        .iter()
+        .filter(|e| e["type"] == "chunk")
+        .filter_map(|e| e["content"].as_str())
+        .collect();
+    assert!(text.contains("remote answer"), "{text}");
+    assert!(!text.contains("LOCAL-TEXT"), "{text}");
+    t.s.shutdown();
+    let chat = t.env.chat_json(&t.id).to_string();
+    assert!(chat.contains("remote answer"), "{chat}");
+    assert!(!chat.contains("LOCAL-TEXT"), "{chat}");
+}
+
+/// Review finding: the ids of calls found in the local model's text restarted every step, so the
+/// conversation held two calls `text_call_0`. They are unique in the reply.
+#[test]
+fn text_call_ids_are_unique_across_steps() {
+    let mut t = start(json!({}));
+    t.env.write_local("b.txt", "beta\n");
+    t.local.push(local_text(&fenced_read("a.txt")));
+    t.local.push(local_text(&fenced_read("b.txt")));
+    t.local.push(local_text("both read"));
+    let (_evs, term) = send(&mut t.s, json!({"mode": "agent", "routing": "local"}));
+    assert_eq!(term["type"], "done", "{term}");
+    let local = t.local.chat_requests();
+    assert_eq!(local.len(), 3);
+    let ids: Vec<Value> = tool_messages(&local[2].body)
+        .iter()
+        .map(|m| m["tool_call_id"].clone())
+        .collect();
+    assert_eq!(
+        ids,
+        [json!("text_call_0"), json!("text_call_1")],
+        "{}",
+        local[2].body
+    );
+    t.s.shutdown();
+}

@@ -539,3 +539,69 @@ fn a_send_again_past_the_cap_records_the_user_message_once() {
         .collect();
     assert_eq!(roles, ["user", "assistant", "user", "assistant"], "{chat}");
 }
+
+/// Review finding: a `plan_approve` refused by a spend cap left the plan approved ("already
+/// approved" on the next try). The refused reply sent nothing, so the approval is undone with its
+/// user message: the plan is still proposed and `plan_approve {override_cap}` carries it out.
+#[test]
+fn a_plan_approve_refused_by_a_cap_leaves_the_plan_proposed() {
+    let server = MockServer::start(Script::new([
+        Reply::tool_calls([ToolCall::new(
+            0,
+            "p1",
+            "propose_plan",
+            json!({"summary": "Change a", "steps": [{"title": "Edit a", "files": ["a.txt"]}]})
+                .to_string(),
+        )]),
+        text(0.0),
+        text(0.1),
+    ]));
+    // Below one request's worst case (about $0.035).
+    let (env, mut s) = start(&server, json!({"per_day_usd": 0.01}));
+    let term = send(&mut s, json!({"mode": "plan", "override_cap": true}));
+    assert_eq!(term["type"], "done", "{term}");
+    let chat_id = env.index()[0]["id"].as_str().unwrap().to_string();
+    let plan_id = env.chat_json(&chat_id)["plans"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let approve = |s: &mut Bb7, extra: Value| {
+        let rid = s.next_id();
+        let mut req = json!({"action": "plan_approve", "plan_id": plan_id, "model": MODEL,
+                             "request_id": rid});
+        for (k, v) in extra.as_object().unwrap() {
+            req[k] = v.clone();
+        }
+        s.send(&req);
+        let want = json!(rid);
+        loop {
+            let v = s.recv_where_for("approve event", Duration::from_secs(120), |v| {
+                v.get("request_id") == Some(&want)
+            });
+            if matches!(v["type"].as_str(), Some("done" | "diff_error" | "error")) {
+                return v;
+            }
+        }
+    };
+    let m = message(&approve(&mut s, json!({})));
+    assert!(m.starts_with("Spend cap: spend.per_day_usd"), "{m}");
+    assert_eq!(
+        server.chat_requests().len(),
+        2,
+        "the refused reply sent nothing"
+    );
+    let chat = env.chat_json(&chat_id);
+    assert_eq!(chat["plans"][0]["status"], "proposed", "{chat}");
+    let term = approve(&mut s, json!({"override_cap": true}));
+    assert_eq!(term["type"], "done", "{term}");
+    s.shutdown();
+    let chat = env.chat_json(&chat_id);
+    assert_eq!(chat["plans"][0]["status"], "approved", "{chat}");
+    let users = chat["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .count();
+    assert_eq!(users, 2, "the plan request and one approval: {chat}");
+}

@@ -5,23 +5,23 @@
 local t = require("helpers")
 local env, session, preview
 
-local function call_reply(id, name, args)
+local function call_reply(id, name, args, cost)
   return {
     stream = {
       { tool_call = { index = 0, id = id, name = name, arguments = vim.json.encode(args) } },
       { finish = "tool_calls" },
-      { usage = { prompt_tokens = 100, completion_tokens = 10, cost = 0.0001 } },
+      { usage = { prompt_tokens = 100, completion_tokens = 10, cost = cost or 0.0001 } },
       "done",
     },
   }
 end
 
-local function text_reply(text)
+local function text_reply(text, cost)
   return {
     stream = {
       { content = text },
       { finish = "stop" },
-      { usage = { prompt_tokens = 100, completion_tokens = 10, cost = 0.0001 } },
+      { usage = { prompt_tokens = 100, completion_tokens = 10, cost = cost or 0.0001 } },
       "done",
     },
   }
@@ -34,10 +34,12 @@ local PLAN = {
 
 --- A fresh project, the UI open on a new chat in plan mode; the mock replays the plan reply, then
 --- `after`.
-local function start(after)
-  local replies = { call_reply("p1", "propose_plan", PLAN), text_reply("Plan ready.") }
+local function start(after, config)
+  -- With a spend cap, the plan reply costs nothing: the cap is not spent before the approval.
+  local cost = config and config.spend and 0 or nil
+  local replies = { call_reply("p1", "propose_plan", PLAN, cost), text_reply("Plan ready.", cost) }
   vim.list_extend(replies, after or {})
-  env = t.env({ script = { replies = replies, fallback = text_reply("fallback reply") } })
+  env = t.env({ script = { replies = replies, fallback = text_reply("fallback reply") }, config = config })
   session, preview = require("bb7.session"), require("bb7.ui.preview")
   t.write(env.project .. "/notes.txt", "first note\n")
   t.cmd("BB7Init")
@@ -75,6 +77,35 @@ local function wait_reply(what)
 end
 
 return {
+  {
+    "an approval refused by a spend cap is approved again past the cap (not sent as text)",
+    function()
+      local prompts = {}
+      vim.ui.select = function(items, opts, cb)
+        prompts[#prompts + 1] = opts.prompt
+        cb(items[1], 1)
+      end
+      -- Every request's worst case is over the day's cap: each is refused, then sent past it.
+      start({
+        call_reply("w1", "write_file", { path = "notes2.txt", content = "second note\n" }),
+        text_reply("Done per plan."),
+      }, { spend = { per_day_usd = 0.000001 } })
+      t.eq(1, #prompts, "the plan send was refused and sent again")
+      press("A")
+      t.wait(function()
+        return #prompts == 2
+      end, 30000, "the approval refused by the cap")
+      t.ok(prompts[2]:find("^Spend cap:"), prompts[2])
+      t.wait(function()
+        return session.stream == nil and session.chat.plans[1].status == "approved"
+      end, 90000, "the approval past the cap")
+      local text = preview_text()
+      t.ok(text:find("Done per plan.", 1, true), text)
+      t.ok(not text:find("Approve plan", 1, true), "no display text sent as a message: " .. text)
+      t.eq("", session.chat.draft or "", "the action's display text is not put in the input")
+      t.no_errors()
+    end,
+  },
   {
     "the plan renders as a checklist; the approve key starts the agent reply",
     function()

@@ -61,7 +61,7 @@ return {
     end,
   },
   {
-    ":BB7Routing saves the chat's routing with the host; a bad one is refused",
+    ":BB7Routing saves the chat's routing with the host; a bad one is refused; a refused send keeps its text",
     function()
       t.env({ script = { replies = {} }, config = { default_model = "mock/model" } })
       local session = require("bb7.session")
@@ -78,6 +78,15 @@ return {
       end, 10000, "the routing saved")
       local r = require("bb7.host").call("chat_get", {}, { timeout = 5000 })
       t.eq("hybrid_auto", r.routing, vim.inspect(r))
+      -- No local provider is configured: the send is refused before anything streamed, and the
+      -- typed text goes back into the input.
+      local input = require("bb7.ui.input")
+      vim.api.nvim_buf_set_lines(input.buf(), 0, -1, false, { "keep this text" })
+      input.send()
+      t.wait(function()
+        return session.stream == nil and t.buf_text(input.buf()):find("keep this text", 1, true)
+      end, 30000, "the refused send's text back in the input: " .. t.buf_text(input.buf()))
+      t.expect_error("needs a local provider")
       t.cmd("BB7Routing cloud")
       t.expect_error("Usage: :BB7Routing")
       t.eq("hybrid_auto", session.chat.routing)

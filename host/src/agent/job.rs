@@ -156,6 +156,8 @@ pub struct AgentSummary {
     pub parts: Vec<Map<String, Value>>,
     /// Plan mode: the plan the reply proposed (its latest valid `propose_plan` call).
     pub plan: Option<super::plan::Plan>,
+    /// `plan_approve`: the id of the approved plan the reply carries out.
+    pub approving: Option<String>,
 }
 
 impl AgentSummary {

@@ -128,6 +128,9 @@ pub enum PlanRole {
     Execute {
         /// The plan's files (normalised project-relative paths); `None`: not restricted.
         files: Option<BTreeSet<String>>,
+        /// The approved plan's id: the approval is undone when the reply gets nowhere (see
+        /// [`unapprove`]).
+        plan_id: String,
     },
 }
 
@@ -148,9 +151,39 @@ impl PlanRole {
         }
     }
 
+    /// The id of the plan this reply carries out, if it carries one out.
+    pub fn approving(&self) -> Option<&str> {
+        match self {
+            PlanRole::Execute { plan_id, .. } => Some(plan_id),
+            _ => None,
+        }
+    }
+
+    /// The tool error for `tool` writing `rel` (a normalised project-relative path) outside the
+    /// approved plan's files; `None`: the write may be adopted.
+    pub fn refuse_path(&self, tool: &str, rel: &str) -> Option<String> {
+        let PlanRole::Execute {
+            files: Some(files), ..
+        } = self
+        else {
+            return None;
+        };
+        if files.contains(rel) {
+            return None;
+        }
+        Some(format!(
+            "{tool}: {rel} is not among the files of the approved plan ({}); writes are restricted \
+             to them, so none of this call's files is proposed",
+            files.iter().cloned().collect::<Vec<_>>().join(", ")
+        ))
+    }
+
     /// The tool error for an edit call outside the approved plan's files; `None`: it may run.
     pub fn refuse_edit(&self, runner: Option<&ToolRunner>, call: &ToolCall) -> Option<String> {
-        let PlanRole::Execute { files: Some(files) } = self else {
+        let PlanRole::Execute {
+            files: Some(files), ..
+        } = self
+        else {
             return None;
         };
         let (Some(runner), Ok(args)) = (runner, call.arguments.as_ref()) else {
@@ -369,6 +402,19 @@ pub fn store(chat: &mut Chat, plan: &Plan) {
             Some(slot) => *slot = v,
             None => a.push(v),
         }
+    }
+}
+
+/// Puts the approved plan `id` of `chat` back to `proposed` (its steps as approved): the reply
+/// that was to carry it out got nowhere (refused by a spend cap, cancelled or failed before
+/// anything streamed), so the user can approve it again. Nothing when it is not approved.
+pub fn unapprove(chat: &mut Chat, id: &str) {
+    if let Some(mut plan) = plans(chat)
+        .into_iter()
+        .find(|p| p.id == id && p.status == "approved")
+    {
+        plan.status = "proposed".into();
+        store(chat, &plan);
     }
 }
 

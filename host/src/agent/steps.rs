@@ -154,6 +154,9 @@ pub async fn run(mut job: ReplyJob, policy: Policy, sink: &mut dyn ReplySink) ->
     let mut st = JobState {
         summary: AgentSummary {
             job_id: events.job_id.clone(),
+            approving: (policy.explore.as_ref())
+                .and_then(|a| a.plan.approving())
+                .map(str::to_string),
             ..Default::default()
         },
         ..Default::default()
@@ -474,7 +477,11 @@ async fn run_call(
     // lets the runtime move other tasks away while the sandbox call blocks.
     let (runner, outcome) = tokio::task::block_in_place(|| {
         let outcome = match route {
-            Route::ThirdParty(_, t) => agent.third_party.run(&mut runner, project, t, &c),
+            Route::ThirdParty(_, t) => {
+                agent
+                    .third_party
+                    .run(&mut runner, project, t, &c, &agent.plan)
+            }
             _ => retrieval::run(&mut runner, project, &c),
         };
         (runner, outcome)

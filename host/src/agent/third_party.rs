@@ -110,13 +110,14 @@ impl ThirdParty {
         self.tools.iter().find(|t| t.function == name)
     }
 
-    /// Runs one call (blocking).
+    /// Runs one call (blocking); `plan` bounds the files an `output-write` call may propose.
     pub fn run(
         &self,
         runner: &mut ToolRunner,
         project: &Project,
         tool: &Offered,
         call: &ToolCall,
+        plan: &super::plan::PlanRole,
     ) -> CallOutcome {
         let name = tool.function.as_str();
         if let Err(e) = &call.arguments {
@@ -174,7 +175,7 @@ impl ThirdParty {
             let adopted = out
                 .collect(MAX_OUTPUT_FILES, MAX_OUTPUT_BYTES)
                 .map_err(|e| e.to_string())
-                .and_then(|files| runner.adopt_written(name, files).map_err(|e| e.0));
+                .and_then(|files| runner.adopt_written(name, files, plan).map_err(|e| e.0));
             match adopted {
                 Ok(paths) if !paths.is_empty() => {
                     summary = format!("proposed {}", paths.join(", "));

@@ -197,6 +197,18 @@ struct State {
     schema_failures: usize,
     /// The local context window, once known (`Some(None)`: the server does not say).
     context: Option<Option<u64>>,
+    /// Tool calls found in the local model's text so far (numbers their ids).
+    text_calls: usize,
+}
+
+impl State {
+    /// The id of the next tool call found in the local model's text: unique in the reply (its
+    /// steps' calls share one history).
+    fn text_call_id(&mut self) -> String {
+        let id = format!("text_call_{}", self.text_calls);
+        self.text_calls += 1;
+        id
+    }
 }
 
 /// The provider a reply talks to when routing is not plain `remote` ([`Routed::for_reply`]).
@@ -319,6 +331,8 @@ impl Routed {
         c
     }
 
+    /// One local attempt. With a fallback, its events are held back until the attempt is kept:
+    /// an abandoned attempt's text never reaches the reply (the remote reply replaces it).
     async fn local(
         &self,
         body: &Value,
@@ -328,6 +342,30 @@ impl Routed {
             return Attempt::Done(Err(LlmError::Network("no local provider".into())));
         };
         self.announce("local", &l.model, on_event);
+        if !self.fallback {
+            return self.local_attempt(client, l, body, on_event).await;
+        }
+        let mut held: Vec<StreamEvent> = Vec::new();
+        let attempt = self
+            .local_attempt(client, l, body, &mut |ev: &StreamEvent| {
+                held.push(ev.clone())
+            })
+            .await;
+        if let Attempt::Done(_) = attempt {
+            for ev in &held {
+                on_event(ev);
+            }
+        }
+        attempt
+    }
+
+    async fn local_attempt(
+        &self,
+        client: &LlmClient,
+        l: &LocalProvider,
+        body: &Value,
+        on_event: &mut (dyn FnMut(&StreamEvent) + Send),
+    ) -> Attempt {
         let lbody = local::body(body, &l.model);
         let counted = lbody.clone();
         let prompt = tokio::task::spawn_blocking(move || local::prompt_tokens(&counted))
@@ -406,10 +444,9 @@ impl Routed {
         if !rest.is_empty() {
             on_event(&StreamEvent::Text(rest));
         }
-        let base = s.tool_calls.len();
-        for (i, c) in calls.into_iter().enumerate() {
-            s.tool_calls
-                .push(c.into_call(format!("text_call_{}", base + i)));
+        for c in calls {
+            let id = self.state().text_call_id();
+            s.tool_calls.push(c.into_call(id));
         }
         if !s.tool_calls.is_empty() && s.finish_reason == "stop" {
             s.finish_reason = "tool_calls".into();
@@ -558,6 +595,15 @@ mod tests {
             arguments_raw: "{}".into(),
             arguments: Ok(json!({})),
         }
+    }
+
+    /// Review finding: text-call ids restarted at `text_call_0` every step, so two steps' calls
+    /// in one history shared an id. They are numbered per reply.
+    #[test]
+    fn text_call_ids_are_unique_in_a_reply() {
+        let mut st = State::default();
+        let ids: Vec<String> = (0..3).map(|_| st.text_call_id()).collect();
+        assert_eq!(ids, ["text_call_0", "text_call_1", "text_call_2"]);
     }
 
     #[test]

@@ -209,7 +209,13 @@ impl Server {
             Runs::Retrieval => retrieval::run(&mut runner, &inner.project, call),
             Runs::ThirdParty(offered) => {
                 let third = ThirdParty::with_tools(vec![(**offered).clone()]);
-                third.run(&mut runner, &inner.project, offered, call)
+                third.run(
+                    &mut runner,
+                    &inner.project,
+                    offered,
+                    call,
+                    &crate::agent::plan::PlanRole::None,
+                )
             }
             Runs::Stage => super::stage::run(
                 runner.host().clone(),

@@ -99,6 +99,12 @@ impl Workspace {
         model: &str,
         outcome: &ReplyOutcome,
     ) -> Result<(), WorkspaceError> {
+        // A plan approval whose reply got nowhere is undone: the plan can be approved again.
+        let unapprove = outcome
+            .agent
+            .as_ref()
+            .and_then(|a| a.approving.as_deref())
+            .filter(|_| nothing_streamed(outcome));
         if refused_before_sending(outcome) {
             // Nothing was sent, so nothing of it stays: the client sends the same message again
             // with `override_cap` (which records it once) or puts it back in its input.
@@ -110,14 +116,20 @@ impl Workspace {
                 {
                     turn::unrecord_user_message(chat);
                 }
+                if let Some(id) = unapprove {
+                    crate::agent::plan::unapprove(chat, id);
+                }
             });
         }
         let record = outcome.record(model);
-        if record.messages_are_empty() {
+        if record.messages_are_empty() && unapprove.is_none() {
             return Ok(());
         }
         self.update_chat(target, |chat| {
             record.record_in(chat);
+            if let Some(id) = unapprove {
+                crate::agent::plan::unapprove(chat, id);
+            }
             if let Some(plan) = outcome.proposed_plan() {
                 crate::agent::plan::store(chat, plan);
             }
@@ -144,10 +156,9 @@ impl Workspace {
     }
 }
 
-/// A reply the spend caps refused before its first request (ECOSYSTEM-PROTOCOL.md §11: "Nothing
-/// was sent"): nothing streamed, nothing used, no step made a call.
-fn refused_before_sending(outcome: &ReplyOutcome) -> bool {
-    matches!(&outcome.ending, crate::agent::job::Ending::Failed(m) if m.starts_with("Spend cap:"))
+/// A reply that ended without an answer before anything streamed: no text, no usage, no call.
+fn nothing_streamed(outcome: &ReplyOutcome) -> bool {
+    !outcome.ending.answered()
         && outcome.text.is_empty()
         && outcome.thinking.is_empty()
         && outcome.usage == crate::llm::Usage::default()
@@ -155,4 +166,11 @@ fn refused_before_sending(outcome: &ReplyOutcome) -> bool {
             .agent
             .as_ref()
             .is_none_or(|a| a.parts.is_empty() && a.tool_calls == 0)
+}
+
+/// A reply the spend caps refused before its first request (ECOSYSTEM-PROTOCOL.md §11: "Nothing
+/// was sent"): nothing streamed, nothing used, no step made a call.
+fn refused_before_sending(outcome: &ReplyOutcome) -> bool {
+    matches!(&outcome.ending, crate::agent::job::Ending::Failed(m) if m.starts_with("Spend cap:"))
+        && nothing_streamed(outcome)
 }

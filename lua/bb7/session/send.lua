@@ -65,7 +65,7 @@ function M.send(text, opts)
         require("bb7.util").money(-cap.left)
       ),
       function()
-        if M.send(text, vim.tbl_extend("force", opts, { override_cap = true })) then
+        if M.send(text, vim.tbl_extend("force", opts, { override_cap = true })) and not opts.action then
           S.emit("draft", "")
         end
       end
@@ -93,6 +93,8 @@ function M.send(text, opts)
     chat_name = S.chat.name,
     global = S.chat.global,
     text = text,
+    action = opts.action, -- another action's reply (`plan_approve`), sent again as it was
+    params = opts.params,
     started = vim.uv.hrtime(),
     proc = host.current(),
     log = {}, -- what has streamed so far: {kind, text}, replayed when the chat is shown again
@@ -120,6 +122,7 @@ function M.send(text, opts)
       return
     end
     if ev.type == "agent_event" then
+      st.agent_events = true
       -- Agent mode (`bb7.agent` subscribes): its tool log becomes "tool" chunks, its questions are
       -- asked and answered with `clarify`.
       S.emit("agent_event", ev)
@@ -172,20 +175,16 @@ function M._finish_send(st, r)
     if r.message == "Response aborted by user." then
       notify("Response aborted by user.", L.INFO)
     elseif tostring(r.message):sub(1, 10) == "Spend cap:" then
-      -- The host refused before asking the model: offer to send again past the cap, once. A send
-      -- refused before its first request leaves nothing in the chat, so the text goes back into
-      -- the input until it is sent again (not lost when the user says no).
-      if S.chat and S.chat.id == st.chat_id and (S.chat.draft or "") == "" then
-        S.chat.draft = st.text
-        S.emit("draft", st.text)
-      end
+      -- The host refused before asking the model: offer to send again past the cap, once (the
+      -- same action with the same params: a `plan_approve` is approved again, not sent as text).
       vim.schedule(function()
         M.confirm_override(tostring(r.message) .. " Send again past the cap?", function()
           local function resend()
             if S.stream == st then -- the refused send is still settling
               return vim.defer_fn(resend, 20)
             end
-            if S.chat and S.chat.id == st.chat_id and M.send(st.text, { override_cap = true }) then
+            local again = { override_cap = true, action = st.action, params = st.params }
+            if S.chat and S.chat.id == st.chat_id and M.send(st.text, again) and not st.action then
               S.emit("draft", "")
             end
           end
@@ -195,8 +194,18 @@ function M._finish_send(st, r)
     else
       S.fail("send", r)
     end
-    if tostring(r.message):find("already in progress", 1, true) and S.chat and S.chat.id == st.chat_id then
-      -- Refused before anything was recorded: the text goes back into the input, not lost.
+    -- An error before anything streamed (a spend cap, a `pre_send` hook's denial, a routing setup
+    -- error, another request in progress): the typed text goes back into the input, not lost
+    -- (an action's display text never does; a cancel leaves the message in the chat).
+    local nothing_streamed = #st.log == 0 and not st.agent_events
+    if
+      nothing_streamed
+      and not st.action
+      and r.message ~= "Response aborted by user."
+      and S.chat
+      and S.chat.id == st.chat_id
+      and (S.chat.draft or "") == ""
+    then
       S.chat.draft = st.text
       S.emit("draft", st.text)
     end

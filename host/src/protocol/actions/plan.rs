@@ -75,7 +75,10 @@ pub fn approve(ctx: &crate::protocol::Ctx, req: &Request) -> Handled {
             mode: Some(Mode::Agent),
             cancel,
             override_cap,
-            plan: Some(PlanRole::Execute { files }),
+            plan: Some(PlanRole::Execute {
+                files,
+                plan_id: approved.id.clone(),
+            }),
             routing: None,
             disable_fallback: false,
         };
