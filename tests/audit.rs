@@ -729,17 +729,28 @@ fn a_connection_outside_the_network_grant_is_recorded_as_a_refusal() {
         .into_iter()
         .filter(|r| r["kind"] == "refusal")
         .collect();
-    // The component tries several addresses outside its grant; one record per call says so (a
-    // component looping on connects must not flood the chain).
-    assert_eq!(
-        refusals.len(),
-        1,
-        "one socket refusal per call: {refusals:?}"
+    // The component tries several addresses outside its grant; each distinct one is recorded once
+    // (with the call's project when it has one; this call has no directory) (at most 16 per call, then one `and N more` record: a component
+    // looping on connects must not flood the chain).
+    assert!(
+        (1..=17).contains(&refusals.len()),
+        "socket refusals per call: {refusals:?}"
     );
+    let errors: std::collections::BTreeSet<&str> = refusals
+        .iter()
+        .filter_map(|r| r["error"].as_str())
+        .collect();
+    assert_eq!(
+        errors.len(),
+        refusals.len(),
+        "one record per target: {refusals:?}"
+    );
+    for r in &refusals {
+        assert_eq!(r["refused"], "socket", "{r}");
+        assert_eq!(r["actor"], "user", "{r}");
+        assert_eq!(r["ok"], false, "{r}");
+    }
     let r = &refusals[0];
-    assert_eq!(r["refused"], "socket", "{r}");
-    assert_eq!(r["actor"], "user", "{r}");
-    assert_eq!(r["ok"], false, "{r}");
     assert!(
         r["error"]
             .as_str()
@@ -805,8 +816,8 @@ fn a_socket_refusal_goes_to_the_chain_given_with_audit_log() {
             .collect()
     };
     let here = refusals(&given);
-    assert_eq!(here.len(), 1, "{here:?}");
-    assert_eq!(here[0]["refused"], "socket", "{}", here[0]);
+    assert!(!here.is_empty(), "{here:?}");
+    assert!(here.iter().all(|r| r["refused"] == "socket"), "{here:?}");
     assert!(
         refusals(&log_of(&home)).is_empty(),
         "a refusal went to the default chain"

@@ -52,10 +52,19 @@ fn ok(o: &Output) -> String {
 /// A project session against `server` with the hooks `names` installed, granted (what they
 /// request) and enabled for the project, and a chat open.
 fn session(server: &MockServer, names: &[&str]) -> (Env, Bb7) {
-    let env = Env::new();
+    session_with(server, names, json!({}))
+}
+
+/// [`session`] with the user config's `agent` settings `agent`.
+fn session_with(server: &MockServer, names: &[&str], agent: Value) -> (Env, Bb7) {
+    session_in(Env::new(), server, names, agent)
+}
+
+/// [`session_with`] in `env` (made first when the script needs the project's path).
+fn session_in(env: Env, server: &MockServer, names: &[&str], agent: Value) -> (Env, Bb7) {
     write_file(
         &env.home().join(".config/bb7/config.json"),
-        &json!({"api_key": "k", "base_url": server.base_url()}).to_string(),
+        &json!({"api_key": "k", "base_url": server.base_url(), "agent": agent}).to_string(),
     );
     let mut s = env.spawn();
     s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
@@ -363,4 +372,163 @@ fn removing_a_hook_changes_tools_audit_check_and_lists_show_hooks() {
     let check = bb7(&home, &proj, &["tools", "audit", "--check"]);
     assert_eq!(check.status.code(), Some(1), "{}", common::stdout(&check));
     assert!(common::stdout(&check).contains("deny_migrations"));
+}
+
+#[test]
+fn apply_file_as_is_checked_at_the_normalised_destination() {
+    let server = MockServer::start(Script::new(vec![]));
+    let (env, mut s) = session(&server, &["deny_migrations"]);
+    let id = env.index()[0]["id"].as_str().unwrap().to_string();
+    env.write_output(&id, "ok.txt", "DROP TABLE users;\n");
+    let proj = env.proj_str();
+    for dest in [
+        format!("{proj}/./migrations/002.sql"),
+        format!("{proj}/x/../migrations/002.sql"),
+        format!("{proj}/migrations/002.sql"),
+        "./migrations/002.sql".to_string(),
+        "migrations/002.sql".to_string(),
+    ] {
+        let msg = s.err(json!({"action": "apply_file_as", "path": "ok.txt", "destination": dest}));
+        assert!(
+            msg.starts_with(
+                "Denied by hook deny_migrations: migrations/002.sql is under migrations/"
+            ),
+            "{dest}: {msg}"
+        );
+        assert!(!env.proj().join("migrations").exists(), "{dest}");
+    }
+    s.shutdown();
+}
+
+#[test]
+fn a_write_through_dot_dot_or_an_absolute_path_is_denied_at_its_resolved_path() {
+    let env = Env::new();
+    let proj = env.proj_str();
+    let server = MockServer::start(Script::new(vec![
+        Reply::tool_calls([
+            ToolCall::new(
+                0,
+                "c1",
+                "write_file",
+                &json!({"path": format!("{proj}/src/../migrations/001.sql"), "content": "DROP;\n"})
+                    .to_string(),
+            ),
+            ToolCall::new(
+                1,
+                "c2",
+                "write_file",
+                r#"{"path": "./migrations/003.sql", "content": "DROP;\n"}"#,
+            ),
+        ]),
+        Reply::text(["done"]),
+    ]));
+    let (env, mut s) = session_in(env, &server, &["deny_migrations"], json!({}));
+    let (end, _) = send_agent(&mut s, "write");
+    assert_ne!(end["type"], "error", "{end}");
+    for id in ["c1", "c2"] {
+        let denied = tool_result(&server, id);
+        assert!(
+            denied.contains("denied by hook deny_migrations:")
+                && denied.contains("is under migrations/"),
+            "{id}: {denied}"
+        );
+    }
+    let chat = env.index()[0]["id"].as_str().unwrap().to_string();
+    assert!(!env.output_path(&chat, "migrations/001.sql").exists());
+    assert!(!env.output_path(&chat, "migrations/003.sql").exists());
+    s.shutdown();
+}
+
+#[test]
+fn a_secret_past_64_kib_of_a_result_is_still_withheld() {
+    let server = MockServer::start(Script::new(vec![
+        Reply::tool_calls([ToolCall::new(
+            0,
+            "c1",
+            "read_file",
+            r#"{"file_path": "big.txt"}"#,
+        )]),
+        Reply::text(["done"]),
+    ]));
+    let (env, mut s) = session_with(
+        &server,
+        &["hook_withhold"],
+        json!({"max_read_bytes_default": 262144, "max_read_lines_default": 5000}),
+    );
+    let mut text =
+        "padding padding padding padding padding padding padding padding padding\n".repeat(1000);
+    assert!(text.len() > 70_000);
+    text.push_str("the SECRET is 1234\n");
+    env.write_local("big.txt", &text);
+    let (end, _) = send_agent(&mut s, "read");
+    assert_eq!(end["type"], "done", "{end}");
+    let result = tool_result(&server, "c1");
+    assert!(
+        result.contains("denied by hook hook_withhold: the result holds a secret"),
+        "{}",
+        &result[..result.len().min(300)]
+    );
+    assert!(!result.contains("1234"));
+    s.shutdown();
+}
+
+#[test]
+fn an_enabled_hook_without_a_grant_denies_and_says_what_to_do() {
+    let server = MockServer::start(Script::new(vec![]));
+    let (env, mut s) = session(&server, &[]);
+    let wasm = hook("deny_migrations");
+    ok(&bb7(
+        &env.home(),
+        &env.proj(),
+        &["tools", "add", wasm.to_str().unwrap(), "--project"],
+    ));
+    let id = env.index()[0]["id"].as_str().unwrap().to_string();
+    env.write_output(&id, "ok.txt", "fine\n");
+    let msg = s.err(json!({"action": "apply_file", "path": "ok.txt"}));
+    assert!(
+        msg.starts_with("Denied by hook deny_migrations: ")
+            && msg.contains("not granted")
+            && msg.contains("bb7 tools grant deny_migrations"),
+        "{msg}"
+    );
+    assert!(!env.proj().join("ok.txt").exists());
+    ok(&bb7(
+        &env.home(),
+        &env.proj(),
+        &["tools", "grant", "deny_migrations", "--all"],
+    ));
+    s.ok(json!({"action": "apply_file", "path": "ok.txt"}));
+    assert_eq!(
+        std::fs::read_to_string(env.proj().join("ok.txt")).unwrap(),
+        "fine\n"
+    );
+    s.shutdown();
+}
+
+#[test]
+fn the_lockfile_pins_a_hook_s_points_and_the_check_names_a_change() {
+    let server = MockServer::start(Script::new(vec![]));
+    let (env, mut s) = session(&server, &["deny_migrations"]);
+    s.shutdown();
+    let (home, proj) = (env.home(), env.proj());
+    let lock_path = proj.join(".bb7/tools.lock");
+    let lock = std::fs::read_to_string(&lock_path).unwrap();
+    let pinned = "hook = [\n    \"pre_tool_call\",\n    \"pre_apply\",\n]";
+    assert!(lock.contains(pinned), "{lock}");
+    ok(&bb7(&home, &proj, &["tools", "audit", "--check"]));
+    // Approved when it was asked at pre_tool_call only: the added point is a difference.
+    std::fs::write(
+        &lock_path,
+        lock.replace(pinned, "hook = [\"pre_tool_call\"]"),
+    )
+    .unwrap();
+    let check = bb7(&home, &proj, &["tools", "audit", "--check"]);
+    assert_eq!(check.status.code(), Some(1), "{}", common::stdout(&check));
+    assert!(
+        common::stdout(&check).contains(
+            "deny_migrations: hook points changed: locked pre_tool_call, now pre_tool_call, pre_apply"
+        ),
+        "{}",
+        common::stdout(&check)
+    );
 }

@@ -33,7 +33,7 @@ impl Hooked {
         let component = self.component.as_deref();
         let checked = blocking(|| {
             hooks::check(root, Point::PreToolCall, &self.actor, || {
-                event::pre_tool_call(call, component)
+                event::pre_tool_call(call, component, root)
             })
         });
         checked

@@ -44,6 +44,10 @@ pub struct LockedComponent {
     pub wall_time_ms: u64,
     /// Result size limit, bytes.
     pub result_bytes: u64,
+    /// The points it is asked at as a hook (omitted when it is no hook, so a lockfile without
+    /// hooks reads and writes as before).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hook: Vec<String>,
 }
 
 /// The lockfile.
@@ -77,6 +81,7 @@ impl Lock {
                     memory_bytes: l.memory_bytes,
                     wall_time_ms: l.wall_time.as_millis() as u64,
                     result_bytes: l.result_bytes as u64,
+                    hook: s.installed.hook.clone(),
                 }
             })
             .collect();
@@ -148,6 +153,21 @@ impl Lock {
                 out.push(format!(
                     "{}: version changed: locked {} (wit {}), now {} (wit {})",
                     n.name, l.version, l.wit, n.version, n.wit
+                ));
+            }
+            if l.hook != n.hook {
+                let points = |p: &[String]| {
+                    if p.is_empty() {
+                        "none".to_string()
+                    } else {
+                        p.join(", ")
+                    }
+                };
+                out.push(format!(
+                    "{}: hook points changed: locked {}, now {}",
+                    n.name,
+                    points(&l.hook),
+                    points(&n.hook)
                 ));
             }
             if l.imports != n.imports {

@@ -1,31 +1,20 @@
 //! The event each point hands its hooks (besides `point` and `project`, which [`super::check`]
-//! adds). Documented for hook authors in `doc/components.md`, Hooks. Large texts are cut to
-//! [`MAX_TEXT`] bytes and say so (`…_truncated: true`).
+//! adds). Documented for hook authors in `doc/components.md`, Hooks. Texts are passed whole: a tool
+//! result is what the model would read (already within the tool's result limit), a file what the
+//! apply would write, so a hook sees every byte it is asked to judge.
+
+use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
+use crate::chat::paths::{self, ClientPath};
 use crate::llm::tool_calls::ToolCall;
-
-/// The most bytes of a tool result (`post_tool_call`) or a file (`pre_apply`) an event carries.
-pub const MAX_TEXT: usize = 64 << 10;
 
 fn object(v: Value) -> Map<String, Value> {
     match v {
         Value::Object(m) => m,
         _ => Map::new(),
     }
-}
-
-/// `text` cut to [`MAX_TEXT`] bytes at a character boundary, and whether it was cut.
-fn excerpt(text: &str) -> (&str, bool) {
-    if text.len() <= MAX_TEXT {
-        return (text, false);
-    }
-    let mut end = MAX_TEXT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    (&text[..end], true)
 }
 
 /// What a send is about to ask the model.
@@ -53,32 +42,54 @@ pub fn pre_send(s: Send<'_>) -> Map<String, Value> {
     }))
 }
 
-/// `pre_tool_call`: `{tool, component, arguments}` — `component` is the third-party component's
-/// name (`null` for a built-in tool); `arguments` the parsed object, or the raw text when it is not
-/// JSON.
-pub fn pre_tool_call(call: &ToolCall, component: Option<&str>) -> Map<String, Value> {
-    let arguments = match &call.arguments {
-        Ok(v) => v.clone(),
-        Err(_) => Value::String(call.arguments_raw.clone()),
+/// `pre_tool_call`: `{tool, component, arguments, paths}` — `component` is the third-party
+/// component's name (`null` for a built-in tool); `arguments` the parsed object, or the raw text
+/// when it is not JSON; `paths` the paths the call names (`path`, each `edits[].path`) resolved as
+/// the write tools resolve them against `project`: project-relative, `.`/`..` and an absolute
+/// prefix inside the project removed; an absolute path outside it stays absolute (normalised); a
+/// path that does not resolve is left out (the tool refuses it).
+pub fn pre_tool_call(
+    call: &ToolCall,
+    component: Option<&str>,
+    project: &Path,
+) -> Map<String, Value> {
+    let (arguments, resolved) = match &call.arguments {
+        Ok(v) => (v.clone(), resolved_paths(v, project)),
+        Err(_) => (Value::String(call.arguments_raw.clone()), Vec::new()),
     };
-    object(json!({"tool": call.name, "component": component, "arguments": arguments}))
+    object(json!({
+        "tool": call.name,
+        "component": component,
+        "arguments": arguments,
+        "paths": resolved,
+    }))
 }
 
-/// `post_tool_call`: `{tool, component, ok, result, result_truncated}` — `result` is what the
-/// model would read (cut to [`MAX_TEXT`] bytes).
+/// The paths `args` names, resolved against `project` (see [`pre_tool_call`]).
+fn resolved_paths(args: &Value, project: &Path) -> Vec<String> {
+    crate::agent::tools::arg_paths(args)
+        .iter()
+        .filter_map(|raw| match paths::classify(raw, Some(project)) {
+            Ok(ClientPath::Internal(p) | ClientPath::External(p)) => Some(p),
+            Err(_) => None,
+        })
+        .collect()
+}
+
+/// `post_tool_call`: `{tool, component, ok, result, result_truncated}` — `result` is the whole text
+/// the model would read; `result_truncated` is always `false` (kept for hooks that read it).
 pub fn post_tool_call(
     call: &ToolCall,
     component: Option<&str>,
     ok: bool,
     result: &str,
 ) -> Map<String, Value> {
-    let (result, cut) = excerpt(result);
     object(json!({
         "tool": call.name,
         "component": component,
         "ok": ok,
         "result": result,
-        "result_truncated": cut,
+        "result_truncated": false,
     }))
 }
 
@@ -101,7 +112,8 @@ pub enum Apply<'a> {
 }
 
 /// `pre_apply`: `{path, destination, content, content_truncated}` for a whole file, `{path,
-/// hunks, content, content_truncated}` for hunks (`content` is the proposed file, as text).
+/// hunks, content, content_truncated}` for hunks (`content` is the whole proposed file, as text;
+/// `content_truncated` is always `false`, kept for hooks that read it).
 pub fn pre_apply(path: &str, what: Apply<'_>) -> Map<String, Value> {
     let (key, extra, content) = match what {
         Apply::File {
@@ -110,12 +122,11 @@ pub fn pre_apply(path: &str, what: Apply<'_>) -> Map<String, Value> {
         } => ("destination", json!(destination), content),
         Apply::Hunks { ids, content } => ("hunks", json!(ids), content),
     };
-    let text = String::from_utf8_lossy(content);
-    let (content, cut) = excerpt(&text);
+    let content = String::from_utf8_lossy(content);
     let mut m = object(json!({
         "path": path,
         "content": content,
-        "content_truncated": cut,
+        "content_truncated": false,
     }));
     m.insert(key.into(), extra);
     m

@@ -64,8 +64,10 @@ impl Denied {
     }
 }
 
-/// The hooks enabled and granted for `project` that are asked at `point`, in name order. The
-/// components' state cannot be read → `Err`: whether a hook applies is unknown, so the caller denies.
+/// The hooks enabled for `project` that are asked at `point`, in name order — granted or not: one
+/// enabled but not granted (or whose grant is for another build) denies when asked (fail closed),
+/// naming itself and `bb7 tools grant <name>`. The components' state cannot be read → `Err`:
+/// whether a hook applies is unknown, so the caller denies.
 pub fn at(project: &Path, point: Point) -> Result<Vec<Status>, ComponentError> {
     let statuses = match crate::components::manage::statuses(Some(project)) {
         Ok(s) => s,
@@ -75,7 +77,7 @@ pub fn at(project: &Path, point: Point) -> Result<Vec<Status>, ComponentError> {
     };
     Ok(statuses
         .into_iter()
-        .filter(|s| s.offered() && s.installed.hook.iter().any(|p| p == point.as_str()))
+        .filter(|s| s.enabled && s.installed.hook.iter().any(|p| p == point.as_str()))
         .collect())
 }
 
@@ -88,9 +90,20 @@ pub fn check(
     actor: &Actor,
     fields: impl FnOnce() -> Map<String, Value>,
 ) -> Result<(), Denied> {
-    let hooks = at(project, point).map_err(|e| Denied {
-        hook: "(unknown)".into(),
-        reason: format!("the installed hooks cannot be read, so none can be asked: {e}"),
+    let hooks = at(project, point).map_err(|e| {
+        let denied = Denied {
+            hook: "(unknown)".into(),
+            reason: format!("the installed hooks cannot be read, so none can be asked: {e}"),
+        };
+        crate::audit::record(
+            crate::audit::Entry::new("hook", actor, Some(project))
+                .set("component", denied.hook.clone())
+                .set("point", point.as_str())
+                .set("decision", "deny")
+                .set("reason", denied.reason.clone())
+                .failed(denied.reason.clone()),
+        );
+        denied
     })?;
     if hooks.is_empty() {
         return Ok(());

@@ -21,6 +21,19 @@ use crate::toolhost::ToolHost;
 /// The longest reason kept from a hook (it reaches the model, the user and the chain).
 const MAX_REASON: usize = 1024;
 
+/// Why a hook enabled but not granted denies, and what to do about it.
+fn not_granted(hook: &Status) -> String {
+    let why = if hook.grant_stale {
+        "its binary changed since it was granted"
+    } else {
+        "it is not granted"
+    };
+    format!(
+        "the hook is enabled for this project but {why}, so it denies: review it and run `bb7 tools grant {}` (or `bb7 tools disable {}`)",
+        hook.name, hook.name
+    )
+}
+
 /// The tool host hooks run on: one per process, set up at the first hook asked. Its sandbox keeps
 /// no call records: a hook's decision is recorded as a `hook` record instead.
 fn host() -> &'static ToolHost {
@@ -67,10 +80,7 @@ impl Ask<'_> {
     }
 
     fn run(&self, hook: &Status) -> Result<(), String> {
-        let granted = hook
-            .granted
-            .clone()
-            .ok_or_else(|| "the hook is not granted".to_string())?;
+        let granted = hook.granted.clone().ok_or_else(|| not_granted(hook))?;
         let sandbox = host()
             .sandbox()
             .map_err(|e| format!("the hook could not run: {e}"))?;

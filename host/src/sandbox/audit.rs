@@ -168,34 +168,121 @@ impl AuditLog {
     }
 }
 
-/// The socket use of one call whose component imports `wasi:sockets` but holds no network grant:
-/// its WASI context refuses every socket and every name lookup (`state.rs`), and the first attempt
-/// is a `refusal` record in the chain, like a connection refused outside a network grant (one per
-/// call: a component looping on sockets must not flood the chain).
+/// How many distinct refusals of one kind one call records one by one; past them the rest are
+/// counted and recorded as one `and N more` record when the call ends (a component looping on
+/// denied requests must not flood the chain, and must not hide a second target behind its first).
+pub const MAX_REFUSALS_PER_CALL: usize = 16;
+
+/// The refusals of one kind (`socket`, `http`) one call meets: each distinct target recorded once,
+/// with the call's project, up to [`MAX_REFUSALS_PER_CALL`]; the others counted, and recorded as one
+/// record when this is dropped (the call's end).
 #[derive(Debug)]
-pub struct SocketDenials {
+pub struct CallRefusals {
     log: AuditLog,
-    recorded: bool,
+    project: Option<PathBuf>,
+    refused: &'static str,
+    seen: std::collections::HashSet<String>,
+    more: usize,
 }
 
-impl SocketDenials {
-    /// Denials recorded in `log`.
-    pub fn new(log: AuditLog) -> Self {
-        SocketDenials {
+impl CallRefusals {
+    /// Refusals of kind `refused` recorded in `log` for a call in `project` (when known).
+    pub fn new(log: AuditLog, project: Option<&Path>, refused: &'static str) -> Self {
+        CallRefusals {
             log,
-            recorded: false,
+            project: project.map(Path::to_path_buf),
+            refused,
+            seen: std::collections::HashSet::new(),
+            more: 0,
         }
     }
 
-    /// Records that the call tried `what` (`create-tcp-socket ipv4`, `resolve-addresses x`), the
-    /// first time only.
-    pub fn record(&mut self, what: &str) {
-        if !std::mem::replace(&mut self.recorded, true) {
+    /// Records that `target` was refused with `reason`, the first time `target` is: once per
+    /// distinct target, up to [`MAX_REFUSALS_PER_CALL`], then only counted.
+    pub fn record(&mut self, target: &str, reason: &str) {
+        if self.seen.contains(target) {
+            return;
+        }
+        if self.seen.len() >= MAX_REFUSALS_PER_CALL {
+            self.more += 1;
+            return;
+        }
+        self.seen.insert(target.to_string());
+        self.log
+            .refusal(self.project.as_deref(), self.refused, reason);
+    }
+}
+
+impl Drop for CallRefusals {
+    fn drop(&mut self) {
+        if self.more > 0 {
             self.log.refusal(
-                None,
-                "socket",
-                &format!("{what}: not granted (the component has no network grant)"),
+                self.project.as_deref(),
+                self.refused,
+                &format!(
+                    "and {} more refused in this call, not recorded one by one",
+                    self.more
+                ),
             );
         }
+    }
+}
+
+/// The socket use of one call whose component imports `wasi:sockets` but holds no network grant:
+/// its WASI context refuses every socket and every name lookup (`state.rs`), and each distinct
+/// attempt is a `refusal` record in the chain ([`CallRefusals`]), like a connection refused outside
+/// a network grant.
+#[derive(Debug)]
+pub struct SocketDenials(CallRefusals);
+
+impl SocketDenials {
+    /// Denials recorded in `log` for a call in `project` (when known).
+    pub fn new(log: AuditLog, project: Option<&Path>) -> Self {
+        SocketDenials(CallRefusals::new(log, project, "socket"))
+    }
+
+    /// Records that the call tried `what` (`create-tcp-socket ipv4`, `resolve-addresses x`), once
+    /// per distinct `what`.
+    pub fn record(&mut self, what: &str) {
+        self.0.record(
+            what,
+            &format!("{what}: not granted (the component has no network grant)"),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_distinct_refusal_is_recorded_once_with_the_project_then_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::new(dir.path().join("audit/log.jsonl"));
+        let project = dir.path().join("proj");
+        {
+            let mut r = CallRefusals::new(log.clone(), Some(&project), "http");
+            r.record("http://a", "GET http://a: origin not granted");
+            r.record("http://a", "GET http://a: origin not granted");
+            r.record("http://b", "GET http://b: origin not granted");
+            for i in 0..20 {
+                r.record(&format!("http://c{i}"), "not granted");
+            }
+        }
+        let text = std::fs::read_to_string(log.path()).unwrap();
+        let records: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(records.len(), MAX_REFUSALS_PER_CALL + 1, "{text}");
+        assert!(records.iter().all(|r| r["kind"] == "refusal"
+            && r["refused"] == "http"
+            && r["project"] == project.to_string_lossy().as_ref()));
+        assert_eq!(records[0]["error"], "GET http://a: origin not granted");
+        assert_eq!(records[1]["error"], "GET http://b: origin not granted");
+        assert_eq!(
+            records[MAX_REFUSALS_PER_CALL]["error"],
+            "and 6 more refused in this call, not recorded one by one"
+        );
     }
 }

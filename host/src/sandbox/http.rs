@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use http_body_util::BodyExt as _;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
-use super::audit::AuditLog;
+use super::audit::{AuditLog, CallRefusals};
 use super::grant::check_host_port;
 
 /// Why an `http` origin (in a manifest or a grant) is refused.
@@ -88,8 +88,13 @@ fn split_host_port(s: &str) -> Option<(&str, Option<u16>)> {
 }
 
 /// The normalised origin a request goes to, as [`normalize_origin`] writes it; `None` when the
-/// request has no scheme or host bb7 could check (it is denied).
+/// request has no scheme or host bb7 could check, or an authority that is not exactly
+/// `host[:port]` (user information, `x@host`, is used for the connection but is not the host the
+/// check would read), so it is denied.
 pub fn request_origin(uri: &http::Uri) -> Option<String> {
+    if uri.authority()?.as_str().contains('@') {
+        return None;
+    }
     let scheme = uri.scheme_str()?;
     let host = uri.host()?;
     let text = match uri.port_u16() {
@@ -104,11 +109,9 @@ pub fn request_origin(uri: &http::Uri) -> Option<String> {
 pub struct HttpGuard {
     /// The granted origins, normalised.
     origins: Arc<[String]>,
-    /// Where a denied request is recorded.
-    audit: Option<AuditLog>,
-    /// Whether this call's first denial was recorded (one record per call: a component looping
-    /// on denied requests must not flood the chain).
-    recorded: bool,
+    /// Where denied requests are recorded: each distinct origin once per call (a component
+    /// looping on denied requests must not flood the chain).
+    refusals: Option<CallRefusals>,
     /// The largest response body a request may receive.
     body_cap: usize,
     /// When the call's wall time ends.
@@ -117,12 +120,16 @@ pub struct HttpGuard {
 
 impl HttpGuard {
     /// A guard allowing `origins` (already normalised; empty: every request is denied), recording
-    /// denials in `audit`. [`HttpGuard::bound`] sets its limits.
-    pub fn new(origins: &[String], audit: Option<&AuditLog>) -> HttpGuard {
+    /// denials in `audit` for a call in `project` (when known). [`HttpGuard::bound`] sets its
+    /// limits.
+    pub fn new(
+        origins: &[String],
+        audit: Option<&AuditLog>,
+        project: Option<&std::path::Path>,
+    ) -> HttpGuard {
         HttpGuard {
             origins: origins.iter().cloned().collect(),
-            audit: audit.cloned(),
-            recorded: false,
+            refusals: audit.map(|log| CallRefusals::new(log.clone(), project, "http")),
             body_cap: 0,
             deadline: Instant::now(),
         }
@@ -134,17 +141,14 @@ impl HttpGuard {
         self.deadline = deadline;
     }
 
-    /// Whether a request to `origin` is allowed (recording the first denial of the call).
+    /// Whether a request to `origin` is allowed (recording each distinct denied origin once).
     fn allow(&mut self, method: &http::Method, origin: Option<&str>) -> bool {
         if origin.is_some_and(|o| self.origins.iter().any(|g| g == o)) {
             return true;
         }
-        if !self.recorded
-            && let Some(log) = &self.audit
-        {
-            self.recorded = true;
+        if let Some(refusals) = &mut self.refusals {
             let to = origin.unwrap_or("a request without a checkable origin");
-            log.refusal(None, "http", &format!("{method} {to}: origin not granted"));
+            refusals.record(to, &format!("{method} {to}: origin not granted"));
         }
         false
     }
@@ -268,14 +272,27 @@ mod tests {
     }
 
     #[test]
+    fn a_request_with_user_information_has_no_origin() {
+        // The connection would go to the host after `@`, which the origin check must not skip.
+        for given in [
+            "http://x@127.0.0.1:8080/",
+            "http://user:pw@127.0.0.1:8080/a",
+            "http://127.0.0.1:8080@evil.example/",
+        ] {
+            let uri: http::Uri = given.parse().unwrap();
+            assert_eq!(request_origin(&uri), None, "{given}");
+        }
+    }
+
+    #[test]
     fn only_granted_origins_pass_and_an_empty_grant_passes_none() {
-        let mut g = HttpGuard::new(&["http://127.0.0.1:8080".to_string()], None);
+        let mut g = HttpGuard::new(&["http://127.0.0.1:8080".to_string()], None, None);
         let get = http::Method::GET;
         assert!(g.allow(&get, Some("http://127.0.0.1:8080")));
         assert!(!g.allow(&get, Some("http://127.0.0.1:8081")));
         assert!(!g.allow(&get, Some("https://127.0.0.1:8080")));
         assert!(!g.allow(&get, None));
-        let mut none = HttpGuard::new(&[], None);
+        let mut none = HttpGuard::new(&[], None, None);
         assert!(!none.allow(&get, Some("http://127.0.0.1:8080")));
     }
 }

@@ -199,9 +199,12 @@ impl Sandbox {
         let settings = settings.to_vec();
         let arguments = arguments.to_string();
         let denials = self.audit.clone().filter(|_| caps.network.is_empty());
+        let project = caps.dir.as_ref().map(|g| g.path.clone());
         let json = self.execute(tool, wasi, output, move |pre, store| {
             if let Some(log) = denials {
-                store.data_mut().audit_socket_denials(log);
+                store
+                    .data_mut()
+                    .audit_socket_denials(log, project.as_deref());
             }
             pre.call(store, &settings, &arguments)
         })?;

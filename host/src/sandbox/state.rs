@@ -64,10 +64,10 @@ impl CallState {
         &mut self.table
     }
 
-    /// Records in `log` the first socket use this call tries: for a call without a network grant,
-    /// whose every socket use is refused.
-    pub fn audit_socket_denials(&mut self, log: AuditLog) {
-        self.socket_denials = Some(super::audit::SocketDenials::new(log));
+    /// Records in `log` each distinct socket use this call tries, for a call in `project` (when
+    /// known) without a network grant, whose every socket use is refused.
+    pub fn audit_socket_denials(&mut self, log: AuditLog, project: Option<&std::path::Path>) {
+        self.socket_denials = Some(super::audit::SocketDenials::new(log, project));
     }
 
     /// A socket use the call tries (the shadowed `wasi:sockets` entry points, `audit.rs`).
@@ -185,10 +185,16 @@ pub fn wasi_ctx(caps: &CallCaps, audit: Option<&AuditLog>) -> Result<CallWasi, C
     if !caps.network.is_empty() {
         let allowed = resolve_network(&caps.network);
         let lookup = caps.network.iter().any(|e| !is_ip_entry(e));
-        // One refusal record per call: a component looping on connects outside its grant must not
-        // flood the audit chain (the first one says what it tried).
-        let recorded = std::sync::atomic::AtomicBool::new(false);
-        let audit = audit.cloned();
+        // One refusal record per distinct address per call (capped): a component looping on
+        // connects outside its grant must not flood the audit chain.
+        let project = caps.dir.as_ref().map(|g| g.path.as_path());
+        let refusals = audit.map(|log| {
+            std::sync::Mutex::new(super::audit::CallRefusals::new(
+                log.clone(),
+                project,
+                "socket",
+            ))
+        });
         builder
             .allow_tcp(true)
             .allow_ip_name_lookup(lookup)
@@ -199,11 +205,12 @@ pub fn wasi_ctx(caps: &CallCaps, audit: Option<&AuditLog>) -> Result<CallWasi, C
                     SocketAddrUse::TcpConnect => allowed.contains(&addr),
                     _ => false,
                 };
-                if !ok
-                    && let Some(log) = &audit
-                    && !recorded.swap(true, std::sync::atomic::Ordering::Relaxed)
-                {
-                    log.refusal(None, "socket", &format!("{use_:?} {addr}: not granted"));
+                if !ok && let Some(refusals) = &refusals {
+                    let target = format!("{use_:?} {addr}");
+                    refusals
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .record(&target, &format!("{target}: not granted"));
                 }
                 Box::pin(async move { ok })
             });
@@ -224,7 +231,11 @@ pub fn wasi_ctx(caps: &CallCaps, audit: Option<&AuditLog>) -> Result<CallWasi, C
     }
     Ok(CallWasi {
         wasi: builder.build(),
-        http: HttpGuard::new(&caps.http, audit),
+        http: HttpGuard::new(
+            &caps.http,
+            audit,
+            caps.dir.as_ref().map(|g| g.path.as_path()),
+        ),
     })
 }
 

@@ -1,5 +1,6 @@
 //! `deny_migrations`: an example hook. It denies any tool call whose arguments name a path under
-//! `migrations/`, and any apply of a file under it. It needs no grant at all: everything it decides
+//! `migrations/` (as resolved by the host, the event's `paths`, or as written), and any apply of a
+//! file under it. It needs no grant at all: everything it decides
 //! on is in the event.
 
 wit_bindgen::generate!({
@@ -53,7 +54,20 @@ impl Guest for Component {
         let project = e["project"].as_str().unwrap_or_default();
         let mut found = Vec::new();
         match e["point"].as_str() {
-            Some("pre_tool_call") => paths(&e["arguments"], &mut found),
+            Some("pre_tool_call") => {
+                // `paths`: what the call names, resolved as the tools resolve it
+                // (`<project>/src/../migrations/a.sql` → `migrations/a.sql`); the raw arguments too,
+                // for third-party tools whose path keys the host does not know.
+                if let Some(resolved) = e["paths"].as_array() {
+                    found.extend(
+                        resolved
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_string),
+                    );
+                }
+                paths(&e["arguments"], &mut found);
+            }
             Some("pre_apply") => {
                 found.extend(e["path"].as_str().map(str::to_string));
                 found.extend(e["destination"].as_str().map(str::to_string));
@@ -61,7 +75,9 @@ impl Guest for Component {
             _ => {}
         }
         match found.iter().find(|p| in_migrations(p, project)) {
-            Some(p) => Decision::Deny(format!("{p} is under migrations/, which only people change")),
+            Some(p) => Decision::Deny(format!(
+                "{p} is under migrations/, which only people change"
+            )),
             None => Decision::Pass,
         }
     }

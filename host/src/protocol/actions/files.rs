@@ -123,8 +123,15 @@ pub fn apply(s: &mut Workspace, req: &Request) -> Handled {
 pub fn apply_as(s: &mut Workspace, req: &Request) -> Handled {
     let path = s.active_internal_path(req.nonempty("path")?)?;
     let destination = req.nonempty("destination")?;
-    pre_apply(s, &path, destination, None)?;
-    let (content, cp) = s.apply_file_as(&path, destination)?;
+    // Hooks judge where the file would really be written: the destination as the apply resolves it
+    // (`<project>/x/../migrations/a.sql` → `migrations/a.sql`). One outside the project is refused
+    // by the apply itself.
+    let destination = match s.classify(destination, false)? {
+        paths::ClientPath::Internal(rel) => rel,
+        paths::ClientPath::External(_) => destination.to_string(),
+    };
+    pre_apply(s, &path, &destination, None)?;
+    let (content, cp) = s.apply_file_as(&path, &destination)?;
     Ok(reply(
         "ok",
         json!({"content": text(&content), "checkpoint_id": cp}),
