@@ -410,7 +410,7 @@ fn a_write_through_dot_dot_or_an_absolute_path_is_denied_at_its_resolved_path() 
                 0,
                 "c1",
                 "write_file",
-                &json!({"path": format!("{proj}/src/../migrations/001.sql"), "content": "DROP;\n"})
+                json!({"path": format!("{proj}/src/../migrations/001.sql"), "content": "DROP;\n"})
                     .to_string(),
             ),
             ToolCall::new(
@@ -508,7 +508,7 @@ fn an_enabled_hook_without_a_grant_denies_and_says_what_to_do() {
 #[test]
 fn the_lockfile_pins_a_hook_s_points_and_the_check_names_a_change() {
     let server = MockServer::start(Script::new(vec![]));
-    let (env, mut s) = session(&server, &["deny_migrations"]);
+    let (env, s) = session(&server, &["deny_migrations"]);
     s.shutdown();
     let (home, proj) = (env.home(), env.proj());
     let lock_path = proj.join(".bb7/tools.lock");
