@@ -33,7 +33,12 @@ impl Hooked {
         let component = self.component.as_deref();
         let checked = blocking(|| {
             hooks::check(root, Point::PreToolCall, &self.actor, || {
-                event::pre_tool_call(call, component, root)
+                let named = call
+                    .arguments
+                    .as_ref()
+                    .map(super::tools::arg_paths)
+                    .unwrap_or_default();
+                event::pre_tool_call(call, component, root, &named)
             })
         });
         checked

@@ -175,7 +175,11 @@ impl ThirdParty {
             let adopted = out
                 .collect(MAX_OUTPUT_FILES, MAX_OUTPUT_BYTES)
                 .map_err(|e| e.to_string())
-                .and_then(|files| runner.adopt_written(name, files, plan).map_err(|e| e.0));
+                .and_then(|files| {
+                    runner
+                        .adopt_written(name, files, &|tool, rel| plan.refuse_path(tool, rel))
+                        .map_err(|e| e.0)
+                });
             match adopted {
                 Ok(paths) if !paths.is_empty() => {
                     summary = format!("proposed {}", paths.join(", "));

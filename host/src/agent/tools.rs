@@ -456,13 +456,13 @@ impl ToolRunner {
 
     /// Takes the files an `output-write` component left as whole-file writes of this reply, by
     /// the rules of `write_file`: inside the project, not read-only, not already changed by this
-    /// reply, and among the files of the approved plan `plan` restricts writes to. All are
-    /// checked before any is staged.
+    /// reply, and not refused by `refuse(tool, path)` (the approved plan's files: see
+    /// `PlanRole::refuse_path`). All are checked before any is staged.
     pub fn adopt_written(
         &mut self,
         tool: &str,
         files: Vec<(String, Vec<u8>)>,
-        plan: &super::plan::PlanRole,
+        refuse: &dyn Fn(&str, &str) -> Option<String>,
     ) -> Result<Vec<String>, ToolError> {
         if self.tainted {
             return Err(ToolError(format!("{tool}: {TAINTED}")));
@@ -472,7 +472,7 @@ impl ToolRunner {
             let rel = self.normalize(tool, &raw)?;
             // An approved plan's files bound a component's writes as they bound the edit tools':
             // one file outside them refuses the whole call (none of its files is adopted).
-            if let Some(e) = plan.refuse_path(tool, &rel) {
+            if let Some(e) = refuse(tool, &rel) {
                 return Err(ToolError(e));
             }
             if self.read_only.contains(&rel) {

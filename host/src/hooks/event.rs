@@ -47,14 +47,16 @@ pub fn pre_send(s: Send<'_>) -> Map<String, Value> {
 /// when it is not JSON; `paths` the paths the call names (`path`, each `edits[].path`) resolved as
 /// the write tools resolve them against `project`: project-relative, `.`/`..` and an absolute
 /// prefix inside the project removed; an absolute path outside it stays absolute (normalised); a
-/// path that does not resolve is left out (the tool refuses it).
+/// path that does not resolve is left out (the tool refuses it). `named` is what the arguments
+/// name as paths (the agent's `arg_paths`: hooks sit below the agent and do not read its tools).
 pub fn pre_tool_call(
     call: &ToolCall,
     component: Option<&str>,
     project: &Path,
+    named: &[String],
 ) -> Map<String, Value> {
     let (arguments, resolved) = match &call.arguments {
-        Ok(v) => (v.clone(), resolved_paths(v, project)),
+        Ok(v) => (v.clone(), resolved_paths(named, project)),
         Err(_) => (Value::String(call.arguments_raw.clone()), Vec::new()),
     };
     object(json!({
@@ -65,9 +67,9 @@ pub fn pre_tool_call(
     }))
 }
 
-/// The paths `args` names, resolved against `project` (see [`pre_tool_call`]).
-fn resolved_paths(args: &Value, project: &Path) -> Vec<String> {
-    crate::agent::tools::arg_paths(args)
+/// The paths `named`, resolved against `project` (see [`pre_tool_call`]).
+fn resolved_paths(named: &[String], project: &Path) -> Vec<String> {
+    named
         .iter()
         .filter_map(|raw| match paths::classify(raw, Some(project)) {
             Ok(ClientPath::Internal(p) | ClientPath::External(p)) => Some(p),
