@@ -365,7 +365,6 @@ impl Capped {
     }
 }
 
-/// Drops the hold `hold` and appends `entry` (a failure is logged: the reply goes on).
 /// Drops the hold `id` from the ledger (in the background when on the runtime).
 fn release_hold(id: &str) {
     let id = id.to_string();
@@ -454,6 +453,7 @@ impl HoldTaker {
     }
 }
 
+/// Drops the hold `hold` and appends `entry` (a failure is logged: the reply goes on).
 fn settle(hold: Option<&str>, entry: &Entry) {
     if let Err(e) = Ledger::open_global().and_then(|l| l.settle(hold, Some(entry))) {
         tracing::warn!("cannot record usage: {e}");
