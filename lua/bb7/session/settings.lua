@@ -60,23 +60,19 @@ function M.set_reasoning_effort(effort)
   return true
 end
 
---- Sets the active chat's mode, "agent", "plan" or "chat" (async, without blocking the editor); `cb(ok)`
---- when the host answered.
-function M.set_mode(mode, cb)
+--- Saves one chat setting `key = value` with the host (async, without blocking the editor): on
+--- success it is stored in the active chat and `said` is shown; `cb(ok)` when the host answered.
+local function save_setting(key, value, what, said, cb)
   if not S.chat then
     S.notify("No active chat", L.WARN)
     return
   end
-  host.request("save_chat_settings", { mode = mode }, function(r)
+  host.request("save_chat_settings", { [key] = value }, function(r)
     if r.type == "error" then
-      S.notify(r.message or "cannot change the mode", L.ERROR)
+      S.notify(r.message or ("cannot change the " .. what), L.ERROR)
     elseif S.chat then
-      S.chat.mode = mode
-      local said = {
-        agent = "Agent mode on: the model may explore the project (read-only)",
-        plan = "Plan mode on: the model explores and proposes a plan; nothing changes until you approve it",
-      }
-      S.notify(said[mode] or "Agent mode off", L.INFO)
+      S.chat[key] = value
+      S.notify(said, L.INFO)
       S.emit("status")
     end
     if cb then
@@ -85,25 +81,20 @@ function M.set_mode(mode, cb)
   end)
 end
 
+--- Sets the active chat's mode, "agent", "plan" or "chat" (async, without blocking the editor); `cb(ok)`
+--- when the host answered.
+function M.set_mode(mode, cb)
+  local said = {
+    agent = "Agent mode on: the model may explore the project (read-only)",
+    plan = "Plan mode on: the model explores and proposes a plan; nothing changes until you approve it",
+  }
+  save_setting("mode", mode, "mode", said[mode] or "Agent mode off", cb)
+end
+
 --- Sets where the active chat's requests go: "remote", "local" or "hybrid_auto" (:help
 --- bb7-providers), saved with the chat (async); `cb(ok)` when the host answered.
 function M.set_routing(routing, cb)
-  if not S.chat then
-    S.notify("No active chat", L.WARN)
-    return
-  end
-  host.request("save_chat_settings", { routing = routing }, function(r)
-    if r.type == "error" then
-      S.notify(r.message or "cannot change the routing", L.ERROR)
-    elseif S.chat then
-      S.chat.routing = routing
-      S.notify("Routing: " .. routing, L.INFO)
-      S.emit("status")
-    end
-    if cb then
-      cb(r.type ~= "error")
-    end
-  end)
+  save_setting("routing", routing, "routing", "Routing: " .. routing, cb)
 end
 
 return M
