@@ -1,5 +1,7 @@
 //! The performance table, reproduced through the real `bb7` binary. Run:
-//! `cargo bench -p bb7 --bench table` (`BB7_TABLE_RUNS=N` for N runs per row instead of 10).
+//! `cargo bench -p bb7 --bench table` (`BB7_TABLE_RUNS=N` for N runs per row instead of 10;
+//! `BB7_TABLE_ROWS=4,6,7` for only those rows; `BB7_TABLE_MESSAGE_BYTES=N` for template chats whose
+//! user message is about N bytes instead of ~600, e.g. 2650 for ~3.3 KB of text per chat).
 //! Prints min / median / max of every timed row with its target; asserts nothing about timings
 //! (a protocol error panics with the host's message).
 //!
@@ -17,7 +19,8 @@
 //!    note prints what it held after the first run).
 //! 2. `chat_list` with 5,000 chats: the chats are made once, through the protocol, in a template
 //!    project (`chat_new` + one `send` each: a ~600-byte user message and a ~650-byte reply;
-//!    the last chat's message holds a unique needle). Per run a fresh process: `init`, then the
+//!    the last chat's message holds a unique needle; `BB7_TABLE_MESSAGE_BYTES` sets the message
+//!    size). Per run a fresh process: `init`, then the
 //!    time of the first `chat_list` (request written to reply read; 5,000 entries checked).
 //! 3. `context_add` ×8: 8 files of exactly 256 KiB of Rust-like text (2 MiB), added one after
 //!    the other (each waits for its `ok`); the time for the 8 requests. Main line: a fresh
@@ -35,7 +38,7 @@
 //!    closes its stdin and times until `wait()` returns. Main line: right after the `chat_new`
 //!    reply (background warm-up possibly still running); second line: after CPU has settled.
 //! 6. Peak RSS of a session over the 5,000 chats (the template of row 2): per run a fresh
-//!    process does `init`, a title `search_chats` ("topic 4242": 1 hit) and a content
+//!    process does `init`, a `chat_list` (5,000 entries), a title `search_chats` ("topic 4242": 1 hit) and a content
 //!    `search_chats` (the needle of the last chat: 1 hit), then `VmHWM` of /proc/<pid>/status is
 //!    read just before stdin is closed. The first search reads every chat (a chat whose name
 //!    does not match is searched by content), so it carries the cache fill; both times printed.
@@ -412,10 +415,10 @@ fn assert_staged(done: &Value, path: &str) {
     assert!(staged, "the edit_file call did not stage {path}: {done}");
 }
 
-/// The user message of template chat `i`: ~600 bytes; the last chat's holds the needle.
-fn chat_message(i: usize) -> String {
+/// The user message of template chat `i`: ~`bytes` bytes; the last chat's holds the needle.
+fn chat_message(i: usize, bytes: usize) -> String {
     let mut text = format!("Message for chat {i} about topic {i}. ");
-    while text.len() < 600 {
+    while text.len() < bytes {
         text.push_str("Please refactor the physics engine so the integrator is stable. ");
     }
     if i == CHATS - 1 {
@@ -447,6 +450,15 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .filter(|&n| n > 0)
         .unwrap_or(10);
+    // Rows to run (all when unset); rows 2 and 6 share the 5,000-chat template, 4 and 7 a run.
+    let rows: Option<Vec<usize>> = std::env::var("BB7_TABLE_ROWS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect());
+    let want = |n: usize| rows.as_ref().is_none_or(|r| r.contains(&n));
+    let message_bytes: usize = std::env::var("BB7_TABLE_MESSAGE_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(600);
     let started = Instant::now();
     println!(
         "bb7 performance table (release build, {runs} runs per timed row, through the binary)"
@@ -456,7 +468,7 @@ fn main() {
     let show = |line: &str| println!("{line}");
 
     // 1. First send on a fresh install ---------------------------------------------------------
-    {
+    if want(1) {
         let server = MockServer::start(Script::new([]).with_fallback(Reply::text([
             "Hello",
             " from",
@@ -493,7 +505,7 @@ fn main() {
     }
 
     // 9. First send on a fresh install, one edit_file call ----------------------------------------
-    {
+    if want(9) {
         let server = edit_server("a.txt");
         let mut samples = Vec::new();
         for _ in 0..runs {
@@ -524,7 +536,7 @@ fn main() {
     }
 
     // 10. A 1 MB edit_file through a send, minus a plain send ---------------------------------------
-    {
+    if want(10) {
         let server = edit_server("big.txt");
         let dir = tempfile::tempdir().unwrap();
         let env = Env::new(dir.path(), &server);
@@ -603,13 +615,13 @@ fn main() {
 
     // 2. chat_list with 5,000 chats ---------------------------------------------------------------
     let template = project(&work.path().join("template"));
-    {
+    if want(2) || want(6) {
         let t = Instant::now();
         let mut h = Host::start(&env);
         h.init(&template);
         for i in 0..CHATS {
             h.chat_new(&format!("Chat about topic {i}"));
-            h.send(&chat_message(i), || {});
+            h.send(&chat_message(i, message_bytes), || {});
         }
         h.close();
         let bytes = dir_bytes(&template.join(".bb7"));
@@ -620,11 +632,11 @@ fn main() {
         );
         show(&line);
         notes.push(format!(
-            "rows 2/6: template .bb7/ is {:.1} MB for {CHATS} chats (one ~600 B user message + ~650 B reply each)",
+            "rows 2/6: template .bb7/ is {:.1} MB for {CHATS} chats (one ~{message_bytes} B user message + ~650 B reply each)",
             bytes as f64 / 1e6
         ));
     }
-    {
+    if want(2) {
         let mut samples = Vec::new();
         for _ in 0..runs {
             let mut h = Host::start(&env);
@@ -648,7 +660,7 @@ fn main() {
     }
 
     // 3. context_add x8, 2 MiB --------------------------------------------------------------------
-    {
+    if want(3) {
         let files: Vec<(String, String)> = (0..CONTEXT_FILES)
             .map(|n| (format!("src/module{n}.rs"), source_text(n)))
             .collect();
@@ -698,8 +710,8 @@ fn main() {
     }
 
     // 4 and 7. CPU per streamed chunk; peak RSS while streaming ------------------------------------
-    let row7;
-    {
+    let mut row7 = None;
+    if want(4) || want(7) {
         let server = MockServer::start(
             Script::new([])
                 .with_fallback(Reply::text((0..STREAM_CHUNKS).map(|i| format!("word{i} ")))),
@@ -788,17 +800,17 @@ fn main() {
             show(&line);
             table.push(line);
         }
-        row7 = row(
+        row7 = Some(row(
             "7 peak RSS (VmHWM) after 2000-chunk send",
             "MiB",
             1,
             &hwm,
             "target ≤ 17.5 MiB",
-        );
+        ));
     }
 
     // 5. stdin EOF -> exit --------------------------------------------------------------------------
-    {
+    if want(5) {
         let root = project(&work.path().join("eof"));
         let mut now = Vec::new();
         let mut settled = Vec::new();
@@ -834,12 +846,15 @@ fn main() {
         }
     }
 
-    // 6. Peak RSS over 5,000 chats with two searches ------------------------------------------------
-    {
+    // 6. Peak RSS over 5,000 chats with a list and two searches -------------------------------------
+    if want(6) {
         let (mut title, mut content, mut hwm) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..runs {
             let mut h = Host::start(&env);
             h.init(&template);
+            let r = h.call(json!({"action": "chat_list"}));
+            let n = r["chats"].as_array().map_or(0, Vec::len);
+            assert_eq!(n, CHATS, "chat_list returned {n} chats");
             let t = Instant::now();
             let r = h.call(json!({"action": "search_chats", "query": "topic 4242"}));
             title.push(ms(t.elapsed()));
@@ -861,7 +876,7 @@ fn main() {
         }
         for line in [
             row(
-                "6 peak RSS (VmHWM), 5000 chats + 2 searches",
+                "6 peak RSS (VmHWM), 5000 chats, list+2 searches",
                 "MiB",
                 1,
                 &hwm,
@@ -888,11 +903,13 @@ fn main() {
     }
 
     // 7 (measured with row 4).
-    show(&row7);
-    table.push(row7);
+    if let Some(row7) = row7.filter(|_| want(7)) {
+        show(&row7);
+        table.push(row7);
+    }
 
     // 8. Binary size ------------------------------------------------------------------------------
-    {
+    if want(8) {
         let bin = &bin();
         let size = std::fs::metadata(bin).expect("bb7 binary").len();
         let mut line = format!(
