@@ -300,6 +300,34 @@ fn plain_text_is_streamed_and_recorded() {
     t.s.shutdown();
 }
 
+/// The names of process `pid`'s threads, sorted.
+fn thread_names(pid: u32) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("/proc/<pid>/task")
+        .flatten()
+        .filter_map(|t| fs::read_to_string(t.path().join("comm")).ok())
+        .map(|n| n.trim_end().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Issue 30: every streamed chunk cost a wake across tokio's two I/O workers (the connection
+/// task on one, the reply reading it on the other), and the tokenizer was built after the first
+/// reply even in sessions that never count. A session now runs one I/O worker beside the main
+/// thread and builds nothing ahead; a long reply still streams whole.
+#[test]
+fn a_session_runs_one_io_worker_and_streams_whole() {
+    let words: Vec<String> = (0..300).map(|i| format!("w{i} ")).collect();
+    let mut t = setup(vec![Reply::text(words.clone())]);
+    assert_eq!(thread_names(t.s.pid), ["bb7", "bb7-io"]);
+    let (evs, term) = t.send("go");
+    assert_eq!(term["type"], "done", "{term}");
+    assert_eq!(chunks(&evs), words);
+    assert_eq!(msg_text(&t.messages()[1]), words.concat());
+    t.s.shutdown();
+}
+
 #[test]
 fn user_message_is_saved_before_the_reply_arrives() {
     let mut t = setup(vec![Reply::slow_text(["a", "b", "c", "d"], 150)]);

@@ -5,6 +5,8 @@
 //! Input: byte 0 picks how the body is cut into network chunks (every `n`-th byte, 1..=32; 0: whole);
 //! the rest is the response body. Invariants:
 //! - nothing panics;
+//! - the plain-chunk reader the client tries first ([`bb7::llm::chunk::parse_plain`]) gives, when
+//!   it takes a payload the JSON tree reads too, exactly the events of [`bb7::llm::chunk::parse`];
 //! - the events do not depend on where the body was cut (the same body in one piece gives the same
 //!   events, errors and tool calls);
 //! - an assembled call's parsed arguments, when `Ok`, are a JSON object.
@@ -57,10 +59,28 @@ fn read(pieces: Vec<Vec<u8>>) -> Read {
         if data == "[DONE]" {
             break Outcome::Done;
         }
-        let Ok(value) = serde_json::from_str::<Value>(data) else {
-            break Outcome::BadChunk;
+        // As the client reads: the plain reader first, else the JSON tree.
+        let parsed = match chunk::parse_plain(data) {
+            Some(plain) => {
+                // (It reads past what the tree refuses in fields nobody reads: nesting deeper
+                // than the tree's limit, numbers out of range.)
+                if let Ok(value) = serde_json::from_str::<Value>(data) {
+                    assert_eq!(
+                        chunk::parse(&value).ok().as_ref(),
+                        Some(&plain),
+                        "the plain reader and parse disagree on {data}"
+                    );
+                }
+                Ok(plain)
+            }
+            None => {
+                let Ok(value) = serde_json::from_str::<Value>(data) else {
+                    break Outcome::BadChunk;
+                };
+                chunk::parse(&value)
+            }
         };
-        match chunk::parse(&value) {
+        match parsed {
             Ok(parsed) => {
                 for ev in parsed {
                     if let StreamEvent::ToolCall {

@@ -1,5 +1,7 @@
 //! One streamed chunk (the JSON of an SSE `data:` line) → [`StreamEvent`]s.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use super::{StreamEvent, Usage};
@@ -11,6 +13,100 @@ pub struct ChunkError {
     pub code: String,
     /// `error.message`; empty when the provider sent none.
     pub message: String,
+}
+
+/// One chunk in its common shape (text, reasoning, a finish reason), read straight from the
+/// payload: the text is borrowed from it and nothing else is kept. Fields it does not name are
+/// skipped without being built.
+#[derive(serde::Deserialize)]
+struct Plain<'a> {
+    #[serde(borrow, default)]
+    choices: Option<Vec<Obj<PlainChoice<'a>>>>,
+    #[serde(default)]
+    error: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    usage: Option<serde::de::IgnoredAny>,
+}
+
+/// A `T` read only from a JSON object (a derived struct would also take an array, by position,
+/// where [`parse`] sees no fields).
+struct Obj<T>(T);
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Obj<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for V<T> {
+            type Value = Obj<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Obj<T>, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Obj)
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct PlainChoice<'a> {
+    #[serde(borrow, default)]
+    delta: Option<Obj<PlainDelta<'a>>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+    #[serde(default)]
+    error: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(serde::Deserialize)]
+struct PlainDelta<'a> {
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning: Option<Cow<'a, str>>,
+    #[serde(default)]
+    reasoning_details: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    tool_calls: Option<serde::de::IgnoredAny>,
+}
+
+/// Parses one `data:` payload of the common shape — text and reasoning deltas and a finish
+/// reason, as nearly every chunk of a reply is — without building a JSON tree: the same events
+/// [`parse`] gives the payload as a [`Value`]. `None` for anything else (not that shape, an
+/// error, usage, tool calls, `reasoning_details`, more than one choice, not JSON): parse it as a
+/// `Value` then. (Fields it does not read are only checked to be JSON, so one nested deeper than
+/// the tree's depth limit or holding an out-of-range number does not fail the chunk.)
+pub fn parse_plain(data: &str) -> Option<Vec<StreamEvent>> {
+    let Obj(chunk): Obj<Plain<'_>> = serde_json::from_str(data).ok()?;
+    if chunk.error.is_some() || chunk.usage.is_some() {
+        return None;
+    }
+    let mut out = Vec::new();
+    let choices = chunk.choices.unwrap_or_default();
+    if choices.len() > 1 {
+        return None;
+    }
+    let Some(Obj(choice)) = choices.into_iter().next() else {
+        return Some(out);
+    };
+    if choice.error.is_some() || choice.finish_reason.as_deref() == Some("error") {
+        return None;
+    }
+    if let Some(Obj(delta)) = choice.delta {
+        if delta.reasoning_details.is_some() || delta.tool_calls.is_some() {
+            return None;
+        }
+        if let Some(r) = delta.reasoning.filter(|r| !r.is_empty()) {
+            out.push(StreamEvent::Reasoning(r.into_owned()));
+        }
+        if let Some(c) = delta.content.filter(|c| !c.is_empty()) {
+            out.push(StreamEvent::Text(c.into_owned()));
+        }
+    }
+    if let Some(reason) = choice.finish_reason {
+        out.push(StreamEvent::Finish(reason.into_owned()));
+    }
+    Some(out)
 }
 
 /// Parses one chunk. An `error` object (sent after HTTP 200 when a provider fails mid-stream) or a
@@ -185,6 +281,42 @@ mod tests {
             parse(&details_only).unwrap(),
             vec![StreamEvent::Reasoning("sum".into())]
         );
+    }
+
+    /// The plain-shape reader gives exactly what `parse` gives, and leaves every other shape to it.
+    #[test]
+    fn plain_chunks_read_as_parse_reads_them() {
+        let same = [
+            r#"{"id":"g","object":"chat.completion.chunk","created":1,"model":"m","provider":"p","choices":[{"index":0,"delta":{"role":"assistant","content":"word1 "},"finish_reason":null}]}"#,
+            r#"{"choices":[{"delta":{"content":"esc\"aped\n\u00e9"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"","reasoning":"hmm"}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+            r#"{"choices":[{"delta":null,"finish_reason":""}]}"#,
+            r#"{"choices":[]}"#,
+            r#"{"choices":null,"error":null,"usage":null}"#,
+            r#"{}"#,
+            r#"{"a":1,"a":2}"#,
+        ];
+        for data in same {
+            let value: Value = serde_json::from_str(data).unwrap();
+            assert_eq!(parse_plain(data), Some(parse(&value).unwrap()), "{data}");
+        }
+        let other = [
+            r#"{"choices":[{"delta":{"content":"a"}}],"usage":{"prompt_tokens":1}}"#,
+            r#"{"error":{"code":502,"message":"x"}}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"error"}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_details":[{"text":"t"}]}}]}"#,
+            r#"{"choices":[{"delta":{"content":1}}]}"#,
+            r#"{"choices":[{"delta":{"content":"a"}},{"delta":{"content":"b"}}]}"#,
+            r#"{"choices":[[{"content":"x"}]]}"#,
+            r#"[[{"delta":{"content":"x"}}]]"#,
+            r#"{"choices":{"0":{}}}"#,
+            "not json",
+        ];
+        for data in other {
+            assert_eq!(parse_plain(data), None, "{data}");
+        }
     }
 
     #[test]

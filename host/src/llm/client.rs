@@ -188,20 +188,11 @@ impl LlmClient {
             if data == "[DONE]" {
                 break;
             }
-            let value: Value =
-                serde_json::from_str(data).map_err(|e| LlmError::BadChunk(e.to_string()))?;
-            if let Some(details) = value
-                .pointer("/choices/0/delta/reasoning_details")
-                .and_then(Value::as_array)
-            {
-                for d in details {
-                    super::request::merge_reasoning_details(&mut reasoning_details, d);
-                }
-            }
-            let parsed = chunk::parse(&value).map_err(|e| LlmError::Stream {
-                code: e.code,
-                message: e.message,
-            })?;
+            // Nearly every chunk is plain text: read it without building a JSON tree.
+            let parsed = match chunk::parse_plain(data) {
+                Some(events) => events,
+                None => parse_value(data, &mut reasoning_details)?,
+            };
             for ev in parsed {
                 match &ev {
                     StreamEvent::ToolCall {
@@ -334,6 +325,24 @@ impl LlmClient {
         let ms = step.as_millis() as u64;
         Duration::from_millis(rand::rng().random_range(ms / 2..=ms.max(1)))
     }
+}
+
+/// A chunk [`chunk::parse_plain`] leaves alone: parsed as a JSON tree, its `reasoning_details`
+/// merged into `details`.
+fn parse_value(data: &str, details: &mut Vec<Value>) -> Result<Vec<StreamEvent>, LlmError> {
+    let value: Value = serde_json::from_str(data).map_err(|e| LlmError::BadChunk(e.to_string()))?;
+    if let Some(ds) = value
+        .pointer("/choices/0/delta/reasoning_details")
+        .and_then(Value::as_array)
+    {
+        for d in ds {
+            super::request::merge_reasoning_details(details, d);
+        }
+    }
+    chunk::parse(&value).map_err(|e| LlmError::Stream {
+        code: e.code,
+        message: e.message,
+    })
 }
 
 fn network(e: reqwest::Error) -> LlmError {

@@ -4,6 +4,7 @@
 use std::io::{self, BufRead, Write};
 use std::sync::{Arc, Mutex};
 
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 /// The longest request line accepted (16 MiB). Longer lines are discarded up to their newline and
@@ -67,28 +68,69 @@ pub fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> io::Result<Option<L
 /// Where replies go: stdout, shared by everything that answers.
 #[derive(Clone)]
 pub struct Output {
-    inner: Arc<Mutex<Box<dyn Write + Send>>>,
+    inner: Arc<Mutex<Sink>>,
 }
+
+/// The writer and the buffer each line is serialised into (reused: a streamed reply writes
+/// thousands of small lines, each without an allocation of its own).
+struct Sink {
+    w: Box<dyn Write + Send>,
+    line: Vec<u8>,
+}
+
+/// A line buffer grown past this by one large reply (a chat's history, a long list) is dropped
+/// after the write rather than kept for the rest of the session.
+const KEEP_LINE_CAPACITY: usize = 64 << 10;
 
 impl Output {
     /// An output that writes replies to `w` (stdout, when serving).
     pub fn new(w: impl Write + Send + 'static) -> Self {
         Output {
-            inner: Arc::new(Mutex::new(Box::new(w))),
+            inner: Arc::new(Mutex::new(Sink {
+                w: Box::new(w),
+                line: Vec::with_capacity(1024),
+            })),
         }
     }
 
     /// Writes one reply as a single line and flushes. Errors (a closed stdout) are returned so the
     /// server can stop.
     pub fn send(&self, reply: &Map<String, Value>) -> io::Result<()> {
-        let mut line = serde_json::to_vec(reply).map_err(io::Error::other)?;
-        line.push(b'\n');
-        let mut w = self
+        self.send_value(reply)
+    }
+
+    /// Writes `line` (one serialised JSON object, without its newline) with one `write` and a
+    /// flush.
+    pub fn send_line(&self, mut line: String) -> io::Result<()> {
+        line.push('\n');
+        let mut sink = self
             .inner
             .lock()
             .map_err(|_| io::Error::other("output lock poisoned"))?;
-        w.write_all(&line)?;
-        w.flush()
+        sink.w.write_all(line.as_bytes())?;
+        sink.w.flush()
+    }
+
+    /// Writes anything that serialises to a JSON object (an event struct borrowing its text, so a
+    /// streamed chunk is never copied into a map) as one line, with one `write` and a flush.
+    pub fn send_value(&self, reply: &impl Serialize) -> io::Result<()> {
+        let mut sink = self
+            .inner
+            .lock()
+            .map_err(|_| io::Error::other("output lock poisoned"))?;
+        let Sink { w, line } = &mut *sink;
+        line.clear();
+        let written = serde_json::to_writer(&mut *line, reply)
+            .map_err(io::Error::other)
+            .and_then(|()| {
+                line.push(b'\n');
+                w.write_all(line)
+            })
+            .and_then(|()| w.flush());
+        if line.capacity() > KEEP_LINE_CAPACITY {
+            *line = Vec::with_capacity(1024);
+        }
+        written
     }
 }
 

@@ -59,12 +59,24 @@ pub struct ProtocolSink {
     pub id: Option<String>,
 }
 
+/// A `chunk` / `thinking` event in its wire form, borrowing its text: the same object
+/// [`event`] makes (keys in the same order), without building a map per streamed piece.
+#[derive(serde::Serialize)]
+struct TextEvent<'a> {
+    content: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_id: Option<&'a str>,
+    #[serde(rename = "type")]
+    kind: &'a str,
+}
+
 impl ProtocolSink {
     fn text(&self, kind: &str, content: &str) {
-        emit(
-            &self.ctx,
-            &event(kind, self.id.as_deref(), json!({"content": content})),
-        );
+        let _ = self.ctx.out.send_value(&TextEvent {
+            content,
+            request_id: self.id.as_deref(),
+            kind,
+        });
     }
 }
 
@@ -182,6 +194,26 @@ pub fn unsaved(id: Option<&str>, o: &ReplyOutcome, error: &str) -> Map<String, V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A streamed `chunk` / `thinking` line is byte for byte what the map-built event serialises to
+    /// (the text event borrows its text instead of copying it into a map).
+    #[test]
+    fn text_events_keep_their_wire_form() {
+        for (kind, id, content) in [
+            (kind::CHUNK, Some("r1"), "word \"quoted\"\n\u{1F600}"),
+            (kind::THINKING, None, ""),
+        ] {
+            let typed = serde_json::to_string(&TextEvent {
+                content,
+                request_id: id,
+                kind,
+            })
+            .unwrap();
+            let mapped =
+                serde_json::to_string(&event(kind, id, json!({"content": content}))).unwrap();
+            assert_eq!(typed, mapped);
+        }
+    }
 
     /// The wire form of each agent event is exactly what clients got before events were typed.
     #[test]

@@ -26,6 +26,9 @@ pub enum Outcome {
     Shutdown,
     /// The reply (or a stream of events) is written later by a background task.
     Later,
+    /// A reply already serialised (one JSON object with its `type` and request id), written as it
+    /// is: a long list is not built as a JSON tree first.
+    Line(String),
 }
 
 /// What every handler can reach: the workspace, stdout, the runtime for background work, and the
@@ -102,8 +105,12 @@ pub fn serve() -> ExitCode {
     }
     std::panic::set_hook(Box::new(|info| tracing::error!("panic: {info}")));
     let out = Output::new(io::stdout());
+    // One worker: a streamed reply's connection task and the task reading its body then run on the
+    // same thread, so no chunk costs a cross-thread wake (a futex and a context switch each). Still
+    // the multi-thread flavour, because `block_in_place` (sandbox calls) needs it; blocking work goes
+    // to the blocking pool, so one worker never waits on another.
     let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(1)
         .thread_name("bb7-io")
         .enable_all()
         .build()
@@ -138,6 +145,12 @@ pub fn serve() -> ExitCode {
                 Ok(req) => match guarded_dispatch(&ctx, &req) {
                     Ok(Outcome::Shutdown) => break,
                     Ok(Outcome::Later) => None,
+                    Ok(Outcome::Line(line)) => {
+                        if out.send_line(line).is_err() {
+                            break;
+                        }
+                        None
+                    }
                     Ok(Outcome::Reply(mut m)) => {
                         if let Some(id) = &req.id {
                             m.insert("request_id".into(), json!(id));
@@ -153,10 +166,9 @@ pub fn serve() -> ExitCode {
         {
             break;
         }
-        // Only now, with the first reply out, start building the tokenizer in the background, so
-        // the first estimate does not wait. (Tool components are not loaded ahead: offering them
-        // needs only their descriptions, and one is loaded when the model first calls it.)
-        crate::tokens::warm_up();
+        // Nothing is built ahead: the tokenizer (about 5 MiB) is built by the first count, as
+        // most sessions that only chat never count; a tool component is loaded when the model
+        // first calls it (offering them needs only their descriptions).
     }
     // A reply still streaming is cancelled, and given a moment to record what it has.
     if ctx.inflight.cancel(None) {

@@ -1,9 +1,9 @@
 //! Token estimation with the `cl100k_base` tokenizer (a compact counting-only encoder, [`bpe`]), and a
 //! cache of per-file counts keyed by file id.
 //!
-//! Building the tokenizer takes tens of milliseconds, so [`TokenCounter::new`] starts it on a background thread
-//! and returns at once; the first count waits for it. Text is counted as ordinary text: special-token markers
-//! such as `<|endoftext|>` count as the plain text they are.
+//! Building the tokenizer takes tens of milliseconds and about 5 MiB, so it is built by the first count, not at
+//! start-up: a session that never counts (most only chat) never holds it. Text is counted as ordinary text:
+//! special-token markers such as `<|endoftext|>` count as the plain text they are.
 //!
 //! Counts are exact (they equal tiktoken's), but computed faster than tiktoken alone: ASCII text is split into
 //! pre-tokenizer pieces by [`split`] and each distinct piece is encoded once per batch; other text goes through
@@ -16,7 +16,7 @@ mod split;
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{LazyLock, Mutex, Once, OnceLock};
+use std::sync::{LazyLock, Mutex, OnceLock};
 
 use bpe::Bpe;
 
@@ -36,7 +36,6 @@ const NOT_COUNTED: usize = usize::MAX;
 
 static BPE: LazyLock<Option<Bpe>> = LazyLock::new(build_bpe);
 static READY: AtomicBool = AtomicBool::new(false);
-static WARM_UP: Once = Once::new();
 
 fn build_bpe() -> Option<Bpe> {
     let bpe = match catch_unwind(Bpe::cl100k) {
@@ -56,7 +55,7 @@ fn build_bpe() -> Option<Bpe> {
     bpe
 }
 
-/// The tokenizer, waiting for the background build if it is still running.
+/// The tokenizer, built by the first call (other callers wait for that build).
 fn bpe() -> Option<&'static Bpe> {
     BPE.as_ref()
 }
@@ -91,25 +90,9 @@ impl std::fmt::Debug for TokenCounter {
     }
 }
 
-/// Starts building the tokenizer on a background thread (once per process), so that later counts do not
-/// wait for it.
-pub fn warm_up() {
-    WARM_UP.call_once(|| {
-        let spawned = std::thread::Builder::new()
-            .name("bb7-tokenizer".to_string())
-            .spawn(|| {
-                LazyLock::force(&BPE);
-            });
-        if let Err(e) = spawned {
-            tracing::warn!("cannot start the tokenizer thread, it will load on first use: {e}");
-        }
-    });
-}
-
 impl TokenCounter {
-    /// A counter with an empty cache. Returns immediately and builds nothing: call [`warm_up`] once the
-    /// process has answered its first request (building the tokenizer alongside start-up doubled the time
-    /// to the first reply), or let the first count build it.
+    /// A counter with an empty cache. Returns immediately and builds nothing: the first count builds
+    /// the tokenizer (tens of milliseconds, about 5 MiB), so a session that never counts never holds it.
     pub fn new() -> Self {
         TokenCounter {
             cache: Mutex::new(FileCache::default()),

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::Handled;
 use crate::chat::model::{Message, Role};
 use crate::protocol::request::Request;
-use crate::protocol::{ok, reply};
+use crate::protocol::{Outcome, ok, reply};
 use crate::store::lock::LockState;
 use crate::workspace::Workspace;
 
@@ -23,18 +23,42 @@ pub fn list(s: &mut Workspace, req: &Request) -> Handled {
     store
         .refresh_if_changed()
         .map_err(|e| format!("Cannot list chats: {e}"))?;
-    let chats: Vec<Value> = store
+    // Serialised straight from the index (keys in the order a JSON map gives them), not built as
+    // a JSON tree of thousands of small maps first.
+    #[derive(serde::Serialize)]
+    struct Entry<'a> {
+        created: &'a str,
+        id: &'a str,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        locked: bool,
+        name: &'a str,
+    }
+    #[derive(serde::Serialize)]
+    struct ChatList<'a> {
+        chats: Vec<Entry<'a>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        request_id: Option<&'a str>,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    }
+    let chats = store
         .newest_first()
         .into_iter()
-        .map(|e| {
-            let mut v = json!({"id": e.id, "name": e.name, "created": e.created});
-            if matches!(store.lock_state(&e.id), LockState::Other(_)) {
-                v["locked"] = json!(true);
-            }
-            v
+        .map(|e| Entry {
+            created: &e.created,
+            id: &e.id,
+            locked: matches!(store.lock_state(&e.id), LockState::Other(_)),
+            name: &e.name,
         })
         .collect();
-    Ok(reply("chat_list", json!({"chats": chats})))
+    let list = ChatList {
+        chats,
+        request_id: req.id.as_deref(),
+        kind: "chat_list",
+    };
+    serde_json::to_string(&list)
+        .map(Outcome::Line)
+        .map_err(|e| format!("Cannot list chats: {e}"))
 }
 
 pub fn select(s: &mut Workspace, req: &Request) -> Handled {
