@@ -29,9 +29,17 @@ pub const DEFAULT_DENY: [&str; 15] = [
 ];
 
 /// A compiled deny list.
+///
+/// A walk asks about every entry, so the common case is made cheap: globs that ignore case are
+/// regular expressions to `globset`, while case-sensitive ones mostly are not (a literal name, an
+/// extension, a prefix). When every pattern is ASCII without a character class, the list is also
+/// compiled ASCII-lowercased and case-sensitive, and an ASCII path is lowercased and matched
+/// against that: the same answer, without a regular expression per entry.
 #[derive(Clone, Default)]
 pub struct DenyList {
     matcher: Option<Gitignore>,
+    /// The lowercased, case-sensitive twin of `matcher`, and each lowercased pattern's original.
+    ascii: Option<(Gitignore, Vec<(String, String)>)>,
 }
 
 impl std::fmt::Debug for DenyList {
@@ -48,21 +56,61 @@ impl DenyList {
         let mut builder = GitignoreBuilder::new(".");
         // Cannot fail: it only sets a flag for the patterns added afterwards.
         let _ = builder.case_insensitive(true);
+        let mut lower = GitignoreBuilder::new(".");
+        let mut originals = Vec::new();
+        let mut ascii = true;
         for p in patterns {
             let p = p.trim();
             if p.is_empty() || p.starts_with('#') {
                 continue;
             }
-            let _ = builder.add_line(None, p);
+            let ok = builder.add_line(None, p).is_ok();
+            ascii &= p.is_ascii() && !p.contains('[');
+            if ascii && ok {
+                let l = p.to_ascii_lowercase();
+                ascii &= lower.add_line(None, &l).is_ok();
+                originals.push((l, p.to_string()));
+            }
         }
-        DenyList {
-            matcher: builder.build().ok().filter(|m| !m.is_empty()),
-        }
+        let matcher = builder.build().ok().filter(|m| !m.is_empty());
+        let ascii = match (&matcher, ascii) {
+            (Some(m), true) => lower
+                .build()
+                .ok()
+                .filter(|l| l.num_ignores() == m.num_ignores() && l.len() == m.len())
+                .map(|l| (l, originals)),
+            _ => None,
+        };
+        DenyList { matcher, ascii }
     }
 
     /// The pattern that denies `rel` (relative to the project root; a directory when `is_dir`),
     /// checking the path itself only (callers check its directories on the way down).
     pub fn check(&self, rel: &str, is_dir: bool) -> Option<String> {
+        if let Some((lower, originals)) = &self.ascii
+            && rel.is_ascii()
+        {
+            let mut buf = [0u8; 256];
+            let lowered;
+            let path = if rel.len() <= buf.len() {
+                let b = &mut buf[..rel.len()];
+                b.copy_from_slice(rel.as_bytes());
+                b.make_ascii_lowercase();
+                std::str::from_utf8(b).ok()?
+            } else {
+                lowered = rel.to_ascii_lowercase();
+                &lowered
+            };
+            return match lower.matched(path, is_dir) {
+                Match::Ignore(g) => Some(
+                    originals
+                        .iter()
+                        .find(|(l, _)| l == g.original())
+                        .map_or_else(|| g.original().to_string(), |(_, o)| o.clone()),
+                ),
+                _ => None,
+            };
+        }
         match self.matcher.as_ref()?.matched(rel, is_dir) {
             Match::Ignore(g) => Some(g.original().to_string()),
             _ => None,
@@ -137,6 +185,14 @@ mod tests {
         ] {
             assert!(d.check_path(p, false).is_none(), "{p}");
         }
+        // Reported as written, whichever way it was matched.
+        let upper = DenyList::new(["*.PEM", "Secrets/"]);
+        assert!(upper.ascii.is_some());
+        assert_eq!(upper.check("a/b.pem", false).as_deref(), Some("*.PEM"));
+        assert_eq!(upper.check("SECRETS", true).as_deref(), Some("Secrets/"));
+        let class = DenyList::new(["*.PEM", "Secret[s]/"]);
+        assert!(class.ascii.is_none());
+        assert_eq!(class.check("SECRETS", true).as_deref(), Some("Secret[s]/"));
         let custom = DenyList::new(["secrets/", "/top.txt"]);
         assert!(custom.check_path("secrets/a.txt", false).is_some());
         assert!(custom.check_path("Secrets/a.txt", false).is_some());
@@ -144,6 +200,71 @@ mod tests {
         assert!(custom.check_path("top.txt", false).is_some());
         assert!(custom.check_path("x/top.txt", false).is_none());
         assert!(DenyList::new([""]).check_path(".env", false).is_none());
+    }
+}
+
+#[cfg(test)]
+mod fast_path_tests {
+    use super::*;
+
+    /// The lowercased, case-sensitive matching gives exactly what matching the patterns while
+    /// ignoring case gives, for the defaults and a custom list, on paths in every case.
+    #[test]
+    fn ascii_fast_path_agrees_with_case_insensitive_globs() {
+        let custom = [
+            "secrets/",
+            "/top.txt",
+            "*.Key",
+            "!keep.key",
+            "build/**/out",
+            "a?c",
+        ];
+        for list in [DenyList::new(DEFAULT_DENY), DenyList::new(custom)] {
+            assert!(list.ascii.is_some());
+            let slow = |rel: &str, is_dir: bool| match list.matcher.as_ref()?.matched(rel, is_dir) {
+                Match::Ignore(g) => Some(g.original().to_string()),
+                _ => None,
+            };
+            let names = [
+                ".env",
+                ".ENV.local",
+                "server.Pem",
+                "x.KEY",
+                "keep.key",
+                "Keep.Key",
+                "id_RSA.pub",
+                "README.md",
+                "Secrets",
+                "top.TXT",
+                "abc",
+                "aBc",
+                "abbc",
+                "credentials",
+                "config.json",
+                "config",
+            ];
+            let dirs = [
+                "",
+                "src/",
+                ".AWS/",
+                "home/.aws/",
+                "Build/x/",
+                ".docker/",
+                "ops/.Kube/",
+            ];
+            for d in dirs {
+                for n in names {
+                    let rel = format!("{d}{n}");
+                    for is_dir in [false, true] {
+                        assert_eq!(
+                            list.check(&rel, is_dir),
+                            slow(&rel, is_dir),
+                            "{rel} {is_dir}"
+                        );
+                    }
+                }
+            }
+        }
     }
 }
 

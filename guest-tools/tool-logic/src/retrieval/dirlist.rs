@@ -155,16 +155,28 @@ impl Tree {
         buf.clear();
         let limit = (cap as u64).saturating_add(1);
         let mut want = FIRST_READ;
+        let mut first = true;
         loop {
             let have = buf.len() as u64;
             if have >= limit {
                 break;
             }
-            let n = file.read_into(buf, want.min(limit - have))?;
+            let ask = want.min(limit - have);
+            let n = file.read_into(buf, ask)?;
             if n == 0 {
                 break;
             }
-            want = (want * 2).min(MAX_READ);
+            // A first read that came back short almost always ended the file: the read that
+            // confirms it asks for little, so the host allocates little. Data after it is read on
+            // at full size.
+            want = if first && (n as u64) < ask {
+                PROBE_READ
+            } else if want == PROBE_READ {
+                FIRST_READ
+            } else {
+                (want * 2).min(MAX_READ)
+            };
+            first = false;
         }
         Ok((buf.len() <= cap).then_some(buf.len()))
     }
@@ -179,6 +191,9 @@ fn split(rel: &str) -> (&str, &str) {
 const FIRST_READ: u64 = 16 * 1024;
 /// Largest single read request.
 const MAX_READ: u64 = 256 * 1024;
+/// The read after a short first read, which finds the end of the file (the host allocates and
+/// zeroes a buffer of the size asked for on every read).
+const PROBE_READ: u64 = 512;
 
 /// A file opened by [`Tree::open_file`], read sequentially.
 pub struct OpenFile {
@@ -187,14 +202,13 @@ pub struct OpenFile {
 }
 
 impl OpenFile {
-    /// Appends up to `want` bytes at the current position to `buf`; `0` at the end of the file.
+    /// Appends up to `want` bytes at the current position to `buf` (without zeroing them first);
+    /// `0` at the end of the file.
     fn read_into(&mut self, buf: &mut Vec<u8>, want: u64) -> io::Result<usize> {
-        let start = buf.len();
-        buf.resize(start + usize::try_from(want).unwrap_or(usize::MAX), 0);
-        let r = io::Read::read(self, &mut buf[start..]);
-        let n = *r.as_ref().unwrap_or(&0);
-        buf.truncate(start + n);
-        r
+        let want = usize::try_from(want).unwrap_or(usize::MAX);
+        let n = sys::append_at(&self.inner, buf, want, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
     }
 }
 
@@ -307,6 +321,20 @@ mod sys {
             ));
         }
         Ok(super::OpenFile { inner: fd, pos: 0 })
+    }
+
+    /// Appends at least `want` bytes (or up to the end of the file) read at `pos` to `buf`, into
+    /// its spare capacity (not zeroed; it may take more than `want`: callers only cap a file's
+    /// length, which a longer read still finds).
+    pub fn append_at(f: &File, buf: &mut Vec<u8>, want: usize, pos: u64) -> io::Result<usize> {
+        buf.reserve(want.max(1));
+        loop {
+            match rustix::io::pread(f, rustix::buffer::spare_capacity(buf), pos) {
+                Ok(n) => return Ok(n),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     pub fn read_at(f: &File, out: &mut [u8], pos: u64) -> io::Result<usize> {
@@ -451,6 +479,15 @@ mod sys {
             )
             .map_err(|e| nofollow_error(e, dir, name))?;
         Ok(super::OpenFile { inner: f, pos: 0 })
+    }
+
+    /// Appends up to `want` bytes read at `pos` to `buf`: one host call, whose result is copied
+    /// once (no zeroed staging buffer).
+    pub fn append_at(f: &File, buf: &mut Vec<u8>, want: usize, pos: u64) -> io::Result<usize> {
+        let (data, _eof) = f.read(want as u64, pos).map_err(to_io)?;
+        let n = data.len().min(want);
+        buf.extend_from_slice(&data[..n]);
+        Ok(n)
     }
 
     pub fn read_at(f: &File, out: &mut [u8], pos: u64) -> io::Result<usize> {

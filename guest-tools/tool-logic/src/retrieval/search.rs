@@ -59,6 +59,95 @@ struct Matcher {
     fold: Fold,
     /// The needle contains a newline (a match may span lines).
     multiline: bool,
+    /// Under [`Fold::Ascii`], what tells a file without a match before it is lowercased.
+    pivot: Option<Pivot>,
+}
+
+/// A quick look for a case-insensitive (ASCII) query in a file as it is: the needle's rarest byte
+/// (in either case) is looked for with `memchr`, and each place it occurs is compared with the
+/// needle ignoring ASCII case. Most files have no match, and are then never lowercased.
+struct Pivot {
+    /// The needle, ASCII-lowercased.
+    needle: Vec<u8>,
+    /// Where the rarest byte sits in the needle.
+    offset: usize,
+    /// It, and its uppercase form when it is a letter.
+    bytes: (u8, Option<u8>),
+}
+
+/// What [`Pivot::scan`] found out about a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scan {
+    /// The needle occurs (in some case).
+    Match,
+    /// It does not occur.
+    NoMatch,
+    /// The rare byte turned out to be common in this file: the comparisons stopped before they
+    /// cost more than lowercasing the file would.
+    GaveUp,
+}
+
+impl Pivot {
+    fn new(needle: &[u8]) -> Option<Pivot> {
+        let (offset, &b) = needle.iter().enumerate().min_by_key(|&(_, &b)| rank(b))?;
+        let upper = b.to_ascii_uppercase();
+        Some(Pivot {
+            needle: needle.to_vec(),
+            offset,
+            bytes: (b, (upper != b).then_some(upper)),
+        })
+    }
+
+    /// Whether the needle occurs in `hay`, ignoring ASCII case.
+    fn scan(&self, hay: &[u8]) -> Scan {
+        let n = self.needle.len();
+        if hay.len() < n {
+            return Scan::NoMatch;
+        }
+        // Comparisons may cost about two passes over the file before lowercasing it is cheaper.
+        let mut budget = hay.len().saturating_mul(2).saturating_add(4096);
+        // Pivot positions that leave room for the whole needle.
+        let end = hay.len() - n + self.offset + 1;
+        let mut at = self.offset;
+        while at < end {
+            let window = &hay[at..end];
+            let found = match self.bytes {
+                (b, None) => memchr::memchr(b, window),
+                (b, Some(u)) => memchr::memchr2(b, u, window),
+            };
+            let Some(i) = found else {
+                return Scan::NoMatch;
+            };
+            let start = at + i - self.offset;
+            if hay[start..start + n].eq_ignore_ascii_case(&self.needle) {
+                return Scan::Match;
+            }
+            budget = match budget.checked_sub(n) {
+                Some(b) => b,
+                None => return Scan::GaveUp,
+            };
+            at += i + 1;
+        }
+        Scan::NoMatch
+    }
+}
+
+/// About how common byte `b` is in source text (higher is more common), to pick the needle's
+/// rarest byte. A letter counts both of its cases.
+fn rank(b: u8) -> u8 {
+    match b.to_ascii_lowercase() {
+        b' ' | b'e' => 250,
+        b't' | b'\n' => 230,
+        b'a' | b'i' | b'o' | b'n' | b's' | b'r' => 220,
+        b'l' | b'c' | b'd' | b'u' | b'_' | b'.' | b'(' | b')' => 200,
+        b'p' | b'm' | b'f' | b'h' | b'g' | b',' | b'=' | b'\t' => 180,
+        b'b' | b'y' | b'w' | b'v' | b'0' | b'1' | b';' | b':' | b'"' | b'/' | b'-' => 160,
+        b'{' | b'}' | b'[' | b']' | b'<' | b'>' | b'\'' | b'*' | b'2'..=b'9' => 140,
+        b'k' | b'x' | b'&' | b'+' | b'#' | b'!' | b'|' => 120,
+        b'q' | b'j' | b'z' | b'?' | b'$' | b'%' | b'@' | b'`' | b'\\' | b'\r' => 90,
+        0x80.. => 60,
+        _ => 40,
+    }
 }
 
 /// One match: the lines it spans and the column (in characters) where it starts.
@@ -95,7 +184,15 @@ impl Matcher {
             needle_len,
             fold,
             multiline,
+            pivot: (fold == Fold::Ascii).then(|| Pivot::new(&needle)).flatten(),
         }
+    }
+
+    /// Whether `hay` (the file as read) certainly holds no match, found without lowercasing it.
+    fn surely_absent(&self, hay: &[u8]) -> bool {
+        self.pivot
+            .as_ref()
+            .is_some_and(|p| p.scan(hay) == Scan::NoMatch)
     }
 
     /// The bytes to search for `hay`: itself, or its lowercased copy in `scratch`. Lowercasing never
@@ -165,8 +262,7 @@ impl Matcher {
     }
 }
 
-/// Writes `src` with ASCII letters lowercased into `dst`, eight bytes at a time (wasm has 64-bit
-/// integers but, without the SIMD proposal, no vectorised byte loops).
+/// Writes `src` with ASCII letters lowercased into `dst`, eight bytes at a time.
 fn ascii_lowercase_into(src: &[u8], dst: &mut Vec<u8>) {
     const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
     const HIGH: u64 = 0x8080_8080_8080_8080;
@@ -361,7 +457,7 @@ pub fn search(
             Ok(Some(bytes)) => bytes,
             _ => return ControlFlow::Continue(()),
         };
-        if looks_binary(hay) {
+        if looks_binary(hay) || matcher.surely_absent(hay) {
             return ControlFlow::Continue(());
         }
         let searched = matcher.haystack(hay, &mut scratch);
@@ -420,6 +516,64 @@ mod tests {
             .iter()
             .map(|r| (r.file_path.clone(), r.start_line, r.end_line))
             .collect()
+    }
+
+    /// The quick look that skips files never misses a match: on many small haystacks over a
+    /// small alphabet it agrees with searching the lowercased file, and on a file where the rare
+    /// byte is everywhere it gives up (the file is then lowercased and searched as before).
+    #[test]
+    fn pivot_scan_agrees_with_lowercased_search() {
+        let alphabet = b"aAbB_k\n";
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = |m: usize| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) as usize % m
+        };
+        for _ in 0..4000 {
+            let hay: Vec<u8> = (0..next(40))
+                .map(|_| alphabet[next(alphabet.len())])
+                .collect();
+            let needle: Vec<u8> = (0..1 + next(4))
+                .map(|_| alphabet[next(alphabet.len())].to_ascii_lowercase())
+                .collect();
+            let Some(pivot) = Pivot::new(&needle) else {
+                panic!("a non-empty needle has a pivot")
+            };
+            let lowered = hay.to_ascii_lowercase();
+            let expected = memmem::find(&lowered, &needle).is_some();
+            let got = pivot.scan(&hay);
+            assert_ne!(got, Scan::GaveUp, "{hay:?} {needle:?}");
+            assert_eq!(got == Scan::Match, expected, "{hay:?} {needle:?}");
+        }
+        let Some(pivot) = Pivot::new(b"ab") else {
+            panic!("pivot")
+        };
+        assert_eq!(pivot.offset, 1, "b is rarer than a");
+        assert_eq!(pivot.bytes, (b'b', Some(b'B')));
+        let periodic = "ba".repeat(10_000);
+        let Some(long) = Pivot::new(&"ba".repeat(20).into_bytes()) else {
+            panic!("pivot")
+        };
+        assert_eq!(long.scan(periodic.as_bytes()), Scan::Match);
+        let mut almost = "bc".repeat(10_000).into_bytes();
+        almost.extend_from_slice(b"ba");
+        let Some(costly) = Pivot::new(&"bc".repeat(20).replace("bcbc", "bcba").into_bytes()) else {
+            panic!("pivot")
+        };
+        assert_eq!(costly.scan(&almost), Scan::GaveUp);
+        // Through the search: the same results whether or not the quick look gives up.
+        let t = tempfile::tempdir().unwrap();
+        let mut text = "xBcBc\n".repeat(3000);
+        text.push_str("bcBCbc end\n");
+        put(t.path(), "p.txt", &text);
+        put(t.path(), "q.txt", "nothing here\n");
+        let root = Root::at(t.path());
+        let o = run(&root, "bcbcbc", None, 20, 1);
+        assert_eq!(spans(&o), [("p.txt".into(), 3001, 3001)]);
+        let o = run(&root, "cbcx", None, 20, 1);
+        assert!(o.results.is_empty());
     }
 
     #[test]
