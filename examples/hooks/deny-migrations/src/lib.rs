@@ -3,22 +3,7 @@
 //! file under it. It needs no grant at all: everything it decides
 //! on is in the event.
 
-wit_bindgen::generate!({
-    path: "../../../wit/hook-v0.1.0",
-    world: "hook-component",
-});
-
-use exports::bb7::hook::hook::{Decision, Guest};
-
-/// The manifest, embedded as the custom section `bb7-manifest` so the `.wasm` file alone carries it.
-const MANIFEST_LEN: usize = include_bytes!("../bb7-tool.toml").len();
-#[unsafe(link_section = "bb7-manifest")]
-#[used]
-static MANIFEST: [u8; MANIFEST_LEN] = *include_bytes!("../bb7-tool.toml");
-
-struct Component;
-export!(Component);
-
+use hook_common::Decision;
 use serde_json::Value;
 
 /// Whether `path` (relative to the project, or absolute inside it) lies under `migrations/`.
@@ -46,39 +31,40 @@ fn paths(args: &Value, out: &mut Vec<String>) {
     }
 }
 
-impl Guest for Component {
-    fn decide(event: String) -> Decision {
-        let Ok(e) = serde_json::from_str::<Value>(&event) else {
-            return Decision::Deny("the event is not JSON".into());
-        };
-        let project = e["project"].as_str().unwrap_or_default();
-        let mut found = Vec::new();
-        match e["point"].as_str() {
-            Some("pre_tool_call") => {
-                // `paths`: what the call names, resolved as the tools resolve it
-                // (`<project>/src/../migrations/a.sql` → `migrations/a.sql`); the raw arguments too,
-                // for third-party tools whose path keys the host does not know.
-                if let Some(resolved) = e["paths"].as_array() {
-                    found.extend(
-                        resolved
-                            .iter()
-                            .filter_map(Value::as_str)
-                            .map(str::to_string),
-                    );
-                }
-                paths(&e["arguments"], &mut found);
+/// The decision on `event`.
+fn decide(event: String) -> Decision {
+    let Ok(e) = serde_json::from_str::<Value>(&event) else {
+        return Decision::Deny("the event is not JSON".into());
+    };
+    let project = e["project"].as_str().unwrap_or_default();
+    let mut found = Vec::new();
+    match e["point"].as_str() {
+        Some("pre_tool_call") => {
+            // `paths`: what the call names, resolved as the tools resolve it
+            // (`<project>/src/../migrations/a.sql` → `migrations/a.sql`); the raw arguments too,
+            // for third-party tools whose path keys the host does not know.
+            if let Some(resolved) = e["paths"].as_array() {
+                found.extend(
+                    resolved
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string),
+                );
             }
-            Some("pre_apply") => {
-                found.extend(e["path"].as_str().map(str::to_string));
-                found.extend(e["destination"].as_str().map(str::to_string));
-            }
-            _ => {}
+            paths(&e["arguments"], &mut found);
         }
-        match found.iter().find(|p| in_migrations(p, project)) {
-            Some(p) => Decision::Deny(format!(
-                "{p} is under migrations/, which only people change"
-            )),
-            None => Decision::Pass,
+        Some("pre_apply") => {
+            found.extend(e["path"].as_str().map(str::to_string));
+            found.extend(e["destination"].as_str().map(str::to_string));
         }
+        _ => {}
+    }
+    match found.iter().find(|p| in_migrations(p, project)) {
+        Some(p) => Decision::Deny(format!(
+            "{p} is under migrations/, which only people change"
+        )),
+        None => Decision::Pass,
     }
 }
+
+hook_common::hook!(decide);

@@ -1,26 +1,12 @@
 //! `hook_loop`: a test hook that never answers (the host stops it at its time limit).
 
-wit_bindgen::generate!({
-    path: "../../../wit/hook-v0.1.0",
-    world: "hook-component",
-});
+use hook_common::Decision;
 
-use exports::bb7::hook::hook::{Decision, Guest};
-
-/// The manifest, embedded as the custom section `bb7-manifest` so the `.wasm` file alone carries it.
-const MANIFEST_LEN: usize = include_bytes!("../bb7-tool.toml").len();
-#[unsafe(link_section = "bb7-manifest")]
-#[used]
-static MANIFEST: [u8; MANIFEST_LEN] = *include_bytes!("../bb7-tool.toml");
-
-struct Component;
-export!(Component);
-
-impl Guest for Component {
-    fn decide(event: String) -> Decision {
-        let mut n: u64 = 0;
-        loop {
-            n = std::hint::black_box(n.wrapping_add(event.len() as u64));
-        }
+fn decide(event: String) -> Decision {
+    let mut n: u64 = 0;
+    loop {
+        n = std::hint::black_box(n.wrapping_add(event.len() as u64));
     }
 }
+
+hook_common::hook!(decide);

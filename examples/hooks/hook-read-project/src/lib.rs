@@ -2,37 +2,23 @@
 //! grant. It denies with what happened: the read fails (no directory is mounted), so its reason
 //! says so; were it to succeed, the reason would carry the bytes it read.
 
-wit_bindgen::generate!({
-    path: "../../../wit/hook-v0.1.0",
-    world: "hook-component",
-});
+use hook_common::Decision;
 
-use exports::bb7::hook::hook::{Decision, Guest};
-
-/// The manifest, embedded as the custom section `bb7-manifest` so the `.wasm` file alone carries it.
-const MANIFEST_LEN: usize = include_bytes!("../bb7-tool.toml").len();
-#[unsafe(link_section = "bb7-manifest")]
-#[used]
-static MANIFEST: [u8; MANIFEST_LEN] = *include_bytes!("../bb7-tool.toml");
-
-struct Component;
-export!(Component);
-
-impl Guest for Component {
-    fn decide(event: String) -> Decision {
-        let project = event
-            .split("\"project\":\"")
-            .nth(1)
-            .and_then(|s| s.split('"').next())
-            .unwrap_or("/")
-            .to_string();
-        let mut tried = Vec::new();
-        for p in [format!("{project}/secret.txt"), "/secret.txt".to_string(), "secret.txt".to_string()] {
-            match std::fs::read_to_string(&p) {
-                Ok(text) => return Decision::Deny(format!("read {p}: {text}")),
-                Err(e) => tried.push(format!("{p}: {e}")),
-            }
+fn decide(event: String) -> Decision {
+    let project = event
+        .split("\"project\":\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .unwrap_or("/")
+        .to_string();
+    let mut tried = Vec::new();
+    for p in [format!("{project}/secret.txt"), "/secret.txt".to_string(), "secret.txt".to_string()] {
+        match std::fs::read_to_string(&p) {
+            Ok(text) => return Decision::Deny(format!("read {p}: {text}")),
+            Err(e) => tried.push(format!("{p}: {e}")),
         }
-        Decision::Deny(format!("could not read the project: {}", tried.join("; ")))
     }
+    Decision::Deny(format!("could not read the project: {}", tried.join("; ")))
 }
+
+hook_common::hook!(decide);

@@ -1,26 +1,12 @@
 //! `hook_trap`: a test hook whose answer is unusable: it traps instead of answering.
 
-wit_bindgen::generate!({
-    path: "../../../wit/hook-v0.1.0",
-    world: "hook-component",
-});
+use hook_common::Decision;
 
-use exports::bb7::hook::hook::{Decision, Guest};
-
-/// The manifest, embedded as the custom section `bb7-manifest` so the `.wasm` file alone carries it.
-const MANIFEST_LEN: usize = include_bytes!("../bb7-tool.toml").len();
-#[unsafe(link_section = "bb7-manifest")]
-#[used]
-static MANIFEST: [u8; MANIFEST_LEN] = *include_bytes!("../bb7-tool.toml");
-
-struct Component;
-export!(Component);
-
-impl Guest for Component {
-    fn decide(event: String) -> Decision {
-        if std::hint::black_box(!event.is_empty()) {
-            std::process::abort();
-        }
-        Decision::Pass
+fn decide(event: String) -> Decision {
+    if std::hint::black_box(!event.is_empty()) {
+        std::process::abort();
     }
+    Decision::Pass
 }
+
+hook_common::hook!(decide);

@@ -1,27 +1,13 @@
 //! `hook_withhold`: a test `post_tool_call` hook: a result holding `SECRET` is withheld from the model.
 
-wit_bindgen::generate!({
-    path: "../../../wit/hook-v0.1.0",
-    world: "hook-component",
-});
+use hook_common::Decision;
 
-use exports::bb7::hook::hook::{Decision, Guest};
-
-/// The manifest, embedded as the custom section `bb7-manifest` so the `.wasm` file alone carries it.
-const MANIFEST_LEN: usize = include_bytes!("../bb7-tool.toml").len();
-#[unsafe(link_section = "bb7-manifest")]
-#[used]
-static MANIFEST: [u8; MANIFEST_LEN] = *include_bytes!("../bb7-tool.toml");
-
-struct Component;
-export!(Component);
-
-impl Guest for Component {
-    fn decide(event: String) -> Decision {
-        if event.contains("SECRET") {
-            Decision::Deny("the result holds a secret".into())
-        } else {
-            Decision::Pass
-        }
+fn decide(event: String) -> Decision {
+    if event.contains("SECRET") {
+        Decision::Deny("the result holds a secret".into())
+    } else {
+        Decision::Pass
     }
 }
+
+hook_common::hook!(decide);
