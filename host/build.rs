@@ -2,10 +2,11 @@
 //!
 //! The guest workspace is built by a nested cargo into `<target>/wasm-guest` (a separate target dir:
 //! sharing the outer one would deadlock on cargo's lock), with the outer build's flags scrubbed from
-//! its environment. Each component's bytes and sha256 are written to `$OUT_DIR/builtin_components.rs`,
-//! with its native code precompiled here by wasmtime with exactly the host's engine configuration
-//! (`src/sandbox/engine_config.rs`, included below), so that no run of `bb7` — not even the first one
-//! after an install — compiles a built-in tool.
+//! its environment. The one component holding all five built-in tools (guest-tools/builtins) is
+//! embedded with its sha256 (`$OUT_DIR/builtin_components.rs`) and its native code, precompiled here
+//! by wasmtime with exactly the host's engine configuration (`src/sandbox/engine_config.rs`, included
+//! below), so that no run of `bb7` — not even the first one after an install — compiles a built-in
+//! tool. (The per-tool crates are built too: they are examples, and tests load them as files.)
 
 use std::env;
 use std::fs;
@@ -19,13 +20,30 @@ include!("src/sandbox/engine_config.rs");
 /// The default per-call memory limit (`sandbox::Limits::default().memory_bytes`).
 const DEFAULT_MEMORY_BYTES: usize = 256 << 20;
 
-/// (tool name, crate dir under guest-tools/, wasm file stem)
-const TOOLS: [(&str, &str); 5] = [
-    ("write_file", "write-file"),
-    ("edit_file", "edit-file"),
-    ("search_project", "search-project"),
-    ("read_file", "read-file"),
-    ("list_files", "list-files"),
+/// The built-in tools, in the order they are offered to the model. All five live in one component
+/// (guest-tools/builtins): they share tool-logic, serde_json and std instead of carrying them five
+/// times, and the host names the tool of each call in the component's `builtin` setting.
+const TOOLS: [&str; 5] = [
+    "write_file",
+    "edit_file",
+    "search_project",
+    "read_file",
+    "list_files",
+];
+
+/// The component file the guest build leaves for the all-in-one crate (`bb7-builtin-tools`).
+const BUILTINS_WASM: &str = "bb7_builtin_tools.wasm";
+
+/// The guest crates (directories under guest-tools/) whose sources the build depends on.
+const GUEST_CRATES: [&str; 8] = [
+    "builtins",
+    "tool-logic",
+    "guest-glue",
+    "write-file",
+    "edit-file",
+    "search-project",
+    "read-file",
+    "list-files",
 ];
 
 fn main() {
@@ -34,17 +52,11 @@ fn main() {
     let guests = root.join("guest-tools");
     let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
 
-    for p in [
-        "Cargo.toml",
-        "Cargo.lock",
-        ".cargo",
-        "tool-logic",
-        "guest-glue",
-    ] {
+    for p in ["Cargo.toml", "Cargo.lock", ".cargo"]
+        .into_iter()
+        .chain(GUEST_CRATES)
+    {
         println!("cargo:rerun-if-changed={}", guests.join(p).display());
-    }
-    for (_, dir) in TOOLS {
-        println!("cargo:rerun-if-changed={}", guests.join(dir).display());
     }
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
     println!(
@@ -82,26 +94,36 @@ fn main() {
     let wasm_dir = guest_target.join("wasm32-wasip2").join("release");
     let engine = new_engine(DEFAULT_MEMORY_BYTES)
         .unwrap_or_else(|e| panic!("cannot start wasmtime to precompile the tools: {e}"));
+    let bytes = fs::read(wasm_dir.join(BUILTINS_WASM))
+        .unwrap_or_else(|e| panic!("missing component {BUILTINS_WASM} after the guest build: {e}"));
+    let sha = hex::encode(Sha256::digest(&bytes));
+    let dest = out.join(BUILTINS_WASM);
+    fs::write(&dest, &bytes).unwrap_or_else(|e| panic!("writing {}: {e}", dest.display()));
+    let native = engine
+        .precompile_component(&bytes)
+        .unwrap_or_else(|e| panic!("precompiling {BUILTINS_WASM}: {e}"));
+    let cwasm = out.join(format!("{BUILTINS_WASM}.cwasm"));
+    fs::write(&cwasm, &native).unwrap_or_else(|e| panic!("writing {}: {e}", cwasm.display()));
     let mut generated = format!(
-        "/// The digest of the engine configuration the built-ins were precompiled for.\npub const PRECOMPILED_FOR: u64 = {};\n/// The built-in tool components, embedded at build time.\npub static BUILTIN_COMPONENTS: &[EmbeddedComponent] = &[\n",
-        compatibility_digest(&engine)
+        "/// The digest of the engine configuration the built-ins were precompiled for.\n\
+         pub const PRECOMPILED_FOR: u64 = {digest};\n\
+         /// The component holding every built-in tool: its WebAssembly bytes (compiled only when this\n\
+         /// engine cannot run [`BUILTIN_PRECOMPILED`]).\n\
+         pub static BUILTIN_WASM: &[u8] = include_bytes!({dest:?});\n\
+         /// Hex sha256 of [`BUILTIN_WASM`], computed at build time.\n\
+         pub const BUILTIN_SHA256: &str = {sha:?};\n\
+         /// The component's native code, precompiled at build time for an engine whose configuration\n\
+         /// digest is [`PRECOMPILED_FOR`].\n\
+         pub static BUILTIN_PRECOMPILED: &[u8] = include_bytes!({cwasm:?});\n\
+         /// The built-in tools, all in that one component, in the order they are offered.\n\
+         pub static BUILTIN_COMPONENTS: &[EmbeddedComponent] = &[\n",
+        digest = compatibility_digest(&engine),
+        dest = dest.display().to_string(),
+        cwasm = cwasm.display().to_string(),
     );
-    for (tool, dir) in TOOLS {
-        let file = format!("bb7_tool_{}.wasm", dir.replace('-', "_"));
-        let bytes = fs::read(wasm_dir.join(&file))
-            .unwrap_or_else(|e| panic!("missing component {file} after the guest build: {e}"));
-        let sha = hex::encode(Sha256::digest(&bytes));
-        let dest = out.join(&file);
-        fs::write(&dest, &bytes).unwrap_or_else(|e| panic!("writing {}: {e}", dest.display()));
-        let native = engine
-            .precompile_component(&bytes)
-            .unwrap_or_else(|e| panic!("precompiling {file}: {e}"));
-        let cwasm = out.join(format!("{file}.cwasm"));
-        fs::write(&cwasm, &native).unwrap_or_else(|e| panic!("writing {}: {e}", cwasm.display()));
+    for tool in TOOLS {
         generated.push_str(&format!(
-            "    EmbeddedComponent {{ tool: {tool:?}, bytes: include_bytes!({dest:?}), sha256: {sha:?}, precompiled: include_bytes!({cwasm:?}) }},\n",
-            dest = dest.display().to_string(),
-            cwasm = cwasm.display().to_string()
+            "    EmbeddedComponent {{ tool: {tool:?}, sha256: BUILTIN_SHA256 }},\n"
         ));
     }
     generated.push_str("];\n");

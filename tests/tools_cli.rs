@@ -42,17 +42,14 @@ fn list_names_the_five_tools_with_descriptions() {
     }
 }
 
-/// The components the build embedded, hashed independently of the host.
+/// The component the build embedded (all five built-ins live in one), hashed independently of the
+/// host, for each tool.
 fn built_component_hashes() -> Vec<(String, String)> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/wasm-guest/wasm32-wasip2/release");
-    TOOLS
-        .iter()
-        .map(|t| {
-            let bytes = fs::read(dir.join(format!("bb7_tool_{t}.wasm"))).expect("built component");
-            (t.to_string(), hex::encode(Sha256::digest(&bytes)))
-        })
-        .collect()
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/wasm-guest/wasm32-wasip2/release/bb7_builtin_tools.wasm");
+    let bytes = fs::read(file).expect("built component");
+    let sha = hex::encode(Sha256::digest(&bytes));
+    TOOLS.iter().map(|t| (t.to_string(), sha.clone())).collect()
 }
 
 #[test]
@@ -620,4 +617,45 @@ fn audit_check_never_follows_a_lockfile_link_nor_quotes_its_content() {
         !out.contains("SECRETTOKEN") && !err.contains("SECRETTOKEN"),
         "{out}{err}"
     );
+}
+
+/// The one component holding every built-in tool is told which tool a call is for by the host (its
+/// `builtin` setting). Run as a plain file, it gets no such setting and refuses the call with an
+/// error that says so, instead of guessing a tool.
+#[test]
+fn the_builtin_component_run_as_a_file_refuses_without_its_tool_setting() {
+    let home = Home::new();
+    let work = home.path().join("w");
+    fs::create_dir_all(&work).unwrap();
+    fs::write(work.join("a.txt"), "hello\n").unwrap();
+    let component = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/wasm-guest/wasm32-wasip2/release/bb7_builtin_tools.wasm");
+    let o = home
+        .cmd()
+        .args(["tools", "call", "read_file", "--component"])
+        .arg(&component)
+        .args(["--access", "read-only", "--dir"])
+        .arg(&work)
+        .args(["--args", r#"{"file_path":"a.txt"}"#])
+        .output()
+        .unwrap();
+    let err = tool_error(&o, "invalid-arguments");
+    assert!(err.contains("`builtin` setting"), "{err}");
+    assert!(!err.contains("hello"), "{err}");
+}
+
+/// The built-in a call runs is the one the host names: a `builtin` setting passed by the caller
+/// cannot turn a read-only `read_file` call into a `write_file` call (or any other tool).
+#[test]
+fn a_callers_builtin_setting_cannot_pick_another_tool() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("a.txt"), "hello\n").unwrap();
+    let args = r#"{"file_path":"a.txt"}"#;
+    for other in ["write_file", "list_files", "nonsense"] {
+        let setting = format!("builtin={other}");
+        let r = ok_json(&home.call("read_file", dir.path(), args, &["--setting", &setting]));
+        assert!(r.to_string().contains("hello"), "{other}: {r}");
+    }
+    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
 }

@@ -1,6 +1,7 @@
 //! Bindings for `bb7:tool@0.1.0` and the [`builtin_tool!`] macro that makes a built-in tool of
 //! `bb7-tool-logic` into a component. Each built-in tool crate is one line of this macro, so all five
-//! components share one tested code path.
+//! components share one tested code path; [`builtin_tools!`] makes the one component `bb7` embeds,
+//! which holds all five and is told by the host which of them a describe or call is for.
 
 wit_bindgen::generate!({
     path: "../../wit/v0.1.0",
@@ -63,6 +64,63 @@ macro_rules! builtin_tool {
                 let settings = $crate::settings(&settings)?;
                 let root = bb7_tool_logic::Root::sandboxed().with_settings(&settings);
                 bb7_tool_logic::tools::$module::call(&root, &settings, &arguments)
+                    .map(|v| v.to_string())
+                    .map_err($crate::to_wit)
+            }
+        }
+
+        $crate::export_tool!(Component with_types_in $crate);
+    };
+}
+
+/// The setting that names the built-in tool a describe or call of the all-in-one component
+/// ([`builtin_tools!`]) is for. The host sets it; it is not a tool setting.
+pub const BUILTIN_SETTING: &str = "builtin";
+
+/// The tool a describe or call of the all-in-one component is for (the [`BUILTIN_SETTING`]).
+pub fn selected(pairs: &[Setting]) -> Result<&str, ToolError> {
+    let tool = pairs
+        .iter()
+        .find(|s| s.key == BUILTIN_SETTING)
+        .map(|s| s.value.as_str())
+        .ok_or_else(|| ToolError {
+            kind: ErrorKind::InvalidArguments,
+            message: format!(
+                "this component holds every built-in tool ({}); the `{BUILTIN_SETTING}` setting names the one to run",
+                bb7_tool_logic::tools::BUILTIN.join(", ")
+            ),
+        })?;
+    match bb7_tool_logic::tools::BUILTIN.contains(&tool) {
+        true => Ok(tool),
+        false => Err(ToolError {
+            kind: ErrorKind::InvalidArguments,
+            message: format!("unknown built-in tool: {tool}"),
+        }),
+    }
+}
+
+/// Exports all five built-in tools of `bb7_tool_logic::tools` as this crate's one component; each
+/// describe or call runs the tool its [`BUILTIN_SETTING`] names. `bb7` embeds this component once
+/// (the tools share their code), and instantiates it per call with only that tool's grant.
+#[macro_export]
+macro_rules! builtin_tools {
+    () => {
+        struct Component;
+
+        impl $crate::Guest for Component {
+            fn describe(settings: Vec<$crate::Setting>) -> Result<$crate::ToolInfo, $crate::ToolError> {
+                let tool = $crate::selected(&settings)?;
+                let parsed = $crate::settings(&settings)?;
+                bb7_tool_logic::tools::describe(tool, &parsed)
+                    .map($crate::to_info)
+                    .ok_or_else(|| $crate::to_wit(bb7_tool_logic::ToolError::invalid(format!("unknown built-in tool: {tool}"))))
+            }
+
+            fn call(settings: Vec<$crate::Setting>, arguments: String) -> Result<String, $crate::ToolError> {
+                let tool = $crate::selected(&settings)?;
+                let parsed = $crate::settings(&settings)?;
+                let root = bb7_tool_logic::Root::sandboxed().with_settings(&parsed);
+                bb7_tool_logic::tools::call(tool, &root, &parsed, &arguments)
                     .map(|v| v.to_string())
                     .map_err($crate::to_wit)
             }

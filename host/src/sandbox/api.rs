@@ -93,6 +93,9 @@ pub struct ToolFailure {
 pub enum ToolPre<T: 'static> {
     /// A `0.1.0` component.
     V0_1_0(v0_1_0::ToolComponentPre<T>),
+    /// The `0.1.0` component holding every built-in tool, for the built-in tool named here (it is
+    /// passed to the component as the `builtin` setting, after the host's own settings).
+    Builtin(v0_1_0::ToolComponentPre<T>, &'static str),
     /// A generic component (its exported functions are the tools).
     Generic(super::dynamic::GenericPre<T>),
 }
@@ -101,6 +104,7 @@ impl<T: 'static> Clone for ToolPre<T> {
     fn clone(&self) -> Self {
         match self {
             ToolPre::V0_1_0(p) => ToolPre::V0_1_0(p.clone()),
+            ToolPre::Builtin(p, tool) => ToolPre::Builtin(p.clone(), tool),
             ToolPre::Generic(p) => ToolPre::Generic(p.clone()),
         }
     }
@@ -132,17 +136,9 @@ impl<T: Send + 'static> ToolPre<T> {
         settings: &[(String, String)],
     ) -> wasmtime::Result<Result<ToolInfo, ToolFailure>> {
         match self {
-            ToolPre::V0_1_0(pre) => {
-                use v0_1_0::exports::bb7::tool::tool as t;
-                let inst = pre.instantiate(&mut *store)?;
-                let settings = settings_v0_1_0(settings);
-                let r = inst.bb7_tool_tool().call_describe(&mut *store, &settings)?;
-                Ok(r.map(|i: t::ToolInfo| ToolInfo {
-                    name: i.name,
-                    description: i.description,
-                    parameters_schema: i.parameters_schema,
-                })
-                .map_err(failure_v0_1_0))
+            ToolPre::V0_1_0(pre) => describe_v0_1_0(pre, store, settings_v0_1_0(settings, None)),
+            ToolPre::Builtin(pre, tool) => {
+                describe_v0_1_0(pre, store, settings_v0_1_0(settings, Some(tool)))
             }
             ToolPre::Generic(g) => Ok(Err(ToolFailure {
                 kind: "invalid-arguments".into(),
@@ -163,12 +159,10 @@ impl<T: Send + 'static> ToolPre<T> {
     ) -> wasmtime::Result<Result<String, ToolFailure>> {
         match self {
             ToolPre::V0_1_0(pre) => {
-                let inst = pre.instantiate(&mut *store)?;
-                let settings = settings_v0_1_0(settings);
-                let r = inst
-                    .bb7_tool_tool()
-                    .call_call(&mut *store, &settings, arguments)?;
-                Ok(r.map_err(failure_v0_1_0))
+                call_v0_1_0(pre, store, settings_v0_1_0(settings, None), arguments)
+            }
+            ToolPre::Builtin(pre, tool) => {
+                call_v0_1_0(pre, store, settings_v0_1_0(settings, Some(tool)), arguments)
             }
             ToolPre::Generic(g) => Ok(g.call(store, arguments)?.map_err(|f| ToolFailure {
                 kind: f.kind.to_string(),
@@ -178,17 +172,60 @@ impl<T: Send + 'static> ToolPre<T> {
     }
 }
 
+fn describe_v0_1_0<T: Send + 'static>(
+    pre: &v0_1_0::ToolComponentPre<T>,
+    store: &mut Store<T>,
+    settings: Vec<v0_1_0::exports::bb7::tool::tool::Setting>,
+) -> wasmtime::Result<Result<ToolInfo, ToolFailure>> {
+    use v0_1_0::exports::bb7::tool::tool as t;
+    let inst = pre.instantiate(&mut *store)?;
+    let r = inst.bb7_tool_tool().call_describe(&mut *store, &settings)?;
+    Ok(r.map(|i: t::ToolInfo| ToolInfo {
+        name: i.name,
+        description: i.description,
+        parameters_schema: i.parameters_schema,
+    })
+    .map_err(failure_v0_1_0))
+}
+
+fn call_v0_1_0<T: Send + 'static>(
+    pre: &v0_1_0::ToolComponentPre<T>,
+    store: &mut Store<T>,
+    settings: Vec<v0_1_0::exports::bb7::tool::tool::Setting>,
+    arguments: &str,
+) -> wasmtime::Result<Result<String, ToolFailure>> {
+    let inst = pre.instantiate(&mut *store)?;
+    let r = inst
+        .bb7_tool_tool()
+        .call_call(&mut *store, &settings, arguments)?;
+    Ok(r.map_err(failure_v0_1_0))
+}
+
+/// The settings as the WIT records, with the built-in tool a call is for appended as `builtin`
+/// (last, so that no host setting can name another tool).
 fn settings_v0_1_0(
     settings: &[(String, String)],
+    builtin: Option<&str>,
 ) -> Vec<v0_1_0::exports::bb7::tool::tool::Setting> {
+    use v0_1_0::exports::bb7::tool::tool::Setting;
+    let own = builtin.map(|tool| Setting {
+        key: BUILTIN_SETTING.to_string(),
+        value: tool.to_string(),
+    });
     settings
         .iter()
-        .map(|(k, v)| v0_1_0::exports::bb7::tool::tool::Setting {
+        .filter(|(k, _)| builtin.is_none() || k != BUILTIN_SETTING)
+        .map(|(k, v)| Setting {
             key: k.clone(),
             value: v.clone(),
         })
+        .chain(own)
         .collect()
 }
+
+/// The setting naming the built-in tool a call of the all-in-one built-in component is for
+/// (`guest-tools/guest-glue`'s `BUILTIN_SETTING`).
+pub const BUILTIN_SETTING: &str = "builtin";
 
 fn failure_v0_1_0(e: v0_1_0::exports::bb7::tool::tool::ToolError) -> ToolFailure {
     use v0_1_0::bb7::tool::types::ErrorKind as K;
@@ -204,5 +241,35 @@ fn failure_v0_1_0(e: v0_1_0::exports::bb7::tool::tool::ToolError) -> ToolFailure
     ToolFailure {
         kind: kind.to_string(),
         message: e.message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_setting_is_the_hosts_and_comes_last() {
+        let host = vec![
+            ("diff-mode".to_string(), "anchored".to_string()),
+            (BUILTIN_SETTING.to_string(), "write_file".to_string()),
+        ];
+        let pairs: Vec<(String, String)> = settings_v0_1_0(&host, Some("read_file"))
+            .into_iter()
+            .map(|s| (s.key, s.value))
+            .collect();
+        assert_eq!(
+            pairs,
+            vec![
+                ("diff-mode".to_string(), "anchored".to_string()),
+                (BUILTIN_SETTING.to_string(), "read_file".to_string()),
+            ],
+            "a setting from elsewhere never names the built-in a call runs"
+        );
+        let third_party: Vec<String> = settings_v0_1_0(&host, None)
+            .into_iter()
+            .map(|s| s.key)
+            .collect();
+        assert_eq!(third_party, vec!["diff-mode", BUILTIN_SETTING]);
     }
 }

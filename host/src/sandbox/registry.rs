@@ -16,18 +16,14 @@ use super::grant::Access;
 use super::limits::Limits;
 use super::state::CallState;
 
-/// A built-in component as embedded by `build.rs`.
+/// A built-in tool as embedded by `build.rs`: every built-in lives in the one component
+/// [`BUILTIN_WASM`] (precompiled: [`BUILTIN_PRECOMPILED`]), which runs the tool a call names.
 #[derive(Debug)]
 pub struct EmbeddedComponent {
-    /// The tool name the component provides.
+    /// The tool name (the function the model calls).
     pub tool: &'static str,
-    /// The component's WebAssembly bytes.
-    pub bytes: &'static [u8],
-    /// Hex sha256 of `bytes`, computed at build time.
+    /// Hex sha256 of the component the tool lives in ([`BUILTIN_SHA256`], computed at build time).
     pub sha256: &'static str,
-    /// Its native code, precompiled at build time for an engine whose configuration digest is
-    /// `PRECOMPILED_FOR`.
-    pub precompiled: &'static [u8],
 }
 
 include!(concat!(env!("OUT_DIR"), "/builtin_components.rs"));
@@ -115,6 +111,10 @@ pub struct Registry {
     /// All of WASI p2 and `wasi:http`, for components requesting `http` origins (`http.rs`).
     linker_http: OnceLock<Result<Linker<CallState>, Arc<anyhow::Error>>>,
     cache: ComponentCache,
+    /// The component holding every built-in tool, loaded and linked once for all of them.
+    shared: OnceLock<Result<ToolComponent, Arc<anyhow::Error>>>,
+    /// Whether a built-in tool already reported the shared component's load time.
+    shared_load_reported: std::sync::atomic::AtomicBool,
     builtins: Vec<OnceLock<Result<Arc<ToolComponent>, Arc<anyhow::Error>>>>,
     /// Whether this engine can run the built-ins' precompiled code (else they are compiled, once,
     /// through the cache).
@@ -134,6 +134,8 @@ impl Registry {
             linker_net: OnceLock::new(),
             linker_http: OnceLock::new(),
             cache,
+            shared: OnceLock::new(),
+            shared_load_reported: Default::default(),
             builtins,
             precompiled_usable,
         })
@@ -159,21 +161,56 @@ impl Registry {
             })?;
         let slot = &self.builtins[idx];
         let loaded = slot.get_or_init(|| {
-            let c = &BUILTIN_COMPONENTS[idx];
-            self.prepare(
-                c.tool,
-                Origin::Builtin(c.precompiled),
-                c.bytes,
-                c.sha256.to_string(),
-                builtin_policy(c.tool),
-                Linking::default(),
-            )
-            .map(Arc::new)
-            .map_err(Arc::new)
+            self.builtin_of_shared(BUILTIN_COMPONENTS[idx].tool)
+                .map(Arc::new)
+                .map_err(Arc::new)
         });
         loaded
             .clone()
             .map_err(|e| anyhow::anyhow!("built-in tool {name}: {e:#}"))
+    }
+
+    /// Built-in tool `tool` of the shared component (loaded and linked on first use): the same
+    /// native code and linking for every built-in, its own name, grant policy and selection.
+    fn builtin_of_shared(&self, tool: &'static str) -> anyhow::Result<ToolComponent> {
+        let shared = self
+            .shared
+            .get_or_init(|| {
+                self.prepare(
+                    "builtins",
+                    Origin::Builtin(BUILTIN_PRECOMPILED),
+                    BUILTIN_WASM,
+                    BUILTIN_SHA256.to_string(),
+                    builtin_policy(tool),
+                    Linking::default(),
+                )
+                .map_err(Arc::new)
+            })
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        let ToolPre::V0_1_0(pre) = &shared.pre else {
+            anyhow::bail!("the built-in component does not export bb7:tool/tool@0.1.0");
+        };
+        // The first tool made from the shared component carries its load time; the others loaded
+        // nothing.
+        let first = !self
+            .shared_load_reported
+            .swap(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(ToolComponent {
+            name: tool.to_string(),
+            origin: shared.origin.clone(),
+            sha256: shared.sha256.clone(),
+            size: shared.size,
+            wit_version: shared.wit_version,
+            policy: builtin_policy(tool),
+            imports: shared.imports.clone(),
+            cache: shared.cache,
+            limits: None,
+            third_party: None,
+            load_ms: if first { shared.load_ms } else { 0.0 },
+            load_reported: Default::default(),
+            pre: ToolPre::Builtin(pre.clone(), tool),
+        })
     }
 
     /// Every built-in tool, loaded.
