@@ -8,6 +8,7 @@
 //! call, never up front: a reply that calls no tool never sets it up.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::components::installed::Status;
@@ -49,6 +50,7 @@ pub struct ToolHost {
     audit: Mutex<Option<Audit>>,
     sandbox: OnceLock<Result<Arc<Sandbox>, ToolHostError>>,
     loaded: LoadedComponents,
+    prewarming: AtomicBool,
 }
 
 impl Default for ToolHost {
@@ -81,6 +83,7 @@ impl ToolHost {
             audit: Mutex::new(Some(audit)),
             sandbox: OnceLock::new(),
             loaded: Mutex::new(HashMap::new()),
+            prewarming: AtomicBool::new(false),
         }
     }
 
@@ -98,6 +101,35 @@ impl ToolHost {
                     .map_err(|e| ToolHostError::Unavailable(format!("{e:#}")))
             })
             .clone()
+    }
+
+    /// Starts making the sandbox and loading the built-in `tools` on a background thread (once
+    /// per host), for a reply likely to call them: the set-up overlaps the wait for the model
+    /// instead of delaying the first call. A call that comes first waits for the set-up under way
+    /// (nothing is made twice); a failure is the one the call would have met.
+    pub fn prewarm(self: &Arc<Self>, tools: &'static [&'static str]) {
+        if self.sandbox.get().is_some() || self.prewarming.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let host = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("bb7-prewarm".into())
+            .spawn(move || {
+                if let Ok(sandbox) = host.sandbox() {
+                    for tool in tools {
+                        let _ = sandbox.registry().builtin(tool);
+                    }
+                }
+            });
+        if spawned.is_err() {
+            self.prewarming.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the sandbox is made or being made ahead by [`Self::prewarm`].
+    #[cfg(test)]
+    pub(crate) fn sandbox_requested(&self) -> bool {
+        self.sandbox_created() || self.prewarming.load(Ordering::Relaxed)
     }
 
     /// Whether the sandbox has been created (a reply without tool calls leaves it uncreated).

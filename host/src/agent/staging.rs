@@ -14,10 +14,13 @@ pub struct StagingDir {
 }
 
 impl StagingDir {
-    /// Creates an empty staging directory (mode 0700) under the system temporary directory, never
-    /// inside bb7's state dirs (which no read-write grant may overlap).
+    /// Creates an empty staging directory (mode 0700) under [`crate::store::scratch_base`] (a
+    /// memory file system when there is one), never inside bb7's state dirs (which no read-write
+    /// grant may overlap).
     pub fn new() -> io::Result<StagingDir> {
-        let tmp = tempfile::Builder::new().prefix("bb7-staging-").tempdir()?;
+        let tmp = tempfile::Builder::new()
+            .prefix("bb7-staging-")
+            .tempdir_in(crate::store::scratch_base())?;
         let dir = Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority())?;
         Ok(StagingDir { tmp, dir })
     }

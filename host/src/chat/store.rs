@@ -24,6 +24,15 @@ pub struct ChatStore {
     seen: Option<Stamp>,
 }
 
+/// How an index write is made to last (see [`crate::store::write_atomic_relaxed`]).
+#[derive(Debug, Clone, Copy)]
+enum Durability {
+    /// The file and its directory are fsynced: the change survives a power cut.
+    Durable,
+    /// The file only: whole after a power cut, but maybe the previous version.
+    Relaxed,
+}
+
 type Stamp = (
     Option<std::time::SystemTime>,
     u64,
@@ -142,6 +151,16 @@ impl ChatStore {
 
     /// Creates a chat (directory, chat.json, index entry).
     pub fn create(&mut self, name: Option<&str>, model: &str) -> io::Result<Chat> {
+        self.create_with(name, model, false)
+    }
+
+    /// [`Self::create`], recording the new chat as the last active one in the same index write
+    /// (`chat_new`: one index write, and one fsync of `chats/`, instead of two).
+    pub fn create_active(&mut self, name: Option<&str>, model: &str) -> io::Result<Chat> {
+        self.create_with(name, model, true)
+    }
+
+    fn create_with(&mut self, name: Option<&str>, model: &str, active: bool) -> io::Result<Chat> {
         let created = now();
         let id = new_id();
         let name = match name.map(str::trim).filter(|n| !n.is_empty()) {
@@ -158,14 +177,20 @@ impl ChatStore {
             model: model.to_string(),
             ..Default::default()
         };
+        // The index is brought in step with the directories before the new one exists: a refresh
+        // after it would index the new chat from its chat.json and write index.json once more.
+        self.refresh()?;
         self.chats.dir().create_dir_all(format!("{id}/context"))?;
         if !self.global {
             self.chats.dir().create_dir_all(format!("{id}/output"))?;
         }
         self.save(&chat)?;
-        // The refresh before the change may already have indexed the new directory (as it reads
-        // it from chat.json, with the same name and time): then the index is not written again.
-        self.update_index(|ix| {
+        // chat.json and its directory are durable (fsynced) before the index names the chat; one
+        // index write adds it (and, for `chat_new`, makes it the active one).
+        self.change_index(Durability::Durable, |ix| {
+            if active {
+                ix.set_active_chat_id(Some(&id));
+            }
             if !ix.entries.iter().any(|e| e.id == id) {
                 ix.entries.push(IndexEntry { id, name, created })
             }
@@ -209,13 +234,30 @@ impl ChatStore {
         )
     }
 
+    /// [`Self::save`] without the directory fsync (see [`crate::store::write_atomic_relaxed`]):
+    /// never torn, but a power cut may bring back the previous chat.json. For a send's user
+    /// message: the reply's durable save, when it ends, makes it durable with the reply.
+    pub fn save_relaxed(&self, chat: &Chat) -> io::Result<()> {
+        if !valid_id(&chat.id) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "invalid chat id",
+            ));
+        }
+        crate::store::write_atomic_relaxed(
+            self.chats.dir(),
+            format!("{}/chat.json", chat.id),
+            &chat.to_json(),
+        )
+    }
+
     /// Renames a chat (chat.json and index).
     pub fn rename(&mut self, id: &str, name: &str) -> Result<(), ChatError> {
         let mut chat = self.load(id)?;
         chat.name = name.to_string();
         self.save(&chat)
             .map_err(ChatError::io("Failed to rename chat"))?;
-        self.update_index(|ix| {
+        self.update_index(Durability::Durable, |ix| {
             if let Some(e) = ix.entries.iter_mut().find(|e| e.id == id) {
                 e.name = name.to_string();
             }
@@ -238,7 +280,7 @@ impl ChatStore {
             .rename(id, self.chats.dir(), &retired)
             .map_err(fail)?;
         crate::store::sync_dir(self.chats.dir());
-        self.update_index(|ix| ix.entries.retain(|e| e.id != id))
+        self.update_index(Durability::Durable, |ix| ix.entries.retain(|e| e.id != id))
             .map_err(fail)?;
         self.chats.dir().remove_dir_all(&retired).map_err(fail)
     }
@@ -248,24 +290,41 @@ impl ChatStore {
         self.index.active_chat_id()
     }
 
-    /// Records the chat last active in this store.
+    /// Records the chat last active in this store. Not durable (a power cut may bring back the
+    /// previous one, in an index that is whole): which chat opens first is a convenience.
     pub fn set_active_chat_id(&mut self, id: Option<&str>) -> io::Result<()> {
         if self.index.active_chat_id() == id {
             return Ok(());
         }
-        self.update_index(|ix| ix.set_active_chat_id(id))
+        self.update_index(Durability::Relaxed, |ix| ix.set_active_chat_id(id))
     }
 
     /// Applies one change to the index as it is on disk now (another process may have changed it
     /// since we read it), then saves it if the change changed anything.
-    fn update_index(&mut self, change: impl FnOnce(&mut Index)) -> io::Result<()> {
+    fn update_index(
+        &mut self,
+        durability: Durability,
+        change: impl FnOnce(&mut Index),
+    ) -> io::Result<()> {
         self.refresh()?;
+        self.change_index(durability, change)
+    }
+
+    /// Applies one change to the index as last refreshed and saves it if it changed anything.
+    fn change_index(
+        &mut self,
+        durability: Durability,
+        change: impl FnOnce(&mut Index),
+    ) -> io::Result<()> {
         let before = self.index.clone();
         change(&mut self.index);
         if self.index == before {
             return Ok(());
         }
-        index::save(self.chats.dir(), &self.index)
+        match durability {
+            Durability::Durable => index::save(self.chats.dir(), &self.index),
+            Durability::Relaxed => index::save_relaxed(self.chats.dir(), &self.index),
+        }
     }
 
     /// The chat's directory as a handle.
@@ -345,8 +404,8 @@ mod tests {
             .ino()
     }
 
-    /// The refresh inside `create` indexes the new chat directory already; the entry is not pushed
-    /// a second time (index.json once held it twice until the next refresh).
+    /// A new chat is indexed once, whether or not a refresh saw its directory first (index.json once
+    /// held it twice until the next refresh).
     #[test]
     fn a_new_chat_is_indexed_once() {
         let tmp = tempfile::tempdir().expect("tempdir");

@@ -72,15 +72,25 @@ pub fn load(chats: &Dir) -> Index {
     }
 }
 
-/// Writes the index atomically.
+/// Writes the index atomically and durably.
 pub fn save(chats: &Dir, index: &Index) -> io::Result<()> {
+    super::write_atomic(chats, "index.json", &encode(index)?)
+}
+
+/// Writes the index atomically without the directory fsync (see
+/// [`super::write_atomic_relaxed`]): for a change only to the last active chat, which a power cut
+/// may undo (the previous index, every chat in it, comes back whole).
+pub fn save_relaxed(chats: &Dir, index: &Index) -> io::Result<()> {
+    super::write_atomic_relaxed(chats, "index.json", &encode(index)?)
+}
+
+fn encode(index: &Index) -> io::Result<Vec<u8>> {
     let mut m = index.extra.clone();
     m.insert(
         "chats".into(),
         serde_json::to_value(&index.entries).map_err(io::Error::other)?,
     );
-    let bytes = serde_json::to_vec_pretty(&Value::Object(m)).map_err(io::Error::other)?;
-    super::write_atomic(chats, "index.json", &bytes)
+    serde_json::to_vec_pretty(&Value::Object(m)).map_err(io::Error::other)
 }
 
 /// Brings the index in step with the chat directories: entries whose directory is gone are dropped;

@@ -86,10 +86,12 @@ pub fn acquire(chats: &Dir, chat: &str) -> io::Result<()> {
         }
         // The PID goes into a private temporary file, which is then hard-linked to `lock`: the link
         // fails if a lock exists, so two processes can never both take the chat, and a reader never
-        // sees a half-written lock.
+        // sees a half-written lock. Nothing is fsynced: a lock names a running process, and a
+        // crash of the machine ends every process, so a lock lost (or left empty) by one is the
+        // stale lock the next process would remove anyway.
         let tmp = format!("{chat}/.lock-{}", std::process::id());
         let _ = chats.remove_file(&tmp);
-        super::write_atomic(chats, &tmp, std::process::id().to_string().as_bytes())?;
+        write_new(chats, &tmp, std::process::id().to_string().as_bytes())?;
         let linked = chats.hard_link(&tmp, chats, format!("{chat}/lock"));
         let _ = chats.remove_file(&tmp);
         match linked {
@@ -99,6 +101,17 @@ pub fn acquire(chats: &Dir, chat: &str) -> io::Result<()> {
         }
     }
     Err(locked())
+}
+
+/// Creates `rel` in `chats` (it must not exist) holding `bytes`, without fsync.
+fn write_new(chats: &Dir, rel: &str, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let mut opts = cap_std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    let mut f = chats.open_with(rel, &opts)?;
+    f.write_all(bytes).inspect_err(|_| {
+        let _ = chats.remove_file(rel);
+    })
 }
 
 /// Releases the lock if this process holds it.

@@ -3,6 +3,9 @@
 //! absolute paths or planted symlinks it contains.
 //!
 //! - [`StateDir`]: the handle, plus atomic writes (temp file, fsync, rename, fsync the directory).
+//!   What needs no directory fsync (state whose loss in a power cut is harmless: the last active
+//!   chat, a send's user message before its reply is recorded) uses [`write_atomic_relaxed`], and a
+//!   chat's PID lock none at all (a lock does not outlive the machine's crash anyway).
 //! - [`lock`]: per-chat PID locks with stale-lock recovery.
 //! - [`index`]: `chats/index.json`, kept in step with the chat directories.
 
@@ -66,6 +69,15 @@ pub fn write_atomic(dir: &Dir, rel: impl AsRef<Path>, bytes: &[u8]) -> io::Resul
     prepare_atomic(dir, rel, bytes)?.commit()
 }
 
+/// [`write_atomic`] without the directory fsync: the new file is fsynced before its rename, so a
+/// crash never leaves it torn or empty, but a power cut right after may bring back the previous
+/// version. For state whose last change may be lost but never corrupted (the last active chat; a
+/// send's user message, which the reply's own durable save makes durable when it ends). A process
+/// crash (`kill -9`) loses nothing: the rename is in the kernel already.
+pub fn write_atomic_relaxed(dir: &Dir, rel: impl AsRef<Path>, bytes: &[u8]) -> io::Result<()> {
+    prepare(dir, rel.as_ref(), bytes, Durability::Relaxed)?.commit()
+}
+
 /// Writes `rel` (a `/`-separated relative path) under `root` without following any symbolic link:
 /// every directory on the way is opened with `O_NOFOLLOW` from the previous one's handle (missing ones
 /// are created) and the target, if it exists, must be a regular file, whose permissions the new file
@@ -97,6 +109,9 @@ fn no_follow(root: &Dir, rel: &str, bytes: &[u8], durability: Durability) -> io:
 pub(crate) enum Durability {
     /// Survives a crash of the machine once the write returns.
     Durable,
+    /// The file is fsynced before its rename (never torn), the directory is not: a crash of the
+    /// machine may bring back the previous version.
+    Relaxed,
     /// Atomic for readers, but not synced: for files that do not outlive the process.
     Scratch,
 }
@@ -153,7 +168,7 @@ impl Prepared {
             .map_or(Ok(()), |perm| f.set_permissions(perm))
             .and_then(|_| f.write_all(bytes))
             .and_then(|_| match durability {
-                Durability::Durable => f.sync_all(),
+                Durability::Durable | Durability::Relaxed => fsync(&f),
                 Durability::Scratch => Ok(()),
             });
         drop(f);
@@ -191,7 +206,10 @@ impl Drop for Prepared {
 /// [`write_atomic`] up to the rename: `rel` inside `dir` is written under a temporary name (missing
 /// parent directories are created) and published by [`Prepared::commit`].
 pub fn prepare_atomic(dir: &Dir, rel: impl AsRef<Path>, bytes: &[u8]) -> io::Result<Prepared> {
-    let rel = rel.as_ref();
+    prepare(dir, rel.as_ref(), bytes, Durability::Durable)
+}
+
+fn prepare(dir: &Dir, rel: &Path, bytes: &[u8], durability: Durability) -> io::Result<Prepared> {
     let name = rel
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "a file path is required"))?
@@ -204,7 +222,7 @@ pub fn prepare_atomic(dir: &Dir, rel: impl AsRef<Path>, bytes: &[u8]) -> io::Res
         }
         None => dir.try_clone()?,
     };
-    Prepared::new(parent, &name, bytes, None, Durability::Durable)
+    Prepared::new(parent, &name, bytes, None, durability)
 }
 
 /// A per-user secret of 32 random bytes (hex) in the global state directory (`~/.bb7/<name>`,
@@ -278,8 +296,75 @@ fn load_or_make_key(dir: &Path, name: &str) -> io::Result<Vec<u8>> {
 /// fsyncs a directory (best effort: a rename is already atomic, this makes it durable).
 pub fn sync_dir(dir: &Dir) {
     if let Ok(d) = dir.open(".") {
-        let _ = d.sync_all();
+        let _ = fsync(&d);
     }
+}
+
+/// `fsync` of an open file or directory; counted per thread in tests (see [`fsyncs`]).
+fn fsync(f: &cap_std::fs::File) -> io::Result<()> {
+    #[cfg(test)]
+    FSYNCS.with(|n| n.set(n.get() + 1));
+    f.sync_all()
+}
+
+#[cfg(test)]
+thread_local! {
+    static FSYNCS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many fsyncs the state writes of this thread have made so far (tests count what one
+/// operation costs).
+#[cfg(test)]
+pub(crate) fn fsyncs() -> u64 {
+    FSYNCS.with(std::cell::Cell::get)
+}
+
+/// Where a reply's scratch directories are made (its staging copy, a call's output directory):
+/// `TMPDIR` when it is set (the user's choice); else a memory file system, `XDG_RUNTIME_DIR` or
+/// else `/dev/shm`, when it is a tmpfs with at least [`SCRATCH_MIN_FREE`] bytes free, so the
+/// fsync a tool makes of each file it writes costs nothing and the copies never reach the disk
+/// (a 1 MiB edit's fsync on ext4 is milliseconds); else the system's temporary directory.
+/// Decided once per process.
+pub fn scratch_base() -> PathBuf {
+    static BASE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BASE.get_or_init(|| {
+        if std::env::var_os("TMPDIR").is_some_and(|v| !v.is_empty()) {
+            return std::env::temp_dir();
+        }
+        let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from);
+        runtime
+            .into_iter()
+            .chain([PathBuf::from("/dev/shm")])
+            .find(|d| roomy_tmpfs(d))
+            .unwrap_or_else(std::env::temp_dir)
+    })
+    .clone()
+}
+
+/// The free space a memory file system needs to hold scratch directories (a reply stages at most
+/// a few files of at most [`MAX_READ`] bytes each).
+pub const SCRATCH_MIN_FREE: u64 = 256 << 20;
+
+/// Whether `dir` is a writable directory on a tmpfs with [`SCRATCH_MIN_FREE`] bytes free.
+fn roomy_tmpfs(dir: &Path) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    let Ok(fs) = rustix::fs::statfs(dir) else {
+        return false;
+    };
+    #[allow(clippy::unnecessary_cast)]
+    let (kind, free) = (
+        fs.f_type as i64,
+        (fs.f_bavail as u64).saturating_mul(fs.f_bsize as u64),
+    );
+    kind == TMPFS_MAGIC
+        && free >= SCRATCH_MIN_FREE
+        && rustix::fs::access(
+            dir,
+            rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+        )
+        .is_ok()
 }
 
 /// The most a user file may have for the host to read it (the protocol's own line limit).

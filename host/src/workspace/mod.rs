@@ -342,6 +342,17 @@ impl Workspace {
         Ok(())
     }
 
+    /// [`Self::save_active`] without the directory fsync (see [`ChatStore::save_relaxed`]): a
+    /// send's user message, made durable by the save that records its reply.
+    pub fn save_active_relaxed(&mut self) -> Result<(), WorkspaceError> {
+        let global = self.active()?.global;
+        let chat = self.active()?.chat.clone();
+        self.store(global)?
+            .save_relaxed(&chat)
+            .map_err(ChatError::io("Failed to save chat"))?;
+        Ok(())
+    }
+
     /// Makes `chat` (in the `global` store) the active chat, taking its lock and releasing the
     /// previous one.
     pub fn activate(&mut self, global: bool, mut chat: Chat) -> Result<(), WorkspaceError> {

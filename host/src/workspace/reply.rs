@@ -68,6 +68,9 @@ impl Workspace {
                 tools: &self.tools,
             },
         )?;
+        if likely_to_edit(&prepared.job, &a.chat) {
+            self.tools.prewarm(&["edit_file"]);
+        }
         let target = ChatRef {
             id: a.id.clone(),
             global: a.global,
@@ -76,7 +79,9 @@ impl Workspace {
         let msg = turn::user_message(&a.chat, &first_message, &prepared.model, &prepared.effort);
         let a = self.active_mut().map_err(ReplyError::Chat)?;
         turn::record_user_message(&mut a.chat, msg);
-        if let Err(e) = self.save_active() {
+        // Not fsynced into the directory yet: the reply's record (or `record_reply`'s sync when
+        // it records nothing) makes the message durable before its `done` is sent.
+        if let Err(e) = self.save_active_relaxed() {
             if let Ok(a) = self.active_mut() {
                 turn::unrecord_user_message(&mut a.chat);
             }
@@ -123,6 +128,8 @@ impl Workspace {
         }
         let record = outcome.record(model);
         if record.messages_are_empty() && unapprove.is_none() {
+            // The user message start_reply saved without the directory fsync becomes durable.
+            crate::store::sync_dir(&target.dir);
             return Ok(());
         }
         self.update_chat(target, |chat| {
@@ -156,6 +163,19 @@ impl Workspace {
     }
 }
 
+/// Whether a reply's first tool call is likely near, so its sandbox is set up while the model is
+/// asked ([`crate::toolhost::ToolHost::prewarm`]): tools are offered, and it is an agent reply or
+/// the chat has a file in context it may edit. A reply in a chat without one (a question) sets up
+/// nothing unless it calls a tool.
+fn likely_to_edit(job: &ReplyJob, chat: &crate::chat::model::Chat) -> bool {
+    job.tools.is_some()
+        && (job.agent.is_some()
+            || chat
+                .context_files
+                .iter()
+                .any(|f| !f.readonly && !f.external))
+}
+
 /// A reply that ended without an answer before anything streamed: no text, no usage, no call.
 fn nothing_streamed(outcome: &ReplyOutcome) -> bool {
     !outcome.ending.answered()
@@ -173,4 +193,76 @@ fn nothing_streamed(outcome: &ReplyOutcome) -> bool {
 fn refused_before_sending(outcome: &ReplyOutcome) -> bool {
     matches!(&outcome.ending, crate::agent::job::Ending::Failed(m) if m.starts_with("Spend cap:"))
         && nothing_streamed(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::fsyncs;
+
+    /// A fresh workspace on a project (as `bb7_init` makes it) with an API key and chat `c`.
+    fn with_chat() -> (tempfile::TempDir, Workspace) {
+        let t = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(t.path().join(".bb7/chats")).expect("mkdir");
+        let mut ws = Workspace::new();
+        ws.init(Some(t.path())).expect("init");
+        ws.config.status = crate::config::ConfigStatus::Valid;
+        ws.config.config.api_key = Some("test-key".into());
+        ws.new_chat(false, Some("c"), Some("m/x"))
+            .expect("chat_new");
+        (t, ws)
+    }
+
+    fn request(content: &str) -> ReplyRequest {
+        let (_, cancel) = tokio::sync::watch::channel(false);
+        ReplyRequest {
+            content: content.into(),
+            model: None,
+            effort: None,
+            retry: None,
+            mode: None,
+            cancel,
+            override_cap: false,
+            plan: None,
+            routing: None,
+            disable_fallback: false,
+        }
+    }
+
+    /// The user message a send records before asking the model costs one fsync (chat.json; not
+    /// its directory: the save recording the reply makes both durable before `done`). It cost 2.
+    #[test]
+    fn a_send_records_its_user_message_with_one_fsync() {
+        let (_t, mut ws) = with_chat();
+        let before = fsyncs();
+        let started = ws.start_reply(request("hello")).expect("start_reply");
+        assert_eq!(fsyncs() - before, 1);
+        let chat = &ws.active().expect("active").chat;
+        assert_eq!(chat.messages.len(), 1);
+        assert!(!started.first_message.is_empty());
+    }
+
+    /// A send in a chat with a file it may edit sets up the sandbox (and loads `edit_file`) in
+    /// the background while the model is asked; a send in a chat without one sets up nothing.
+    #[test]
+    fn a_send_that_may_edit_sets_up_the_sandbox_ahead_of_its_first_call() {
+        let (_t, mut ws) = with_chat();
+        let _question = ws
+            .start_reply(request("what is rust?"))
+            .expect("start_reply");
+        assert!(!ws.tools.sandbox_requested());
+
+        let (_t, mut ws) = with_chat();
+        ws.add_context_file("a.txt", "hello\n", false)
+            .expect("context_add");
+        let _edit = ws.start_reply(request("change it")).expect("start_reply");
+        // Made by the background thread, with no tool call: waited for (a bound, not a timing).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while !ws.tools.sandbox_created() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(ws.tools.sandbox_created(), "no sandbox was set up ahead");
+        let sandbox = ws.tools.sandbox().expect("sandbox");
+        sandbox.registry().builtin("edit_file").expect("edit_file");
+    }
 }
