@@ -88,8 +88,13 @@ fn session_in(env: Env, server: &MockServer, names: &[&str], agent: Value) -> (E
 
 /// Sends `content` in agent mode and returns the terminal event and the events before it.
 fn send_agent(s: &mut Bb7, content: &str) -> (Value, Vec<Value>) {
+    send_in(s, content, "agent")
+}
+
+/// Sends `content` in `mode` and returns the terminal event and the events before it.
+fn send_in(s: &mut Bb7, content: &str, mode: &str) -> (Value, Vec<Value>) {
     let rid = s.next_id();
-    s.send(&json!({"action": "send", "content": content, "model": "mock/agent", "mode": "agent", "request_id": rid}));
+    s.send(&json!({"action": "send", "content": content, "model": "mock/agent", "mode": mode, "request_id": rid}));
     let want = json!(rid);
     let mut evs = Vec::new();
     loop {
@@ -530,5 +535,123 @@ fn the_lockfile_pins_a_hook_s_points_and_the_check_names_a_change() {
         ),
         "{}",
         common::stdout(&check)
+    );
+}
+
+/// Plan mode's `propose_plan` is a tool call like any other: a `pre_tool_call` hook that denies it
+/// stops it — no plan is recorded or proposed, and the model reads why.
+#[test]
+fn a_denied_propose_plan_records_no_plan() {
+    let server = MockServer::start(Script::new(vec![
+        Reply::tool_calls([ToolCall::new(
+            0,
+            "p1",
+            "propose_plan",
+            json!({"summary": "Split the greeting", "steps": [{"title": "Split it", "files": ["src/a.rs"]}]})
+                .to_string(),
+        )]),
+        Reply::text(["I will not plan."]),
+    ]));
+    let (env, mut s) = session(&server, &["hook_deny_plan"]);
+    let (end, evs) = send_in(&mut s, "plan it", "plan");
+    assert_eq!(end["type"], "done", "{end}");
+    assert!(
+        !evs.iter().any(|e| e["kind"] == "plan.proposed"),
+        "a denied plan was proposed: {evs:?}"
+    );
+    let read = tool_result(&server, "p1");
+    assert_eq!(
+        read,
+        "denied by hook hook_deny_plan: plans are made by people here"
+    );
+    let chat = s.ok(json!({"action": "chat_get"}));
+    assert!(
+        chat["plans"].as_array().is_none_or(|p| p.is_empty()),
+        "{chat}"
+    );
+    s.shutdown();
+    let records = verified_hook_records(&env.home(), &env.proj());
+    assert!(
+        records.iter().any(|r| r["component"] == "hook_deny_plan"
+            && r["point"] == "pre_tool_call"
+            && r["decision"] == "deny"),
+        "{records:?}"
+    );
+}
+
+/// `bb7 tools call --project` is hooked as agent mode and `bb7 mcp` are: a `pre_tool_call` deny
+/// never runs the tool (exit 1, the reason on stderr), a `post_tool_call` deny withholds its
+/// result; without `--project` no hook is asked.
+#[test]
+fn tools_call_with_a_project_asks_its_hooks() {
+    let server = MockServer::start(Script::new(vec![]));
+    let (env, s) = session(&server, &["hook_deny_all"]);
+    s.shutdown();
+    env.write_local("a.txt", "hello\n");
+    let proj = env.proj_str();
+    let args = [
+        "tools",
+        "call",
+        "read_file",
+        "--dir",
+        &proj,
+        "--args",
+        r#"{"path":"a.txt"}"#,
+    ];
+    let with_project = |extra: &[&str]| {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend_from_slice(extra);
+        bb7(&env.home(), &env.proj(), &all)
+    };
+    let denied = with_project(&["--project", &proj]);
+    assert_eq!(denied.status.code(), Some(1), "{}", common::stderr(&denied));
+    assert!(
+        common::stdout(&denied).is_empty(),
+        "{}",
+        common::stdout(&denied)
+    );
+    assert!(
+        common::stderr(&denied).contains("denied by hook hook_deny_all: policy says no"),
+        "{}",
+        common::stderr(&denied)
+    );
+    // Without --project: no project, no hooks.
+    assert!(ok(&with_project(&[])).contains("hello"));
+    let records = verified_hook_records(&env.home(), &env.proj());
+    let calls: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["point"] == "pre_tool_call")
+        .collect();
+    assert_eq!(calls.len(), 1, "{records:?}");
+    assert_eq!(calls[0]["actor"], "user");
+    assert_eq!(calls[0]["decision"], "deny");
+
+    // post_tool_call: a result holding a secret is withheld.
+    let server = MockServer::start(Script::new(vec![]));
+    let (env, s) = session(&server, &["hook_withhold"]);
+    s.shutdown();
+    env.write_local("s.txt", "the SECRET is 42\n");
+    let proj = env.proj_str();
+    let o = bb7(
+        &env.home(),
+        &env.proj(),
+        &[
+            "tools",
+            "call",
+            "read_file",
+            "--dir",
+            &proj,
+            "--args",
+            r#"{"path":"s.txt"}"#,
+            "--project",
+            &proj,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", common::stderr(&o));
+    assert!(!common::stdout(&o).contains("42"), "{}", common::stdout(&o));
+    assert!(
+        common::stderr(&o).contains("denied by hook hook_withhold: the result holds a secret"),
+        "{}",
+        common::stderr(&o)
     );
 }

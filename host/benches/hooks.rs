@@ -16,6 +16,7 @@ mod wasm;
 use std::time::Instant;
 
 use bb7::audit::Actor;
+use bb7::components::manage::HOOK_EXPORT;
 use bb7::hooks::{self, Point};
 use serde_json::{Map, Value, json};
 
@@ -41,6 +42,94 @@ fn measure(project: &std::path::Path) -> Vec<f64> {
     }
     times.sort_by(f64::total_cmp);
     times
+}
+
+/// `f` timed `CALLS` times after `WARM_UP` calls, sorted (µs).
+fn timed(mut f: impl FnMut()) -> Vec<f64> {
+    for _ in 0..WARM_UP {
+        f();
+    }
+    let mut times = Vec::with_capacity(CALLS);
+    for _ in 0..CALLS {
+        let t = Instant::now();
+        f();
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    times.sort_by(f64::total_cmp);
+    times
+}
+
+/// Where a call's time goes: each part of `check` timed on its own, through the public API.
+fn parts(project: &std::path::Path) {
+    let status = hooks::at(project, Point::PreToolCall)
+        .expect("state")
+        .pop()
+        .expect("hook_pass");
+    line(
+        "  part: the hooks at the point (the components' state read)",
+        &timed(|| {
+            std::hint::black_box(hooks::at(project, Point::PreToolCall).expect("state"));
+        }),
+    );
+    line(
+        "  part: the event JSON",
+        &timed(|| {
+            let mut m = Map::new();
+            m.insert("point".into(), "pre_tool_call".into());
+            m.insert(
+                "project".into(),
+                project.to_string_lossy().into_owned().into(),
+            );
+            m.extend(event());
+            std::hint::black_box(Value::Object(m).to_string());
+        }),
+    );
+    let workers = bb7::sandbox::watchdog::Workers::new();
+    line(
+        "  part: a hand-off to a worker thread and back (nothing run)",
+        &timed(|| {
+            workers
+                .run(std::time::Duration::from_secs(5), || ((), ()))
+                .expect("ran");
+        }),
+    );
+    let host = bb7::toolhost::ToolHost::with_audit(None);
+    let component = host.load_granted(&status).expect("load");
+    line(
+        "  part: the loaded hook looked up (kept after the first)",
+        &timed(|| {
+            std::hint::black_box(host.load_granted(&status).expect("load"));
+        }),
+    );
+    let tool = component
+        .generic()
+        .and_then(|g| g.functions.iter().find(|f| f.export == HOOK_EXPORT))
+        .map(|f| f.tool.clone())
+        .expect("decide");
+    let decide = std::sync::Arc::new(component.function(&tool).expect("decide"));
+    let sandbox = host.sandbox().expect("sandbox");
+    let args = json!({"event": "{}"}).to_string();
+    let caps = bb7::sandbox::grant::CallCaps::none();
+    line(
+        "  part: Sandbox::call_metered of decide (WASI context, worker, fresh instance, call)",
+        &timed(|| {
+            let (r, _) = sandbox.call_metered(&decide, &caps, None, &[], &args);
+            r.expect("decided");
+        }),
+    );
+    line(
+        "  part: the `hook` record appended to the audit chain",
+        &timed(|| {
+            bb7::audit::record(
+                bb7::audit::Entry::new("hook", &Actor::Model, Some(project))
+                    .set("component", "hook_pass")
+                    .set("component_sha256", status.installed.sha256.clone())
+                    .set("point", "pre_tool_call")
+                    .set("args_sha256", bb7::audit::sha256_hex(b"{}"))
+                    .set("decision", "pass"),
+            );
+        }),
+    );
 }
 
 fn line(what: &str, times: &[f64]) {
@@ -73,4 +162,5 @@ fn main() {
         "pre_tool_call, one trivial hook (hook_pass; audit record included)  (target: median ≤ 100 µs)",
         &pass,
     );
+    parts(&project);
 }

@@ -1,5 +1,5 @@
 //! The hooks around one tool call ([`crate::hooks`], points `pre_tool_call` and `post_tool_call`),
-//! for the agent loop and `bb7 mcp`: a denied call never runs (the model reads `denied by hook
+//! for the agent loop (plan mode's `propose_plan` too), `bb7 mcp` and `bb7 tools call --project`: a denied call never runs (the model reads `denied by hook
 //! <name>: <reason>`), and a result a `post_tool_call` hook denies is replaced by that error.
 
 use std::path::{Path, PathBuf};
@@ -29,9 +29,26 @@ impl Hooked {
 
     /// `pre_tool_call`: the outcome the model reads when a hook denies the call (it is not run).
     pub fn before(&self, call: &ToolCall) -> Option<CallOutcome> {
-        let root = self.root.as_deref()?;
+        self.pre(call)
+            .err()
+            .map(|d| CallOutcome::failed(d.tool_error(), None))
+    }
+
+    /// `post_tool_call`: `outcome`, or the denial that replaces it.
+    pub fn after(&self, call: &ToolCall, outcome: CallOutcome) -> CallOutcome {
+        match self.post(call, outcome.ok, &outcome.content) {
+            Ok(()) => outcome,
+            Err(d) => CallOutcome::failed(d.tool_error(), outcome.record),
+        }
+    }
+
+    /// `pre_tool_call`: `Err` when a hook denies the call (it must not run).
+    pub fn pre(&self, call: &ToolCall) -> Result<(), hooks::Denied> {
+        let Some(root) = self.root.as_deref() else {
+            return Ok(());
+        };
         let component = self.component.as_deref();
-        let checked = blocking(|| {
+        blocking(|| {
             hooks::check(root, Point::PreToolCall, &self.actor, || {
                 let named = call
                     .arguments
@@ -40,27 +57,21 @@ impl Hooked {
                     .unwrap_or_default();
                 event::pre_tool_call(call, component, root, &named)
             })
-        });
-        checked
-            .err()
-            .map(|d| CallOutcome::failed(d.tool_error(), None))
+        })
     }
 
-    /// `post_tool_call`: `outcome`, or the denial that replaces it.
-    pub fn after(&self, call: &ToolCall, outcome: CallOutcome) -> CallOutcome {
+    /// `post_tool_call` on a call's result (`ok`, and `result`: the text the caller would read):
+    /// `Err` when a hook withholds it.
+    pub fn post(&self, call: &ToolCall, ok: bool, result: &str) -> Result<(), hooks::Denied> {
         let Some(root) = self.root.as_deref() else {
-            return outcome;
+            return Ok(());
         };
         let component = self.component.as_deref();
-        let checked = blocking(|| {
+        blocking(|| {
             hooks::check(root, Point::PostToolCall, &self.actor, || {
-                event::post_tool_call(call, component, outcome.ok, &outcome.content)
+                event::post_tool_call(call, component, ok, result)
             })
-        });
-        match checked {
-            Ok(()) => outcome,
-            Err(d) => CallOutcome::failed(d.tool_error(), outcome.record),
-        }
+        })
     }
 }
 

@@ -362,6 +362,26 @@ pub fn propose(call: &ToolCall, slot: &mut Option<Plan>) -> CallOutcome {
     }
 }
 
+/// [`propose`] between the project's `pre_tool_call` and `post_tool_call` hooks, as every other
+/// tool call runs (`root`: the project, `None` for none): a call a hook denies records no plan, and
+/// the model reads `denied by hook <name>: <reason>`.
+pub fn propose_hooked(
+    root: Option<&std::path::Path>,
+    call: &ToolCall,
+    slot: &mut Option<Plan>,
+) -> CallOutcome {
+    let hooks = super::hooked::Hooked::new(root, None, crate::audit::Actor::Model);
+    if let Some(denied) = hooks.before(call) {
+        return denied;
+    }
+    let mut proposed = None;
+    let outcome = hooks.after(call, propose(call, &mut proposed));
+    if outcome.ok && proposed.is_some() {
+        *slot = proposed;
+    }
+    outcome
+}
+
 /// The `plan.proposed` event of `plan`.
 pub fn proposed_event(plan: &Plan) -> AgentEvent {
     AgentEvent::PlanProposed {

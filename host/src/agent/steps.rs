@@ -383,7 +383,8 @@ async fn step_call(
             CallOutcome::failed(error, None)
         }
         Verdict::Run if matches!(route, Route::Plan) => {
-            super::plan::propose(call, &mut st.summary.plan)
+            let root = job.tools.as_ref().map(|r| r.project_root());
+            super::plan::propose_hooked(root, call, &mut st.summary.plan)
         }
         Verdict::Run => {
             let component = match &route {

@@ -8,11 +8,13 @@ use std::sync::Arc;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
+use crate::agent::hooked::Hooked;
 use crate::components::installed::{Status, function_name};
 use crate::components::load::{self, CallDir, OutputTo};
 use crate::components::manage;
 use crate::components::manifest::{self, Capabilities, Files};
 use crate::components::view::ViewSlot;
+use crate::llm::tool_calls::{ToolCall, ToolCallAssembler};
 use crate::sandbox::cache::CacheOutcome;
 use crate::sandbox::grant::CallCaps;
 use crate::sandbox::registry::Linking;
@@ -122,6 +124,10 @@ pub struct CallArgs {
     /// Append the call's audit record to the audit chain in this file instead of ~/.bb7/audit/log.jsonl.
     #[arg(long)]
     audit_log: Option<PathBuf>,
+    /// The project the call is made in: its hooks are asked about the call (`pre_tool_call`) and
+    /// its result (`post_tool_call`) as in agent mode and `bb7 mcp`; a deny exits 1 with the reason.
+    #[arg(long)]
+    project: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -588,6 +594,35 @@ fn files_dir(files: Files, dir: &std::path::Path, views: &ViewSlot) -> anyhow::R
     )?)
 }
 
+/// The hooks of a `tools call` (`--project`: that project's, asked as the user's action; none
+/// without it) around a call of `component` (`None`: a built-in tool).
+fn cli_hooks(a: &CallArgs, component: Option<&str>) -> anyhow::Result<Hooked> {
+    let root = match &a.project {
+        Some(p) => Some(
+            p.canonicalize()
+                .map_err(|e| anyhow::anyhow!("--project {}: {e}", p.display()))?,
+        ),
+        None => None,
+    };
+    Ok(Hooked::new(
+        root.as_deref(),
+        component,
+        crate::audit::Actor::User,
+    ))
+}
+
+/// The call as the hooks see it: `tool` with `arguments` parsed as the model's calls are.
+fn hooked_call(tool: &str, arguments: &str) -> ToolCall {
+    let mut calls = ToolCallAssembler::default();
+    calls.push(0, Some("cli".into()), Some(tool.to_string()), arguments);
+    calls.finish().pop().unwrap_or(ToolCall {
+        id: "cli".into(),
+        name: tool.to_string(),
+        arguments_raw: arguments.to_string(),
+        arguments: Ok(Value::Object(Default::default())),
+    })
+}
+
 fn call(a: CallArgs) -> ExitCode {
     match prepare_and_call(a) {
         Ok(code) => code,
@@ -628,6 +663,8 @@ fn prepare_and_call(a: CallArgs) -> anyhow::Result<ExitCode> {
     let views = ViewSlot::default();
     // What an output-write call may write: metered as it writes, as in agent mode.
     let mut output = None;
+    // The third-party component the call runs, for the hooks' event (`None`: a built-in tool).
+    let mut third_party = None;
     let (tool, caps): (Arc<ToolComponent>, CallCaps) = match &a.component {
         Some(path) => match manifest::locate_optional(path)? {
             // With a manifest: exactly what it requests, linked as it allows (author testing).
@@ -667,6 +704,7 @@ fn prepare_and_call(a: CallArgs) -> anyhow::Result<ExitCode> {
                 };
                 let dir = files_dir(m.requested.files, &a.dir, &views)?;
                 output = dir.limit;
+                third_party = Some(m.name.clone());
                 (Arc::new(tool), load::call_caps(&m.requested, dir.grant))
             }
             // Without one: every WASI interface is linked, but nothing is granted beyond --dir
@@ -677,6 +715,7 @@ fn prepare_and_call(a: CallArgs) -> anyhow::Result<ExitCode> {
                     AccessArg::ReadWrite => Access::ReadWrite,
                 };
                 let tool = Arc::new(sb.registry().load_file(&a.tool, path, access)?);
+                third_party = Some(a.tool.clone());
                 let grant = Grant::new(&a.dir, access)
                     .map_err(|e| anyhow::anyhow!("cannot grant {}: {e}", a.dir.display()))?;
                 (tool, CallCaps::dir(grant))
@@ -752,13 +791,28 @@ fn prepare_and_call(a: CallArgs) -> anyhow::Result<ExitCode> {
             };
             let dir = files_dir(granted.files, &a.dir, &views)?;
             output = dir.limit;
+            third_party = Some(st.name.clone());
             (tool, load::call_caps(&granted, dir.grant))
         }
     };
     if let Some(grant) = &caps.dir {
         sb.check_grant(grant)?;
     }
+    let hooks = cli_hooks(&a, third_party.as_deref())?;
+    let call = hooked_call(&a.tool, &arguments);
+    if let Err(denied) = hooks.pre(&call) {
+        eprintln!("bb7: {}", denied.tool_error());
+        return Ok(ExitCode::from(1));
+    }
     let (result, _record) = sb.call_metered(&tool, &caps, output, &settings, &arguments);
+    let (ok, text) = match &result {
+        Ok(json) => (true, json.to_string()),
+        Err(e) => (false, format!("{} failed [{}]: {e}", tool.name, e.kind())),
+    };
+    if let Err(denied) = hooks.post(&call, ok, &text) {
+        eprintln!("bb7: {}", denied.tool_error());
+        return Ok(ExitCode::from(1));
+    }
     match result {
         Ok(json) => {
             // Re-serialised by the sandbox: always exactly one line of JSON.

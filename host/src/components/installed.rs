@@ -12,7 +12,7 @@ use crate::sandbox::limits::Limits;
 use crate::store::{self, StateDir};
 
 /// The state file, in the global state directory.
-const STATE_FILE: &str = "tools.json";
+pub const STATE_FILE: &str = "tools.json";
 /// The lock every change to the state file holds, in the global state directory.
 const STATE_LOCK: &str = "tools.json.lock";
 /// Where component binaries are kept, by sha256, in the global state directory.

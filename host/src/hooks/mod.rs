@@ -7,12 +7,16 @@
 //!
 //! - [`event`]: the event JSON of each point.
 //! - `run`: one hook asked in the sandbox under its grant, its answer read, the decision recorded.
+//! - `exec`: a hook granted nothing run on the caller's thread (no hand-off to a worker).
+//! - `state`: the components' state, parsed once and kept while `tools.json` is unchanged.
 //!
-//! A project with no hook at a point costs one read of the components' state file: no engine,
-//! sandbox or component is set up then.
+//! A project with no hook at a point costs one look at the components' state file (read again
+//! only when it changed): no engine, sandbox or component is set up then.
 
 pub mod event;
+mod exec;
 mod run;
+mod state;
 
 use std::path::Path;
 
@@ -69,7 +73,7 @@ impl Denied {
 /// naming itself and `bb7 tools grant <name>`. The components' state cannot be read → `Err`:
 /// whether a hook applies is unknown, so the caller denies.
 pub fn at(project: &Path, point: Point) -> Result<Vec<Status>, ComponentError> {
-    let statuses = match crate::components::manage::statuses(Some(project)) {
+    let statuses = match state::statuses(project) {
         Ok(s) => s,
         // No state directory: nothing is installed, so no hook.
         Err(ComponentError::NoHome) => return Ok(Vec::new()),
@@ -125,10 +129,10 @@ pub fn check(
         event: &event,
     };
     for hook in &hooks {
-        if let Err(reason) = ask.decide(hook) {
+        if let Err(e) = ask.decide(hook) {
             return Err(Denied {
                 hook: hook.name.clone(),
-                reason,
+                reason: e.to_string(),
             });
         }
     }

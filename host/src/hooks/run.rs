@@ -5,7 +5,7 @@
 //! `deny(reason)` is a deny whose reason says what went wrong.
 
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
 
@@ -21,17 +21,45 @@ use crate::toolhost::ToolHost;
 /// The longest reason kept from a hook (it reaches the model, the user and the chain).
 const MAX_REASON: usize = 1024;
 
-/// Why a hook enabled but not granted denies, and what to do about it.
-fn not_granted(hook: &Status) -> String {
-    let why = if hook.grant_stale {
-        "its binary changed since it was granted"
-    } else {
-        "it is not granted"
-    };
-    format!(
-        "the hook is enabled for this project but {why}, so it denies: review it and run `bb7 tools grant {}` (or `bb7 tools disable {}`)",
-        hook.name, hook.name
-    )
+/// Why a hook denied (or was denied for): its own reason, or what went wrong asking it. `Display`
+/// is the reason the model, the user and the audit chain read.
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    /// The hook is enabled for the project but has no grant that holds.
+    #[error(
+        "the hook is enabled for this project but {}, so it denies: review it and run `bb7 tools grant {name}` (or `bb7 tools disable {name}`)",
+        if *.stale { "its binary changed since it was granted" } else { "it is not granted" }
+    )]
+    NotGranted {
+        /// The hook's name.
+        name: String,
+        /// Its grant is for another build (re-added since).
+        stale: bool,
+    },
+    /// The sandbox could not be set up.
+    #[error("the hook could not run: {0}")]
+    Sandbox(#[from] crate::toolhost::ToolHostError),
+    /// The hook could not be loaded under its grant (e.g. its binary changed on disk).
+    #[error("the hook could not be loaded: {0}")]
+    Load(#[from] crate::toolhost::LoadError),
+    /// The component exports no `decide`.
+    #[error("the component does not export {HOOK_EXPORT}, so it cannot decide")]
+    NoDecide,
+    /// The directory its grant gives could not be set up.
+    #[error("the hook's directory could not be set up: {0}")]
+    Dir(#[from] crate::components::error::ComponentError),
+    /// The call failed (trap, time or memory limit, …); the text says how, cleaned.
+    #[error("{0}")]
+    Failed(String),
+    /// The hook denied, with this reason (cleaned).
+    #[error("{0}")]
+    Denied(String),
+    /// The hook denied with an empty reason.
+    #[error("(the hook gave no reason)")]
+    NoReason,
+    /// The answer is not a decision (the start of it, as JSON).
+    #[error("the hook's answer is not a decision (pass or deny), so it denies: {0}")]
+    NotADecision(String),
 }
 
 /// The tool host hooks run on: one per process, set up at the first hook asked. Its sandbox keeps
@@ -54,8 +82,8 @@ pub(super) struct Ask<'a> {
 }
 
 impl Ask<'_> {
-    /// Asks `hook`; `Err(reason)` is a deny. The decision is recorded either way.
-    pub fn decide(&self, hook: &Status) -> Result<(), String> {
+    /// Asks `hook`; `Err` is a deny (its `Display` the reason). The decision is recorded either way.
+    pub fn decide(&self, hook: &Status) -> Result<(), HookError> {
         let decision = self.run(hook);
         let entry = Entry::new("hook", self.actor, Some(self.project))
             .set("component", hook.name.clone())
@@ -74,22 +102,21 @@ impl Ask<'_> {
             );
         crate::audit::record(match &decision {
             Ok(()) => entry,
-            Err(reason) => entry.set("reason", reason.clone()).failed(reason.clone()),
+            Err(e) => {
+                let reason = e.to_string();
+                entry.set("reason", reason.clone()).failed(reason)
+            }
         });
         decision
     }
 
-    fn run(&self, hook: &Status) -> Result<(), String> {
-        let granted = hook.granted.clone().ok_or_else(|| not_granted(hook))?;
-        let sandbox = host()
-            .sandbox()
-            .map_err(|e| format!("the hook could not run: {e}"))?;
-        let component = host()
-            .load_granted(hook)
-            .map_err(|e| format!("the hook could not be loaded: {e}"))?;
-        let decide = decide_function(&component).ok_or_else(|| {
-            format!("the component does not export {HOOK_EXPORT}, so it cannot decide")
+    fn run(&self, hook: &Status) -> Result<(), HookError> {
+        let granted = hook.granted.clone().ok_or_else(|| HookError::NotGranted {
+            name: hook.name.clone(),
+            stale: hook.grant_stale,
         })?;
+        let sandbox = host().sandbox()?;
+        let decide = decide_of(hook)?;
         let views = ViewSlot::default();
         let dir = load::call_dir(
             granted.files,
@@ -97,19 +124,45 @@ impl Ask<'_> {
             || crate::config::load().config().agent.tool_settings(),
             &views,
             OutputTo::Fresh,
-        )
-        .map_err(|e| format!("the hook's directory could not be set up: {e}"))?;
+        )?;
         let caps = load::call_caps(&granted, dir.grant);
         let arguments = serde_json::json!({ "event": self.event }).to_string();
-        let (result, _record) = sandbox.call_metered(&decide, &caps, dir.limit, &[], &arguments);
+        // A hook granted nothing cannot block in a host call: it runs on this thread (no hand-off
+        // to a worker); any other under the watchdog, as tool calls run.
+        let http_linked = !hook.installed.requested.http.is_empty();
+        let result = if super::exec::inline_safe(&caps, http_linked) {
+            super::exec::call_inline(&sandbox, &decide, &caps, &arguments)
+        } else {
+            sandbox
+                .call_metered(&decide, &caps, dir.limit, &[], &arguments)
+                .0
+        };
         match result {
             Ok(answer) => read_answer(&answer),
-            Err(e) => Err(clean(&format!(
+            Err(e) => Err(HookError::Failed(clean(&format!(
                 "the hook failed ({}), so it denies: {e}",
                 e.kind()
-            ))),
+            )))),
         }
     }
+}
+
+/// `hook`'s `decide`, ready to call: its component loaded under its grant (checked against its
+/// approved sha256 when first loaded, kept by the tool host per binary and grant), and the function
+/// looked up once per loaded component.
+fn decide_of(hook: &Status) -> Result<Arc<ToolComponent>, HookError> {
+    /// The `decide` of each component loaded so far (the component kept with it, so its address
+    /// names it for as long as the entry lives).
+    type Kept = Vec<(Arc<ToolComponent>, Arc<ToolComponent>)>;
+    static DECIDE: Mutex<Kept> = Mutex::new(Vec::new());
+    let component = host().load_granted(hook)?;
+    let mut kept = DECIDE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, d)) = kept.iter().find(|(c, _)| Arc::ptr_eq(c, &component)) {
+        return Ok(Arc::clone(d));
+    }
+    let decide = decide_function(&component).ok_or(HookError::NoDecide)?;
+    kept.push((component, Arc::clone(&decide)));
+    Ok(decide)
 }
 
 /// The component's `decide`, ready to call.
@@ -125,20 +178,17 @@ fn decide_function(component: &Arc<ToolComponent>) -> Option<Arc<ToolComponent>>
 }
 
 /// A `decision` as the sandbox gives it back (`{"tag": "pass"}` or `{"tag": "deny", "val": "…"}`):
-/// `Ok` for pass, `Err(reason)` for deny and for anything else.
-fn read_answer(answer: &Value) -> Result<(), String> {
+/// `Ok` for pass, `Err` for deny and for anything else.
+fn read_answer(answer: &Value) -> Result<(), HookError> {
     match (answer.get("tag").and_then(Value::as_str), answer.get("val")) {
         (Some("pass"), None) => Ok(()),
         (Some("deny"), Some(Value::String(reason))) if !reason.trim().is_empty() => {
-            Err(clean(reason))
+            Err(HookError::Denied(clean(reason)))
         }
-        (Some("deny"), Some(Value::String(_))) => Err("(the hook gave no reason)".into()),
-        _ => {
-            let shown: String = answer.to_string().chars().take(200).collect();
-            Err(format!(
-                "the hook's answer is not a decision (pass or deny), so it denies: {shown}"
-            ))
-        }
+        (Some("deny"), Some(Value::String(_))) => Err(HookError::NoReason),
+        _ => Err(HookError::NotADecision(
+            answer.to_string().chars().take(200).collect(),
+        )),
     }
 }
 
@@ -167,10 +217,12 @@ mod tests {
 
     #[test]
     fn only_a_clean_pass_passes() {
-        assert_eq!(read_answer(&json!({"tag": "pass"})), Ok(()));
+        assert!(read_answer(&json!({"tag": "pass"})).is_ok());
         assert_eq!(
-            read_answer(&json!({"tag": "deny", "val": "no\nway\u{202e}"})),
-            Err("no way".to_string())
+            read_answer(&json!({"tag": "deny", "val": "no\nway\u{202e}"}))
+                .unwrap_err()
+                .to_string(),
+            "no way"
         );
         assert!(read_answer(&json!({"tag": "deny", "val": ""})).is_err());
         for garbage in [
@@ -179,7 +231,7 @@ mod tests {
             json!(null),
             json!({"tag": "allow"}),
         ] {
-            let e = read_answer(&garbage).unwrap_err();
+            let e = read_answer(&garbage).unwrap_err().to_string();
             assert!(e.contains("not a decision"), "{e}");
         }
     }

@@ -292,7 +292,9 @@ impl Sandbox {
     }
 }
 
-fn classify(store: &Store<CallState>, limits: &Limits, e: wasmtime::Error) -> CallError {
+/// Why a call whose store is `store` failed with `e`: a limit it hit, or the trap (also used by
+/// hooks run on the caller's thread, `hooks/exec.rs`).
+pub(crate) fn classify(store: &Store<CallState>, limits: &Limits, e: wasmtime::Error) -> CallError {
     if store.data().memory_limit_hit() {
         return CallError::MemoryLimit(limits.memory_bytes);
     }
