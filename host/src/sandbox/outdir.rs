@@ -40,9 +40,8 @@ pub enum OutputError {
     NotRegular(String),
 }
 
-/// A fresh empty private directory under [`crate::store::scratch_base`] (a memory file system
-/// when there is one, else the system temporary directory), removed (whatever it holds) when
-/// dropped.
+/// A fresh empty private directory under the system temporary directory, removed (whatever it
+/// holds) when dropped.
 pub struct OutputDir {
     tmp: Option<tempfile::TempDir>,
 }
@@ -50,9 +49,7 @@ pub struct OutputDir {
 impl OutputDir {
     /// Creates the empty directory (mode 0700).
     pub fn new() -> io::Result<OutputDir> {
-        let tmp = tempfile::Builder::new()
-            .prefix("bb7-output-")
-            .tempdir_in(crate::store::scratch_base())?;
+        let tmp = tempfile::Builder::new().prefix("bb7-output-").tempdir()?;
         Ok(OutputDir { tmp: Some(tmp) })
     }
 

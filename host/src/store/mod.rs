@@ -319,7 +319,7 @@ pub(crate) fn fsyncs() -> u64 {
     FSYNCS.with(std::cell::Cell::get)
 }
 
-/// Where a reply's scratch directories are made (its staging copy, a call's output directory):
+/// Where a reply's staging directory (the copy its edit tools work on) is made:
 /// `TMPDIR` when it is set (the user's choice); else a memory file system, `XDG_RUNTIME_DIR` or
 /// else `/dev/shm`, when it is a tmpfs with at least [`SCRATCH_MIN_FREE`] bytes free, so the
 /// fsync a tool makes of each file it writes costs nothing and the copies never reach the disk
@@ -343,7 +343,7 @@ pub fn scratch_base() -> PathBuf {
     .clone()
 }
 
-/// The free space a memory file system needs to hold scratch directories (a reply stages at most
+/// The free space a memory file system needs to hold staging directories (a reply stages at most
 /// a few files of at most [`MAX_READ`] bytes each).
 pub const SCRATCH_MIN_FREE: u64 = 256 << 20;
 
