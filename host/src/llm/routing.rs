@@ -451,7 +451,7 @@ impl Routed {
         if !s.tool_calls.is_empty() && s.finish_reason == "stop" {
             s.finish_reason = "tool_calls".into();
         }
-        let failures: Vec<String> = s
+        let failures: Vec<local::SchemaError> = s
             .tool_calls
             .iter()
             .filter_map(|c| local::check_call(c, body).err())
@@ -484,7 +484,7 @@ impl Routed {
                 FallbackReason::SchemaFailures,
                 format!(
                     "{total} invalid tool calls from the local model (the last: {})",
-                    failures.last().map(String::as_str).unwrap_or("")
+                    failures.last().map(ToString::to_string).unwrap_or_default()
                 ),
                 s.usage,
             );
