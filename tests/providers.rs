@@ -8,8 +8,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use bb7_mock_llm::{MockServer, Reply, Script, ToolCall, Usage};
 use common::proto::*;
 use serde_json::{Value, json};
@@ -76,24 +74,11 @@ fn start(providers: Value) -> T {
 
 /// Sends with `extra` fields; the stream's events and the terminal event.
 fn send(s: &mut Bb7, extra: Value) -> (Vec<Value>, Value) {
-    let rid = s.next_id();
-    let mut req =
-        json!({"action": "send", "content": "go", "model": REMOTE_MODEL, "request_id": rid});
+    let mut req = json!({"action": "send", "content": "go", "model": REMOTE_MODEL});
     for (k, v) in extra.as_object().unwrap() {
         req[k] = v.clone();
     }
-    s.send(&req);
-    let want = json!(rid);
-    let mut evs = Vec::new();
-    loop {
-        let v = s.recv_where_for("send event", Duration::from_secs(120), |v| {
-            v.get("request_id") == Some(&want)
-        });
-        match v["type"].as_str() {
-            Some("done" | "diff_error" | "error") => return (evs, v),
-            _ => evs.push(v),
-        }
-    }
+    s.send_collect(req)
 }
 
 /// The provider events of a stream, as `(kind, data)`.
