@@ -6,6 +6,8 @@
 //!   mode's hidden repair, the title) it runs [`check`] against the caps of config.json `spend`,
 //!   and after each one it records the usage in the ledger. Over a cap, the request is not made:
 //!   the reply fails with an error that starts `Spend cap:`.
+//! - [`LocalLedger`]: a reply's local requests (§10), recorded in the ledger at cost 0 with their
+//!   token counts (no cap applies to them).
 //! - [`usage`]: `get_usage`'s rows, grouped by day, model or chat.
 //!
 //! With a day or month cap set, the check and a hold of the request's worst case are one step under
@@ -36,6 +38,7 @@ use serde_json::Value;
 
 use crate::config::spend::SpendConfig;
 use crate::llm::meta::ModelInfo;
+use crate::llm::routing::LocalUsageLog;
 use crate::llm::{LlmError, Provider, StreamEvent, StreamSummary, Usage};
 pub use ledger::{Entry, Ledger, LedgerError};
 
@@ -471,6 +474,40 @@ impl HoldTaker {
         if st.abandoned {
             (self.release)(&self.id);
         }
+    }
+}
+
+/// Records one chat's local requests (ECOSYSTEM-PROTOCOL.md §10) in the ledger: cost 0 and their
+/// token counts, so `get_usage` shows local use beside the remote one. No cap applies to them
+/// (they are free), so nothing is checked or held first.
+pub struct LocalLedger {
+    chat: String,
+}
+
+impl LocalLedger {
+    /// The log of chat `chat`'s local requests, for [`crate::llm::routing::RouteSettings`].
+    pub fn for_chat(chat: &str) -> Arc<dyn LocalUsageLog> {
+        Arc::new(LocalLedger {
+            chat: chat.to_string(),
+        })
+    }
+}
+
+impl LocalUsageLog for LocalLedger {
+    fn record(&self, model: &str, usage: &Usage) {
+        settle(
+            None,
+            &Entry {
+                time: now_text(),
+                model: model.to_string(),
+                chat: self.chat.clone(),
+                prompt_tokens: usage.prompt_tokens,
+                completion_tokens: usage.completion_tokens,
+                cached_tokens: usage.cached_tokens,
+                cost: 0.0,
+                partial: false,
+            },
+        );
     }
 }
 
