@@ -146,6 +146,47 @@ fn plan_reply_offers_no_edit_tool_and_records_the_plan() {
     s.shutdown();
 }
 
+fn job_started(evs: &[Value]) -> Value {
+    evs.iter()
+        .find(|e| e["type"] == "agent_event" && e["kind"] == "job.started")
+        .map(|e| e["data"].clone())
+        .unwrap_or_else(|| panic!("no job.started event in {evs:?}"))
+}
+
+/// `job.started` says what the job is: a plan reply is mode `plan`; the reply `plan_approve`
+/// starts is an agent-mode reply (ECOSYSTEM-PROTOCOL.md §9) carrying out that plan, so it names
+/// the plan (`plan_id`); a plain agent reply names none.
+#[test]
+fn job_started_names_the_plan_a_reply_carries_out() {
+    let (_env, _server, mut s, _id) = start(vec![
+        propose("p1", json!([{"title": "Write a.txt", "files": ["a.txt"]}])),
+        Reply::text(["Plan proposed."]),
+        Reply::text(["Done."]),
+        Reply::text(["Plain agent."]),
+    ]);
+    let (evs, done) = s.send_collect(
+        json!({"action": "send", "content": "plan it", "model": MODEL, "mode": "plan"}),
+    );
+    assert_eq!(done["type"], "done", "{done}");
+    let started = job_started(&evs);
+    assert_eq!(started["mode"], "plan", "{started}");
+    assert!(started.get("plan_id").is_none(), "{started}");
+    let plan_id = plan_event(&evs)["data"]["plan_id"].clone();
+    let (evs, done) =
+        s.send_collect(json!({"action": "plan_approve", "plan_id": plan_id, "model": MODEL}));
+    assert_eq!(done["type"], "done", "{done}");
+    let started = job_started(&evs);
+    assert_eq!(started["mode"], "agent", "{started}");
+    assert_eq!(started["plan_id"], plan_id, "{started}");
+    let (evs, done) =
+        s.send_collect(json!({"action": "send", "content": "go", "model": MODEL, "mode": "agent"}));
+    assert_eq!(done["type"], "done", "{done}");
+    let started = job_started(&evs);
+    assert_eq!(started["mode"], "agent", "{started}");
+    assert!(started.get("plan_id").is_none(), "{started}");
+    s.shutdown();
+}
+
 /// Approving with edited steps: the agent reply's first request carries the edited plan and the
 /// edit tools; an edit outside the plan's files is refused as a tool error while one inside is
 /// staged into the output; a decided plan cannot be approved again.
