@@ -33,23 +33,11 @@ fn start(replies: Vec<Reply>, extra: Value) -> (Env, MockServer, Bb7, String) {
 }
 
 fn send(s: &mut Bb7, content: &str, mode: Option<&str>) -> (Vec<Value>, Value) {
-    let rid = s.next_id();
-    let mut req = json!({"action": "send", "content": content, "model": MODEL, "request_id": rid});
+    let mut req = json!({"action": "send", "content": content, "model": MODEL});
     if let Some(m) = mode {
         req["mode"] = json!(m);
     }
-    s.send(&req);
-    let want = json!(rid);
-    let mut evs = Vec::new();
-    loop {
-        let v = s.recv_where_for("send event", std::time::Duration::from_secs(120), |v| {
-            v.get("request_id") == Some(&want)
-        });
-        match v["type"].as_str() {
-            Some("done" | "diff_error" | "error") => return (evs, v),
-            _ => evs.push(v),
-        }
-    }
+    s.send_collect(req)
 }
 
 #[test]

@@ -358,19 +358,9 @@ fn started(env: &Env) -> Bb7 {
 }
 
 fn send_agent(s: &mut Bb7, content: &str) -> (Vec<Value>, Value) {
-    let rid = s.next_id();
-    s.send(&json!({"action": "send", "content": content, "model": "mock/agent", "mode": "agent", "request_id": rid}));
-    let want = json!(rid);
-    let mut evs = Vec::new();
-    loop {
-        let v = s.recv_where_for("send event", Duration::from_secs(120), |v| {
-            v.get("request_id") == Some(&want)
-        });
-        match v["type"].as_str() {
-            Some("done" | "diff_error" | "error") => return (evs, v),
-            _ => evs.push(v),
-        }
-    }
+    s.send_collect(
+        json!({"action": "send", "content": content, "model": "mock/agent", "mode": "agent"}),
+    )
 }
 
 fn completed(evs: &[Value]) -> Vec<Value> {
@@ -1022,24 +1012,6 @@ fn output_write_files_become_the_reply_s_proposed_files() {
 
 /// Issue 23 item 17: `tools grant` in a directory without `.bb7/` (where `add --project` enabled
 /// the component) writes the lockfile, so the very next `audit --check` passes.
-/// Sends `req` (a `send` or `plan_approve`) and collects its events up to the terminal one.
-fn stream(s: &mut Bb7, mut req: Value) -> (Vec<Value>, Value) {
-    let rid = s.next_id();
-    req["request_id"] = json!(rid);
-    s.send(&req);
-    let want = json!(rid);
-    let mut evs = Vec::new();
-    loop {
-        let v = s.recv_where_for("reply event", Duration::from_secs(120), |v| {
-            v.get("request_id") == Some(&want)
-        });
-        match v["type"].as_str() {
-            Some("done" | "diff_error" | "error") => return (evs, v),
-            _ => evs.push(v),
-        }
-    }
-}
-
 /// Review finding: a restricted approved plan bounds an output-write component's files as it
 /// bounds the edit tools': a call writing a file outside the plan is a tool error and none of its
 /// files is proposed; a call writing only the plan's file is adopted.
@@ -1087,8 +1059,7 @@ fn an_approved_plan_bounds_an_output_write_component_s_files() {
         .as_str()
         .unwrap()
         .to_string();
-    let (evs, end) = stream(
-        &mut s,
+    let (evs, end) = s.send_collect(
         json!({"action": "send", "content": "plan", "model": "mock/agent", "mode": "plan"}),
     );
     assert_eq!(end["type"], "done", "{end}");
@@ -1098,10 +1069,8 @@ fn an_approved_plan_bounds_an_output_write_component_s_files() {
         .and_then(|e| e["data"]["plan_id"].as_str())
         .unwrap_or_else(|| panic!("no plan.proposed in {evs:?}"))
         .to_string();
-    let (evs, end) = stream(
-        &mut s,
-        json!({"action": "plan_approve", "plan_id": plan_id, "model": "mock/agent"}),
-    );
+    let (evs, end) = s
+        .send_collect(json!({"action": "plan_approve", "plan_id": plan_id, "model": "mock/agent"}));
     assert_eq!(end["type"], "done", "{end}");
     let done = completed(&evs);
     assert_eq!(done.len(), 2, "{done:?}");

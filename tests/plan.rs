@@ -30,24 +30,6 @@ fn start(replies: Vec<Reply>) -> (Env, MockServer, Bb7, String) {
     (env, server, s, id)
 }
 
-/// Sends `req` (a `send` or `plan_approve`) and collects its events up to the terminal one.
-fn stream(s: &mut Bb7, mut req: Value) -> (Vec<Value>, Value) {
-    let rid = s.next_id();
-    req["request_id"] = json!(rid);
-    s.send(&req);
-    let want = json!(rid);
-    let mut evs = Vec::new();
-    loop {
-        let v = s.recv_where_for("reply event", std::time::Duration::from_secs(120), |v| {
-            v.get("request_id") == Some(&want)
-        });
-        match v["type"].as_str() {
-            Some("done" | "diff_error" | "error") => return (evs, v),
-            _ => evs.push(v),
-        }
-    }
-}
-
 /// A call at position `index` of its step (calls of one step need distinct indexes).
 fn call_at(index: u32, id: &str, name: &str, args: Value) -> ToolCall {
     ToolCall::new(index, id, name, args.to_string())
@@ -114,10 +96,8 @@ fn plan_reply_offers_no_edit_tool_and_records_the_plan() {
     env.write_local("a.txt", "alpha\n");
     s.ok(json!({"action": "save_chat_settings", "mode": "plan"}));
     assert_eq!(s.ok(json!({"action": "chat_get"}))["mode"], "plan");
-    let (evs, done) = stream(
-        &mut s,
-        json!({"action": "send", "content": "plan it", "model": MODEL}),
-    );
+    let (evs, done) =
+        s.send_collect(json!({"action": "send", "content": "plan it", "model": MODEL}));
     assert_eq!(done["type"], "done", "{done}");
     let reqs: Vec<Value> = server.chat_requests().into_iter().map(|r| r.body).collect();
     assert_eq!(reqs.len(), 3);
@@ -166,6 +146,47 @@ fn plan_reply_offers_no_edit_tool_and_records_the_plan() {
     s.shutdown();
 }
 
+fn job_started(evs: &[Value]) -> Value {
+    evs.iter()
+        .find(|e| e["type"] == "agent_event" && e["kind"] == "job.started")
+        .map(|e| e["data"].clone())
+        .unwrap_or_else(|| panic!("no job.started event in {evs:?}"))
+}
+
+/// `job.started` says what the job is: a plan reply is mode `plan`; the reply `plan_approve`
+/// starts is an agent-mode reply (ECOSYSTEM-PROTOCOL.md §9) carrying out that plan, so it names
+/// the plan (`plan_id`); a plain agent reply names none.
+#[test]
+fn job_started_names_the_plan_a_reply_carries_out() {
+    let (_env, _server, mut s, _id) = start(vec![
+        propose("p1", json!([{"title": "Write a.txt", "files": ["a.txt"]}])),
+        Reply::text(["Plan proposed."]),
+        Reply::text(["Done."]),
+        Reply::text(["Plain agent."]),
+    ]);
+    let (evs, done) = s.send_collect(
+        json!({"action": "send", "content": "plan it", "model": MODEL, "mode": "plan"}),
+    );
+    assert_eq!(done["type"], "done", "{done}");
+    let started = job_started(&evs);
+    assert_eq!(started["mode"], "plan", "{started}");
+    assert!(started.get("plan_id").is_none(), "{started}");
+    let plan_id = plan_event(&evs)["data"]["plan_id"].clone();
+    let (evs, done) =
+        s.send_collect(json!({"action": "plan_approve", "plan_id": plan_id, "model": MODEL}));
+    assert_eq!(done["type"], "done", "{done}");
+    let started = job_started(&evs);
+    assert_eq!(started["mode"], "agent", "{started}");
+    assert_eq!(started["plan_id"], plan_id, "{started}");
+    let (evs, done) =
+        s.send_collect(json!({"action": "send", "content": "go", "model": MODEL, "mode": "agent"}));
+    assert_eq!(done["type"], "done", "{done}");
+    let started = job_started(&evs);
+    assert_eq!(started["mode"], "agent", "{started}");
+    assert!(started.get("plan_id").is_none(), "{started}");
+    s.shutdown();
+}
+
 /// Approving with edited steps: the agent reply's first request carries the edited plan and the
 /// edit tools; an edit outside the plan's files is refused as a tool error while one inside is
 /// staged into the output; a decided plan cannot be approved again.
@@ -189,8 +210,7 @@ fn approve_with_edited_steps_restricts_edits_to_the_plan_files() {
         ]),
         Reply::text(["Done."]),
     ]);
-    let (evs, done) = stream(
-        &mut s,
+    let (evs, done) = s.send_collect(
         json!({"action": "send", "content": "plan it", "model": MODEL, "mode": "plan"}),
     );
     assert_eq!(done["type"], "done", "{done}");
@@ -198,8 +218,7 @@ fn approve_with_edited_steps_restricts_edits_to_the_plan_files() {
         .as_str()
         .unwrap()
         .to_string();
-    let (evs, done) = stream(
-        &mut s,
+    let (evs, done) = s.send_collect(
         json!({"action": "plan_approve", "chat_id": id, "plan_id": plan_id, "model": MODEL,
                "steps": [{"title": "Create in.txt (edited by the user)", "files": ["./in.txt"]}]}),
     );
@@ -260,13 +279,11 @@ fn approve_unrestricted_allows_other_files() {
         )]),
         Reply::text(["Done."]),
     ]);
-    let (evs, _) = stream(
-        &mut s,
+    let (evs, _) = s.send_collect(
         json!({"action": "send", "content": "plan it", "model": MODEL, "mode": "plan"}),
     );
     let plan_id = plan_event(&evs)["data"]["plan_id"].clone();
-    let (_, done) = stream(
-        &mut s,
+    let (_, done) = s.send_collect(
         json!({"action": "plan_approve", "plan_id": plan_id, "model": MODEL,
                "restrict_to_plan_files": false}),
     );
@@ -286,8 +303,7 @@ fn reject_feedback_reaches_the_next_request() {
         Reply::text(["Plan proposed."]),
         Reply::text(["Understood."]),
     ]);
-    let (evs, _) = stream(
-        &mut s,
+    let (evs, _) = s.send_collect(
         json!({"action": "send", "content": "plan it", "model": MODEL, "mode": "plan"}),
     );
     let plan_id = plan_event(&evs)["data"]["plan_id"]
@@ -303,8 +319,7 @@ fn reject_feedback_reaches_the_next_request() {
         chat["plans"][0]["feedback"],
         "Keep the old API; only add a flag"
     );
-    let (_, done) = stream(
-        &mut s,
+    let (_, done) = s.send_collect(
         json!({"action": "send", "content": "try again", "model": MODEL, "mode": "plan"}),
     );
     assert_eq!(done["type"], "done", "{done}");

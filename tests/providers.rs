@@ -8,8 +8,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use bb7_mock_llm::{MockServer, Reply, Script, ToolCall, Usage};
 use common::proto::*;
 use serde_json::{Value, json};
@@ -76,24 +74,11 @@ fn start(providers: Value) -> T {
 
 /// Sends with `extra` fields; the stream's events and the terminal event.
 fn send(s: &mut Bb7, extra: Value) -> (Vec<Value>, Value) {
-    let rid = s.next_id();
-    let mut req =
-        json!({"action": "send", "content": "go", "model": REMOTE_MODEL, "request_id": rid});
+    let mut req = json!({"action": "send", "content": "go", "model": REMOTE_MODEL});
     for (k, v) in extra.as_object().unwrap() {
         req[k] = v.clone();
     }
-    s.send(&req);
-    let want = json!(rid);
-    let mut evs = Vec::new();
-    loop {
-        let v = s.recv_where_for("send event", Duration::from_secs(120), |v| {
-            v.get("request_id") == Some(&want)
-        });
-        match v["type"].as_str() {
-            Some("done" | "diff_error" | "error") => return (evs, v),
-            _ => evs.push(v),
-        }
-    }
+    s.send_collect(req)
 }
 
 /// The provider events of a stream, as `(kind, data)`.
@@ -406,6 +391,59 @@ fn spend_caps_hold_for_remote_requests_not_local_ones() {
         "{term}"
     );
     assert_eq!(t.remote.chat_requests().len(), 0);
+    t.s.shutdown();
+}
+
+/// Local requests are in the usage ledger (they were not): cost 0 even when the server reports
+/// one, their token counts (the server's, else the host's estimate), under the local model's name
+/// and the chat, so `get_usage` shows local use beside the remote one.
+#[test]
+fn local_requests_are_in_the_usage_ledger_at_no_cost() {
+    let mut t = start(json!({}));
+    t.local.push(local_text("estimated"));
+    t.local.push(
+        Reply::sse()
+            .content("reported")
+            .finish("stop")
+            .usage(Usage::new(100, 20).cost(0.5).finish("stop"))
+            .done(),
+    );
+    let (_, first) = send(&mut t.s, json!({"routing": "local"}));
+    assert_eq!(first["type"], "done", "{first}");
+    let (_, second) = send(&mut t.s, json!({"routing": "local"}));
+    assert_eq!(second["type"], "done", "{second}");
+    assert_eq!(t.local.chat_requests().len(), 2);
+    assert!(t.remote.requests().is_empty());
+    let rows = |s: &mut Bb7, by: &str| {
+        let r = s.ok(json!({"action": "get_usage", "group_by": by}));
+        r["rows"].as_array().unwrap().clone()
+    };
+    let by_model = rows(&mut t.s, "model");
+    assert_eq!(
+        by_model.len(),
+        1,
+        "only the local model was asked: {by_model:?}"
+    );
+    let row = &by_model[0];
+    assert_eq!(row["key"], LOCAL_MODEL, "{row}");
+    assert_eq!(row["requests"], 2, "{row}");
+    assert_eq!(row["cost"], 0.0, "{row}");
+    let estimated = first["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert!(estimated > 0, "{first}");
+    assert_eq!(
+        row["prompt_tokens"].as_u64().unwrap(),
+        estimated + 100,
+        "the estimate plus the server's count: {row}"
+    );
+    assert_eq!(
+        row["completion_tokens"].as_u64().unwrap(),
+        first["usage"]["completion_tokens"].as_u64().unwrap() + 20,
+        "{row}"
+    );
+    let by_chat = rows(&mut t.s, "chat");
+    assert_eq!(by_chat.len(), 1, "{by_chat:?}");
+    assert_eq!(by_chat[0]["key"], t.id.as_str());
+    assert_eq!(by_chat[0]["requests"], 2);
     t.s.shutdown();
 }
 

@@ -7,7 +7,6 @@
 mod common;
 
 use std::path::Path;
-use std::time::Duration;
 
 use bb7_mock_llm::{MockServer, Reply, Script, ToolCall, Usage};
 use common::proto::*;
@@ -81,21 +80,11 @@ fn read(id: &str, file: &str, cost: f64) -> Reply {
 }
 
 fn send(s: &mut Bb7, extra: Value) -> Value {
-    let rid = s.next_id();
-    let mut req = json!({"action": "send", "content": "go", "model": MODEL, "request_id": rid});
+    let mut req = json!({"action": "send", "content": "go", "model": MODEL});
     for (k, v) in extra.as_object().unwrap() {
         req[k] = v.clone();
     }
-    s.send(&req);
-    let want = json!(rid);
-    loop {
-        let v = s.recv_where_for("send event", Duration::from_secs(120), |v| {
-            v.get("request_id") == Some(&want)
-        });
-        if matches!(v["type"].as_str(), Some("done" | "diff_error" | "error")) {
-            return v;
-        }
-    }
+    s.send_collect(req).1
 }
 
 fn message(term: &Value) -> String {
@@ -566,22 +555,11 @@ fn a_plan_approve_refused_by_a_cap_leaves_the_plan_proposed() {
         .unwrap()
         .to_string();
     let approve = |s: &mut Bb7, extra: Value| {
-        let rid = s.next_id();
-        let mut req = json!({"action": "plan_approve", "plan_id": plan_id, "model": MODEL,
-                             "request_id": rid});
+        let mut req = json!({"action": "plan_approve", "plan_id": plan_id, "model": MODEL});
         for (k, v) in extra.as_object().unwrap() {
             req[k] = v.clone();
         }
-        s.send(&req);
-        let want = json!(rid);
-        loop {
-            let v = s.recv_where_for("approve event", Duration::from_secs(120), |v| {
-                v.get("request_id") == Some(&want)
-            });
-            if matches!(v["type"].as_str(), Some("done" | "diff_error" | "error")) {
-                return v;
-            }
-        }
+        s.send_collect(req).1
     };
     let m = message(&approve(&mut s, json!({})));
     assert!(m.starts_with("Spend cap: spend.per_day_usd"), "{m}");

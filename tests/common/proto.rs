@@ -319,6 +319,28 @@ impl Bb7 {
         self.recv_where(&what, |r| r.get("request_id") == Some(&want))
     }
 
+    /// Sends the streaming request `req` (`send`, `plan_approve`) with a fresh request_id and
+    /// collects what carries that id up to its terminal event (`done`, `diff_error` or `error`):
+    /// the events before it (chunks, `agent_event`s, …) and the terminal event. A reply may stream
+    /// for up to two minutes (a loaded machine, an agent reply of many steps).
+    pub fn send_collect(&mut self, mut req: Value) -> (Vec<Value>, Value) {
+        let rid = self.next_id();
+        req["request_id"] = json!(rid);
+        self.send(&req);
+        let want = json!(rid);
+        let what = format!("the events of {}", brief(&req));
+        let mut events = Vec::new();
+        loop {
+            let v = self.recv_where_for(&what, Duration::from_secs(120), |v| {
+                v.get("request_id") == Some(&want)
+            });
+            match v["type"].as_str() {
+                Some("done" | "diff_error" | "error") => return (events, v),
+                _ => events.push(v),
+            }
+        }
+    }
+
     /// Like `req`, asserting the reply is not an error.
     pub fn ok(&mut self, v: Value) -> Value {
         let r = self.req(v.clone());

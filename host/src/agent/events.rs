@@ -28,8 +28,11 @@ pub enum AgentEvent {
     JobStarted {
         /// The job's id.
         job_id: String,
-        /// Always `agent`.
+        /// `agent`, or `plan` for a plan reply ([`super::plan::PlanRole::job_mode`]).
         mode: &'static str,
+        /// The approved plan the job carries out (`plan_approve`); absent otherwise.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        plan_id: Option<String>,
         /// The model requested.
         model: String,
         /// The tool-call budget.
@@ -303,6 +306,7 @@ mod tests {
             AgentEvent::JobStarted {
                 job_id: "j".into(),
                 mode: "agent",
+                plan_id: None,
                 model: "m".into(),
                 max_tool_calls: 3,
             },

@@ -28,6 +28,7 @@ pub mod hooked;
 pub mod job;
 pub mod mode;
 pub mod plan;
+pub mod plan_approval;
 pub mod prepare;
 pub mod reply;
 pub mod request;

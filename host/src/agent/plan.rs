@@ -151,6 +151,16 @@ impl PlanRole {
         }
     }
 
+    /// The mode `job.started` names: `plan` for a plan reply; `agent` otherwise, carrying out an
+    /// approved plan included (ECOSYSTEM-PROTOCOL.md §9: an agent-mode reply, which the event
+    /// marks with the plan's id instead).
+    pub fn job_mode(&self) -> &'static str {
+        match self {
+            PlanRole::Propose => "plan",
+            PlanRole::None | PlanRole::Execute { .. } => "agent",
+        }
+    }
+
     /// The id of the plan this reply carries out, if it carries one out.
     pub fn approving(&self) -> Option<&str> {
         match self {

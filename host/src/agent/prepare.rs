@@ -132,6 +132,7 @@ impl ReplyJob {
                 disable_fallback: disable_fallback || config.providers.disable_fallback,
                 budget: (mode == Mode::Agent).then_some(config.agent.max_tool_calls_per_job),
                 idle_timeout_ms: config.stream_idle_timeout_ms,
+                local_log: Some(crate::spend::LocalLedger::for_chat(view.id)),
             },
         )?;
         let config_dir = crate::config::config_dir();

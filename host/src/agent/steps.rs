@@ -139,7 +139,10 @@ pub async fn run(mut job: ReplyJob, policy: Policy, sink: &mut dyn ReplySink) ->
         acc.sink,
         AgentEvent::JobStarted {
             job_id: events.job_id.clone(),
-            mode: "agent",
+            mode: (policy.explore.as_ref()).map_or("agent", |a| a.plan.job_mode()),
+            plan_id: (policy.explore.as_ref())
+                .and_then(|a| a.plan.approving())
+                .map(str::to_string),
             model: job.request.model.clone(),
             max_tool_calls: gate.budget(),
         },

@@ -222,12 +222,64 @@ pub fn extract(text: &str) -> (String, Vec<TextCall>) {
     (out, calls)
 }
 
+/// Why a tool call does not fit its tool's schema ([`check_call`]); the message is what the
+/// routing reports of the failure (`… invalid tool calls from the local model (the last: …)`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    /// The arguments are not valid JSON.
+    #[error("{tool}: {reason}")]
+    InvalidJson {
+        /// The tool called.
+        tool: String,
+        /// The parser's message.
+        reason: String,
+    },
+    /// The tool is not among those offered.
+    #[error("{0}: no such tool is offered")]
+    UnknownTool(String),
+    /// A value is not of the schema's type.
+    #[error("{at} must be of type {ty}")]
+    WrongType {
+        /// Where (`tool.field[i]…`).
+        at: String,
+        /// The type the schema names.
+        ty: String,
+    },
+    /// A value is none of the schema's types.
+    #[error("{0} has the wrong type")]
+    NoTypeFits(String),
+    /// A value is not in the schema's `enum`.
+    #[error("{0} is not one of the allowed values")]
+    NotAllowed(String),
+    /// An object lacks a required field.
+    #[error("{at}: missing required field `{field}`")]
+    MissingField {
+        /// Where.
+        at: String,
+        /// The field.
+        field: String,
+    },
+    /// An object has a field a closed schema does not list.
+    #[error("{at}: unknown field `{field}`")]
+    UnknownField {
+        /// Where.
+        at: String,
+        /// The field.
+        field: String,
+    },
+}
+
 /// Why a call does not fit its tool (offered in `body.tools`): invalid JSON, an unknown tool, a
 /// missing required field, a field of the wrong type, or one the schema does not allow.
-pub fn check_call(call: &ToolCall, body: &Value) -> Result<(), String> {
+pub fn check_call(call: &ToolCall, body: &Value) -> Result<(), SchemaError> {
     let args = match &call.arguments {
         Ok(a) => a,
-        Err(e) => return Err(format!("{}: {e}", call.name)),
+        Err(e) => {
+            return Err(SchemaError::InvalidJson {
+                tool: call.name.clone(),
+                reason: e.to_string(),
+            });
+        }
     };
     let schema = body
         .get("tools")
@@ -237,7 +289,7 @@ pub fn check_call(call: &ToolCall, body: &Value) -> Result<(), String> {
         .find(|t| t.pointer("/function/name").and_then(Value::as_str) == Some(call.name.as_str()))
         .and_then(|t| t.pointer("/function/parameters"));
     let Some(schema) = schema else {
-        return Err(format!("{}: no such tool is offered", call.name));
+        return Err(SchemaError::UnknownTool(call.name.clone()));
     };
     check_value(args, schema, &call.name)
 }
@@ -257,20 +309,23 @@ fn type_ok(v: &Value, ty: &str) -> bool {
 
 /// A small JSON-schema check (type, required, properties, additionalProperties, items, enum):
 /// what the built-in and component tools' schemas use.
-fn check_value(v: &Value, schema: &Value, at: &str) -> Result<(), String> {
+fn check_value(v: &Value, schema: &Value, at: &str) -> Result<(), SchemaError> {
     match schema.get("type") {
         Some(Value::String(t)) if !type_ok(v, t) => {
-            return Err(format!("{at} must be of type {t}"));
+            return Err(SchemaError::WrongType {
+                at: at.into(),
+                ty: t.clone(),
+            });
         }
         Some(Value::Array(ts)) if !ts.iter().filter_map(Value::as_str).any(|t| type_ok(v, t)) => {
-            return Err(format!("{at} has the wrong type"));
+            return Err(SchemaError::NoTypeFits(at.into()));
         }
         _ => {}
     }
     if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
         && !allowed.contains(v)
     {
-        return Err(format!("{at} is not one of the allowed values"));
+        return Err(SchemaError::NotAllowed(at.into()));
     }
     if let Value::Object(m) = v {
         let props = schema.get("properties").and_then(Value::as_object);
@@ -282,14 +337,22 @@ fn check_value(v: &Value, schema: &Value, at: &str) -> Result<(), String> {
             .filter_map(Value::as_str)
         {
             if !m.contains_key(r) {
-                return Err(format!("{at}: missing required field `{r}`"));
+                return Err(SchemaError::MissingField {
+                    at: at.into(),
+                    field: r.into(),
+                });
             }
         }
         let closed = schema.get("additionalProperties") == Some(&Value::Bool(false));
         for (k, val) in m {
             match props.and_then(|p| p.get(k)) {
                 Some(s) => check_value(val, s, &format!("{at}.{k}"))?,
-                None if closed => return Err(format!("{at}: unknown field `{k}`")),
+                None if closed => {
+                    return Err(SchemaError::UnknownField {
+                        at: at.into(),
+                        field: k.clone(),
+                    });
+                }
                 None => {}
             }
         }
@@ -412,6 +475,7 @@ mod tests {
         assert!(
             check_call(&call(json!({})), &b)
                 .unwrap_err()
+                .to_string()
                 .contains("file_path")
         );
         assert!(check_call(&call(json!({"file_path": 3})), &b).is_err());

@@ -173,6 +173,15 @@ pub enum RoutingSetupError {
     Client(String),
 }
 
+/// Where a reply's completed local requests are recorded: the user's usage ledger, which sits
+/// above `llm` (in `spend`), so the caller gives it. Remote requests are recorded by the
+/// spend-capped remote provider itself.
+pub trait LocalUsageLog: Send + Sync {
+    /// Records a completed local request to `model` that used `usage` (its cost is 0). It may
+    /// block on the disk: [`Routed`] calls it off the async threads.
+    fn record(&self, model: &str, usage: &Usage);
+}
+
 /// What one reply's routing is set up with.
 pub struct RouteSettings {
     /// Where its requests go.
@@ -185,6 +194,8 @@ pub struct RouteSettings {
     pub budget: Option<usize>,
     /// The stream idle timeout of the config (milliseconds).
     pub idle_timeout_ms: u64,
+    /// Where the local requests are recorded; `None`: nowhere.
+    pub local_log: Option<Arc<dyn LocalUsageLog>>,
 }
 
 #[derive(Default)]
@@ -220,6 +231,7 @@ pub struct Routed {
     max_schema_failures: usize,
     first_byte: Duration,
     budget: Option<usize>,
+    local_log: Option<Arc<dyn LocalUsageLog>>,
     state: Mutex<State>,
 }
 
@@ -264,6 +276,7 @@ impl Routed {
             max_schema_failures: settings.providers.hybrid_max_schema_failures.max(1),
             first_byte: Duration::from_millis(settings.providers.hybrid_local_timeout_ms),
             budget: settings.budget,
+            local_log: settings.local_log,
             state: Mutex::new(State::default()),
         }))
     }
@@ -296,6 +309,16 @@ impl Routed {
                 provider,
                 model: model.to_string(),
             }));
+        }
+    }
+
+    /// Records a completed local request in the usage log (the reply waits for it, as for a
+    /// remote request, so `get_usage` after `done` sees it).
+    async fn log_local(&self, model: &str, usage: &Usage) {
+        let Some(log) = &self.local_log else { return };
+        let (log, model, usage) = (Arc::clone(log), model.to_string(), usage.clone());
+        if let Err(e) = tokio::task::spawn_blocking(move || log.record(&model, &usage)).await {
+            tracing::warn!("cannot record a local request's usage: {e}");
         }
     }
 
@@ -451,7 +474,7 @@ impl Routed {
         if !s.tool_calls.is_empty() && s.finish_reason == "stop" {
             s.finish_reason = "tool_calls".into();
         }
-        let failures: Vec<String> = s
+        let failures: Vec<local::SchemaError> = s
             .tool_calls
             .iter()
             .filter_map(|c| local::check_call(c, body).err())
@@ -470,6 +493,7 @@ impl Routed {
         s.usage
             .by_provider
             .insert("local".into(), ProviderUsage::of(&s.usage, estimated));
+        self.log_local(&l.model, &s.usage).await;
         s.reasoning_details.clear();
         if !self.fallback {
             return Attempt::Done(Ok(s));
@@ -484,7 +508,7 @@ impl Routed {
                 FallbackReason::SchemaFailures,
                 format!(
                     "{total} invalid tool calls from the local model (the last: {})",
-                    failures.last().map(String::as_str).unwrap_or("")
+                    failures.last().map(ToString::to_string).unwrap_or_default()
                 ),
                 s.usage,
             );

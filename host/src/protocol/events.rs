@@ -223,10 +223,22 @@ mod tests {
                 AgentEvent::JobStarted {
                     job_id: "j".into(),
                     mode: "agent",
+                    plan_id: None,
                     model: "m".into(),
                     max_tool_calls: 40,
                 },
                 json!({"job_id": "j", "mode": "agent", "model": "m", "max_tool_calls": 40}),
+            ),
+            (
+                AgentEvent::JobStarted {
+                    job_id: "j".into(),
+                    mode: "agent",
+                    plan_id: Some("plan-1".into()),
+                    model: "m".into(),
+                    max_tool_calls: 40,
+                },
+                json!({"job_id": "j", "mode": "agent", "plan_id": "plan-1", "model": "m",
+                       "max_tool_calls": 40}),
             ),
             (
                 AgentEvent::ToolCallRequested {

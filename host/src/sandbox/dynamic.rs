@@ -335,16 +335,137 @@ pub fn schema(t: &Type) -> Value {
     }
 }
 
+/// Why a JSON argument cannot be passed as a WIT value ([`to_val`]): where, and what is wrong.
+/// The model reads the message (`<path>: <problem>`) as the call's `invalid-arguments` error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {problem}")]
+pub struct ArgError {
+    /// Where in the arguments (`parameter x`, `parameter x.field[2]`).
+    pub path: String,
+    /// What is wrong there.
+    pub problem: ArgProblem,
+}
+
+/// What is wrong with one JSON argument value (see [`ArgError`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgProblem {
+    /// The value is not of the JSON shape the type needs.
+    #[error("expected {want}, got {got}")]
+    Expected {
+        /// What the type needs (`a string`, `an array`, …).
+        want: &'static str,
+        /// What the value is.
+        got: String,
+    },
+    /// An integer type got something else.
+    #[error("expected an integer ({ty}), got {got}")]
+    NotInteger {
+        /// The WIT integer type.
+        ty: &'static str,
+        /// What the value is.
+        got: String,
+    },
+    /// An integer outside its type's range.
+    #[error("{n} is out of range for {ty} ({min}..={max})")]
+    OutOfRange {
+        /// The value.
+        n: i128,
+        /// The WIT integer type.
+        ty: &'static str,
+        /// Its least value.
+        min: i128,
+        /// Its greatest value.
+        max: i128,
+    },
+    /// A `char` got a string of another length.
+    #[error("expected exactly one character, got {0:?}")]
+    NotOneChar(String),
+    /// A fixed-length list got another number of items.
+    #[error("expected an array of exactly {want} items, got {got}")]
+    ListLength {
+        /// How many items it needs.
+        want: usize,
+        /// How many it got.
+        got: usize,
+    },
+    /// A tuple got another number of items.
+    #[error("expected an array of {want} items, got {got}")]
+    TupleLength {
+        /// How many items it needs.
+        want: usize,
+        /// How many it got.
+        got: usize,
+    },
+    /// A map entry is not a `[key, value]` pair.
+    #[error("expected a [key, value] pair, got {0}")]
+    NotPair(String),
+    /// A map key given twice.
+    #[error("the key {0} is already in the map")]
+    DuplicateKey(String),
+    /// A record lacks a field.
+    #[error("missing field {0}")]
+    MissingField(String),
+    /// A record got a field its type does not have.
+    #[error("unknown field {0}")]
+    UnknownField(String),
+    /// A variant without its `tag`.
+    #[error("missing tag")]
+    MissingTag,
+    /// A variant tag the type does not have.
+    #[error("unknown tag {tag:?} (one of: {cases})")]
+    UnknownTag {
+        /// The tag given.
+        tag: String,
+        /// The type's cases, comma-separated.
+        cases: String,
+    },
+    /// A variant case with a payload, given without `val`.
+    #[error("tag {0} needs a val")]
+    NeedsVal(String),
+    /// An enum name the type does not have.
+    #[error("{name:?} is not one of: {names}")]
+    NotOneOf {
+        /// The name given.
+        name: String,
+        /// The type's names, comma-separated.
+        names: String,
+    },
+    /// A result's `ok` or `err` side without its value.
+    #[error("missing")]
+    Missing,
+    /// A flag the type does not have.
+    #[error("unknown flag {flag} (flags: {flags})")]
+    UnknownFlag {
+        /// The flag given.
+        flag: String,
+        /// The type's flags, comma-separated.
+        flags: String,
+    },
+    /// A type no tool parameter can have.
+    #[error("this type cannot be passed to a tool")]
+    Unsupported,
+}
+
+impl ArgProblem {
+    /// This problem at `path`.
+    fn at(self, path: &str) -> ArgError {
+        ArgError {
+            path: path.to_string(),
+            problem: self,
+        }
+    }
+}
+
 /// Converts the JSON `v` at `path` (for errors: `parameter x`, `parameter x.field`) to a value of
 /// `t`.
-pub fn to_val(v: &Value, t: &Type, path: &str) -> Result<Val, String> {
+pub fn to_val(v: &Value, t: &Type, path: &str) -> Result<Val, ArgError> {
     fn int<N: TryFrom<i128>>(
         v: &Value,
         path: &str,
-        ty: &str,
+        ty: &'static str,
         min: i128,
         max: i128,
-    ) -> Result<N, String> {
+    ) -> Result<N, ArgError> {
         let n: Option<i128> = v
             .as_i64()
             .map(i128::from)
@@ -355,17 +476,14 @@ pub fn to_val(v: &Value, t: &Type, path: &str) -> Result<Val, String> {
                     .map(|f| f as i128)
             });
         let Some(n) = n else {
-            return Err(format!(
-                "{path}: expected an integer ({ty}), got {}",
-                kind(v)
-            ));
+            return Err(ArgProblem::NotInteger { ty, got: kind(v) }.at(path));
         };
         N::try_from(n)
             .ok()
             .filter(|_| n >= min && n <= max)
-            .ok_or_else(|| format!("{path}: {n} is out of range for {ty} ({min}..={max})"))
+            .ok_or_else(|| ArgProblem::OutOfRange { n, ty, min, max }.at(path))
     }
-    let want = |what: &str| format!("{path}: expected {what}, got {}", kind(v));
+    let want = |want: &'static str| ArgProblem::Expected { want, got: kind(v) }.at(path);
     Ok(match t {
         Type::Bool => Val::Bool(v.as_bool().ok_or_else(|| want("a boolean"))?),
         Type::S8 => Val::S8(int(v, path, "s8", i8::MIN.into(), i8::MAX.into())?),
@@ -383,7 +501,7 @@ pub fn to_val(v: &Value, t: &Type, path: &str) -> Result<Val, String> {
             let mut cs = s.chars();
             match (cs.next(), cs.next()) {
                 (Some(c), None) => Val::Char(c),
-                _ => return Err(format!("{path}: expected exactly one character, got {s:?}")),
+                _ => return Err(ArgProblem::NotOneChar(s.to_string()).at(path)),
             }
         }
         Type::String => Val::String(v.as_str().ok_or_else(|| want("a string"))?.to_string()),
@@ -401,11 +519,11 @@ pub fn to_val(v: &Value, t: &Type, path: &str) -> Result<Val, String> {
         Type::FixedLengthList(l) => {
             let items = v.as_array().ok_or_else(|| want("an array"))?;
             if items.len() != l.len() as usize {
-                return Err(format!(
-                    "{path}: expected an array of exactly {} items, got {}",
-                    l.len(),
-                    items.len()
-                ));
+                return Err(ArgProblem::ListLength {
+                    want: l.len() as usize,
+                    got: items.len(),
+                }
+                .at(path));
             }
             let ty = l.ty();
             Val::FixedLengthList(
@@ -425,14 +543,11 @@ pub fn to_val(v: &Value, t: &Type, path: &str) -> Result<Val, String> {
             for (i, pair) in items.iter().enumerate() {
                 let p = format!("{path}[{i}]");
                 let [k, x] = pair.as_array().map(Vec::as_slice).unwrap_or_default() else {
-                    return Err(format!(
-                        "{p}: expected a [key, value] pair, got {}",
-                        kind(pair)
-                    ));
+                    return Err(ArgProblem::NotPair(kind(pair)).at(&p));
                 };
                 let key = to_val(k, &kt, &format!("{p}[0]"))?;
                 if pairs.iter().any(|(other, _)| *other == key) {
-                    return Err(format!("{p}: the key {k} is already in the map"));
+                    return Err(ArgProblem::DuplicateKey(k.to_string()).at(&p));
                 }
                 let val = to_val(x, &vt, &format!("{p}[1]"))?;
                 pairs.push((key, val));
@@ -445,7 +560,7 @@ pub fn to_val(v: &Value, t: &Type, path: &str) -> Result<Val, String> {
             for f in r.fields() {
                 let x = obj
                     .get(f.name)
-                    .ok_or_else(|| format!("{path}: missing field {}", f.name))?;
+                    .ok_or_else(|| ArgProblem::MissingField(f.name.to_string()).at(path))?;
                 fields.push((
                     f.name.to_string(),
                     to_val(x, &f.ty, &format!("{path}.{}", f.name))?,
@@ -455,18 +570,18 @@ pub fn to_val(v: &Value, t: &Type, path: &str) -> Result<Val, String> {
                 .keys()
                 .find(|k| !r.fields().any(|f| f.name == k.as_str()))
             {
-                return Err(format!("{path}: unknown field {k}"));
+                return Err(ArgProblem::UnknownField(k.clone()).at(path));
             }
             Val::Record(fields)
         }
         Type::Tuple(tt) => {
             let items = v.as_array().ok_or_else(|| want("an array"))?;
             if items.len() != tt.types().len() {
-                return Err(format!(
-                    "{path}: expected an array of {} items, got {}",
-                    tt.types().len(),
-                    items.len()
-                ));
+                return Err(ArgProblem::TupleLength {
+                    want: tt.types().len(),
+                    got: items.len(),
+                }
+                .at(path));
             }
             Val::Tuple(
                 items
@@ -484,18 +599,19 @@ pub fn to_val(v: &Value, t: &Type, path: &str) -> Result<Val, String> {
             let tag = obj
                 .get("tag")
                 .and_then(Value::as_str)
-                .ok_or_else(|| format!("{path}: missing tag"))?;
+                .ok_or_else(|| ArgProblem::MissingTag.at(path))?;
             let case = var.cases().find(|c| c.name == tag).ok_or_else(|| {
-                format!(
-                    "{path}: unknown tag {tag:?} (one of: {})",
-                    var.cases().map(|c| c.name).collect::<Vec<_>>().join(", ")
-                )
+                ArgProblem::UnknownTag {
+                    tag: tag.to_string(),
+                    cases: var.cases().map(|c| c.name).collect::<Vec<_>>().join(", "),
+                }
+                .at(path)
             })?;
             let payload = match &case.ty {
                 Some(t) => {
                     let x = obj
                         .get("val")
-                        .ok_or_else(|| format!("{path}: tag {tag} needs a val"))?;
+                        .ok_or_else(|| ArgProblem::NeedsVal(tag.to_string()).at(path))?;
                     Some(Box::new(to_val(x, t, &format!("{path}.val"))?))
                 }
                 None => None,
@@ -505,10 +621,11 @@ pub fn to_val(v: &Value, t: &Type, path: &str) -> Result<Val, String> {
         Type::Enum(e) => {
             let s = v.as_str().ok_or_else(|| want("a string"))?;
             if !e.names().any(|n| n == s) {
-                return Err(format!(
-                    "{path}: {s:?} is not one of: {}",
-                    e.names().collect::<Vec<_>>().join(", ")
-                ));
+                return Err(ArgProblem::NotOneOf {
+                    name: s.to_string(),
+                    names: e.names().collect::<Vec<_>>().join(", "),
+                }
+                .at(path));
             }
             Val::Enum(s.to_string())
         }
@@ -520,14 +637,16 @@ pub fn to_val(v: &Value, t: &Type, path: &str) -> Result<Val, String> {
             let obj = v
                 .as_object()
                 .ok_or_else(|| want("an object {\"ok\"} or {\"err\"}"))?;
-            let side =
-                |t: Option<Type>, x: Option<&Value>, p: &str| -> Result<Option<Box<Val>>, String> {
-                    match (t, x) {
-                        (Some(t), Some(x)) => Ok(Some(Box::new(to_val(x, &t, p)?))),
-                        (Some(_), None) => Err(format!("{p}: missing")),
-                        (None, _) => Ok(None),
-                    }
-                };
+            let side = |t: Option<Type>,
+                        x: Option<&Value>,
+                        p: &str|
+             -> Result<Option<Box<Val>>, ArgError> {
+                match (t, x) {
+                    (Some(t), Some(x)) => Ok(Some(Box::new(to_val(x, &t, p)?))),
+                    (Some(_), None) => Err(ArgProblem::Missing.at(p)),
+                    (None, _) => Ok(None),
+                }
+            };
             if obj.contains_key("ok") {
                 Val::Result(Ok(side(r.ok(), obj.get("ok"), &format!("{path}.ok"))?))
             } else if obj.contains_key("err") {
@@ -541,20 +660,25 @@ pub fn to_val(v: &Value, t: &Type, path: &str) -> Result<Val, String> {
             let mut set = Vec::new();
             for (k, b) in obj {
                 if !f.names().any(|n| n == k) {
-                    return Err(format!(
-                        "{path}: unknown flag {k} (flags: {})",
-                        f.names().collect::<Vec<_>>().join(", ")
-                    ));
+                    return Err(ArgProblem::UnknownFlag {
+                        flag: k.clone(),
+                        flags: f.names().collect::<Vec<_>>().join(", "),
+                    }
+                    .at(path));
                 }
-                if b.as_bool()
-                    .ok_or_else(|| format!("{path}.{k}: expected a boolean, got {}", kind(b)))?
-                {
+                if b.as_bool().ok_or_else(|| {
+                    ArgProblem::Expected {
+                        want: "a boolean",
+                        got: kind(b),
+                    }
+                    .at(&format!("{path}.{k}"))
+                })? {
                     set.push(k.clone());
                 }
             }
             Val::Flags(set)
         }
-        _ => return Err(format!("{path}: this type cannot be passed to a tool")),
+        _ => return Err(ArgProblem::Unsupported.at(path)),
     })
 }
 
@@ -683,7 +807,7 @@ impl<T: Send + 'static> GenericPre<T> {
             };
             match to_val(v, ty, &format!("parameter {name}")) {
                 Ok(v) => params.push(v),
-                Err(e) => return Ok(Err(invalid(e))),
+                Err(e) => return Ok(Err(invalid(e.to_string()))),
             }
         }
         let instance = self.pre.instantiate(&mut *store)?;

@@ -6,6 +6,8 @@
 //!   mode's hidden repair, the title) it runs [`check`] against the caps of config.json `spend`,
 //!   and after each one it records the usage in the ledger. Over a cap, the request is not made:
 //!   the reply fails with an error that starts `Spend cap:`.
+//! - [`LocalLedger`]: a reply's local requests (§10), recorded in the ledger at cost 0 with their
+//!   token counts (no cap applies to them).
 //! - [`usage`]: `get_usage`'s rows, grouped by day, model or chat.
 //!
 //! With a day or month cap set, the check and a hold of the request's worst case are one step under
@@ -36,6 +38,7 @@ use serde_json::Value;
 
 use crate::config::spend::SpendConfig;
 use crate::llm::meta::ModelInfo;
+use crate::llm::routing::LocalUsageLog;
 use crate::llm::{LlmError, Provider, StreamEvent, StreamSummary, Usage};
 pub use ledger::{Entry, Ledger, LedgerError};
 
@@ -114,8 +117,29 @@ pub enum CapError {
         /// The model asked.
         model: String,
         /// Why the price is not known.
-        why: String,
+        why: PriceUnknown,
     },
+}
+
+/// Why a request's worst case is not known (so a cap cannot bound it): the `why` of
+/// [`CapError::UnknownPrice`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PriceUnknown {
+    /// The model list could not be fetched.
+    #[error("the model list could not be fetched: {0}")]
+    NoModelList(String),
+    /// The model is not in the list.
+    #[error("it is not in the model list")]
+    NotListed,
+    /// The list gives the model no (numeric) price.
+    #[error("the model list gives no price")]
+    NoPrice,
+    /// The prompt's tokens could not be counted.
+    #[error("the prompt could not be counted: {0}")]
+    NotCounted(String),
+    /// Neither the request nor the list bounds the completion.
+    #[error("the model list gives no completion limit")]
+    NoCompletionLimit,
 }
 
 /// A model's prices per token, and the most tokens one completion may have.
@@ -158,12 +182,12 @@ impl Price {
     }
 }
 
-/// Compares `spent` + `worst` (the request's worst case; `Err(why)` when its price is not known)
+/// Compares `spent` + `worst` (the request's worst case; `Err(why)` when it is not known)
 /// with each cap set in `caps`. `Ok` when no cap is set, whatever the price.
 pub fn check(
     caps: &SpendConfig,
     spent: Spent,
-    worst: Result<f64, String>,
+    worst: Result<f64, PriceUnknown>,
     model: &str,
 ) -> Result<(), CapError> {
     let set = [
@@ -313,29 +337,29 @@ impl Capped {
         }
     }
 
-    async fn worst_case(&self, body: &Value, model: &str) -> Result<f64, String> {
+    async fn worst_case(&self, body: &Value, model: &str) -> Result<f64, PriceUnknown> {
         let state = crate::paths::state_dir();
         let models = crate::llm::meta::models(&*self.inner, &self.base_url, state.as_deref())
             .await
-            .map_err(|e| format!("the model list could not be fetched: {e}"))?;
+            .map_err(|e| PriceUnknown::NoModelList(e.to_string()))?;
         let info = models
             .iter()
             .find(|m| m.id == model)
-            .ok_or_else(|| "it is not in the model list".to_string())?;
-        let price = Price::of(info).ok_or_else(|| "the model list gives no price".to_string())?;
+            .ok_or(PriceUnknown::NotListed)?;
+        let price = Price::of(info).ok_or(PriceUnknown::NoPrice)?;
         if let Ok(mut p) = self.price.lock() {
             *p = Some(price);
         }
         let b = body.clone();
         let tokens = tokio::task::spawn_blocking(move || prompt_tokens(&b))
             .await
-            .map_err(|e| format!("the prompt could not be counted: {e}"))?;
+            .map_err(|e| PriceUnknown::NotCounted(e.to_string()))?;
         let max_tokens = ["max_tokens", "max_completion_tokens"]
             .iter()
             .find_map(|k| body.get(*k).and_then(Value::as_u64));
         price
             .worst_case(tokens, max_tokens)
-            .ok_or_else(|| "the model list gives no completion limit".to_string())
+            .ok_or(PriceUnknown::NoCompletionLimit)
     }
 
     /// Records a request's usage and drops its hold (in the background: a slow disk does not hold
@@ -450,6 +474,40 @@ impl HoldTaker {
         if st.abandoned {
             (self.release)(&self.id);
         }
+    }
+}
+
+/// Records one chat's local requests (ECOSYSTEM-PROTOCOL.md §10) in the ledger: cost 0 and their
+/// token counts, so `get_usage` shows local use beside the remote one. No cap applies to them
+/// (they are free), so nothing is checked or held first.
+pub struct LocalLedger {
+    chat: String,
+}
+
+impl LocalLedger {
+    /// The log of chat `chat`'s local requests, for [`crate::llm::routing::RouteSettings`].
+    pub fn for_chat(chat: &str) -> Arc<dyn LocalUsageLog> {
+        Arc::new(LocalLedger {
+            chat: chat.to_string(),
+        })
+    }
+}
+
+impl LocalUsageLog for LocalLedger {
+    fn record(&self, model: &str, usage: &Usage) {
+        settle(
+            None,
+            &Entry {
+                time: now_text(),
+                model: model.to_string(),
+                chat: self.chat.clone(),
+                prompt_tokens: usage.prompt_tokens,
+                completion_tokens: usage.completion_tokens,
+                cached_tokens: usage.cached_tokens,
+                cost: 0.0,
+                partial: false,
+            },
+        );
     }
 }
 
@@ -677,15 +735,21 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.starts_with("Spend cap: spend.per_day_usd"), "{e}");
-        let e = check(&caps, spent, Err("x".into()), "m")
+        let e = check(&caps, spent, Err(PriceUnknown::NotListed), "m")
             .unwrap_err()
             .to_string();
         assert!(
-            e.starts_with("Spend cap:") && e.contains("not known"),
+            e.starts_with("Spend cap:") && e.contains("not known (it is not in the model list)"),
             "{e}"
         );
         assert!(
-            check(&SpendConfig::default(), spent, Err("x".into()), "m").is_ok(),
+            check(
+                &SpendConfig::default(),
+                spent,
+                Err(PriceUnknown::NoPrice),
+                "m"
+            )
+            .is_ok(),
             "an unknown price is over a cap only when a cap is set"
         );
     }

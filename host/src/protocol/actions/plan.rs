@@ -6,9 +6,8 @@
 use serde_json::{Value, json};
 
 use super::Handled;
-use crate::agent::mode::Mode;
-use crate::agent::plan::{self, PlanError, PlanRole};
-use crate::agent::prepare::ReplyRequest;
+use crate::agent::plan::{self, PlanError};
+use crate::agent::plan_approval::{self, Approval};
 use crate::protocol::reply;
 use crate::protocol::request::Request;
 use crate::workspace::Workspace;
@@ -49,44 +48,25 @@ pub fn approve(ctx: &crate::protocol::Ctx, req: &Request) -> Handled {
         check_chat(&s, req)?;
         plan::pending(&s.active()?.chat, &plan_id)?;
     }
-    let cancel = ctx.inflight.claim(req.id.as_deref())?;
+    let approval = Approval {
+        plan_id,
+        steps,
+        restrict,
+        model,
+        effort,
+        override_cap,
+        cancel: ctx.inflight.claim(req.id.as_deref())?,
+    };
     super::send::start(ctx, req, move |s| {
         check_chat(s, req)?;
-        let before = plan::pending(&s.active()?.chat, &plan_id)?;
-        let mut approved = before.clone();
-        if let Some(steps) = steps {
-            approved.steps = steps;
-        }
-        approved.status = "approved".into();
-        let files = if restrict {
-            s.project
-                .as_ref()
-                .and_then(|p| plan::plan_files(&approved, p.root()))
-        } else {
-            None
-        };
-        let content = plan::approval_message(&approved, files.is_some());
-        plan::store(&mut s.active_mut()?.chat, &approved);
-        let reply = ReplyRequest {
-            content,
-            model,
-            effort,
-            retry: None,
-            mode: Some(Mode::Agent),
-            cancel,
-            override_cap,
-            plan: Some(PlanRole::Execute {
-                files,
-                plan_id: approved.id.clone(),
-            }),
-            routing: None,
-            disable_fallback: false,
-        };
+        let root = s.project.as_ref().map(|p| p.root().to_path_buf());
+        let (reply, undo) =
+            plan_approval::approve(&mut s.active_mut()?.chat, approval, root.as_deref())?;
         // start_reply saves the chat with the approval and its user message together; when it
         // fails nothing was saved, so the plan is put back as it was.
         s.start_reply(reply).map_err(|e| {
             if let Ok(a) = s.active_mut() {
-                plan::store(&mut a.chat, &before);
+                undo.restore(&mut a.chat);
             }
             e.to_string()
         })
