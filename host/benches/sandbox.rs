@@ -203,53 +203,103 @@ fn main() {
     }
 
     if want("search") {
-        let tree = tempfile::tempdir().unwrap();
-        generate_tree(tree.path(), 20_000);
-        let tool = sb
-            .registry()
-            .builtin("search_project")
-            .expect("search_project");
-        let grant = Grant::new(tree.path(), Access::ReadOnly).unwrap();
-        let args = r#"{"query":"needle_marker","limit":50}"#;
-        let root = Root::at(tree.path());
-        let settings = Settings::default();
-        let native = time(5, || {
+        search_bench(&sb);
+    }
+}
+
+/// CPU time (user + system) this process has used so far (`children`: that its reaped children
+/// have), for CPU figures that a loaded machine barely moves.
+fn cpu_time(children: bool) -> Duration {
+    let who = if children {
+        libc::RUSAGE_CHILDREN
+    } else {
+        libc::RUSAGE_SELF
+    };
+    // SAFETY: getrusage only writes the zeroed struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid rusage for the call to fill.
+    unsafe { libc::getrusage(who, &mut ru) };
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// `search_project` over 20,000 files: the logic natively, the sandboxed component, `grep -rn`
+/// and `rg` (when installed), in interleaved rounds; medians of wall-clock and CPU time (the
+/// in-process runs count every thread of this process, the external ones their process, spawn
+/// included). Native and sandboxed runs use the same (default) deny list.
+fn search_bench(sb: &Sandbox) {
+    const ROUNDS: usize = 15;
+    let tree = tempfile::tempdir().unwrap();
+    generate_tree(tree.path(), 20_000);
+    let tool = sb
+        .registry()
+        .builtin("search_project")
+        .expect("search_project");
+    let grant = Grant::new(tree.path(), Access::ReadOnly).unwrap();
+    let args = r#"{"query":"needle_marker","limit":50}"#;
+    let settings = Settings::default();
+    let root = Root::at(tree.path()).with_settings(&settings);
+    let available = |prog: &str| Command::new(prog).arg("--version").output().is_ok();
+    let have_rg = available("rg");
+    let external = |prog: &str, args: &[&str]| {
+        Command::new(prog)
+            .args(args)
+            .arg(tree.path())
+            .output()
+            .expect("search tool");
+    };
+    // Wall and CPU samples per contender: native, sandboxed, grep, rg.
+    let mut wall: [Vec<Duration>; 4] = Default::default();
+    let mut cpu: [Vec<Duration>; 4] = Default::default();
+    let mut record = |i: usize, children: bool, f: &mut dyn FnMut()| {
+        let (c0, t) = (cpu_time(children), Instant::now());
+        f();
+        wall[i].push(t.elapsed());
+        cpu[i].push(cpu_time(children).saturating_sub(c0));
+    };
+    // One warm-up round (page cache, the component's first instantiation), not counted.
+    for _ in 0..=ROUNDS {
+        let mut native = || {
             bb7_tool_logic::tools::search_project::call(&root, &settings, args)
                 .expect("native search");
-        });
-        let sandboxed = time(5, || {
+        };
+        let mut sandboxed = || {
             sb.call(&tool, &grant, &[], args)
                 .0
                 .expect("sandboxed search");
-        });
-        let external = |prog: &str, args: &[&str]| -> Option<Duration> {
-            Command::new(prog).arg("--version").output().ok()?;
-            Some(time(5, || {
-                Command::new(prog)
-                    .args(args)
-                    .arg(tree.path())
-                    .output()
-                    .expect("search tool");
-            }))
         };
-        let grep = external("grep", &["-rn", "needle_marker"]);
-        let rg = external("rg", &["-n", "needle_marker"]);
-        print!(
-            "search_project over 20,000 files: sandboxed {}, native logic {}",
-            fmt(sandboxed),
-            fmt(native)
-        );
-        if let Some(g) = grep {
-            print!(
-                ", grep -rn {} (sandboxed = {:.2}x grep)",
-                fmt(g),
-                sandboxed.as_secs_f64() / g.as_secs_f64()
-            );
+        let mut grep = || external("grep", &["-rn", "needle_marker"]);
+        let mut rg = || external("rg", &["-n", "needle_marker"]);
+        record(0, false, &mut native);
+        record(1, false, &mut sandboxed);
+        record(2, true, &mut grep);
+        if have_rg {
+            record(3, true, &mut rg);
         }
-        match rg {
-            Some(r) => println!(", rg {}", fmt(r)),
-            None => println!(", rg not installed"),
-        }
+    }
+    // Sample 0 of each is the warm-up.
+    let med = |v: &[Duration]| median(v[1..].to_vec());
+    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
+    println!(
+        "search_project over 20,000 files, {ROUNDS} interleaved rounds, medians (wall / CPU):"
+    );
+    println!(
+        "  sandboxed {} / {}, native logic {} / {}, grep -rn {} / {} (sandboxed = {:.2}x grep wall, {:.2}x CPU)",
+        fmt(med(&wall[1])),
+        fmt(med(&cpu[1])),
+        fmt(med(&wall[0])),
+        fmt(med(&cpu[0])),
+        fmt(med(&wall[2])),
+        fmt(med(&cpu[2])),
+        ratio(med(&wall[1]), med(&wall[2])),
+        ratio(med(&cpu[1]), med(&cpu[2])),
+    );
+    if have_rg {
+        println!("  rg {} / {}", fmt(med(&wall[3])), fmt(med(&cpu[3])));
+    } else {
+        println!("  rg not installed");
     }
 }
 

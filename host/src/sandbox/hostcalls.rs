@@ -46,7 +46,7 @@ use super::limits::OutputBudget;
 use super::state::CallState;
 
 /// The WASI 0.2 version the linker's interfaces are defined at (older 0.2.x imports resolve to it).
-const WASI: &str = "0.2.12";
+pub(super) const WASI: &str = "0.2.12";
 
 /// Replaces the waiting and writing host calls of `linker` (which already holds wasmtime-wasi's
 /// WASI 0.2 interfaces) by the bounded and metered versions of this module.

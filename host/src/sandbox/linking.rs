@@ -26,7 +26,9 @@ pub fn linker(engine: &Engine, network: bool) -> anyhow::Result<Linker<CallState
     } else {
         add_without_sockets(&mut linker).map_err(|e| anyhow::anyhow!("linking WASI: {e}"))?;
     }
-    super::hostcalls::shadow(&mut linker).map_err(|e| anyhow::anyhow!("linking WASI: {e}"))?;
+    super::hostcalls::shadow(&mut linker)
+        .and_then(|()| super::readdir::shadow(&mut linker))
+        .map_err(|e| anyhow::anyhow!("linking WASI: {e}"))?;
     Ok(linker)
 }
 

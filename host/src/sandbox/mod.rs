@@ -12,6 +12,7 @@
 //! - [`outdir`]: an `output-write` call's directory: the bounded walk and the flat removal.
 //! - [`http`]: `wasi:http` origins, and the request hook that allows only the granted ones.
 //! - [`hostcalls`]: the host calls shadowed so that waits end at the deadline and output is metered.
+//! - [`readdir`]: `read-directory` taking each entry's type from the listing (no `stat` per entry).
 //! - [`dynamic`]: generic components: exported functions as tools, JSON ↔ component values.
 //! - [`generic_tool`]: a generic component's tools, one exported function chosen per call.
 //! - [`audit`]: the record every call leaves, and the audit log.
@@ -31,6 +32,7 @@ pub mod http;
 pub mod limits;
 pub mod linking;
 pub mod outdir;
+pub mod readdir;
 pub mod registry;
 pub mod runner;
 pub mod state;
