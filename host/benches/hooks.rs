@@ -4,10 +4,12 @@
 //! A state directory of its own (`BB7_HOME` in a temporary directory) with the test hook
 //! `hook_pass` (`examples/hooks`, built here with a nested cargo) installed, granted and enabled for
 //! a project. Then `bb7::hooks::check` at `pre_tool_call` for a `read_file` call, as the agent loop
-//! makes it, 2,000 times after 50 warm-up calls: read the components' state, load the hook (kept
-//! after the first), build the event, instantiate the component and call `decide` on a worker thread
-//! under the limits, read the answer, append the `hook` record to the audit chain. Then the same
-//! with no hook (the cost every tool call pays when a project has none). min / median / p99.
+//! makes it, 2,000 times after 50 warm-up calls: look at the components' state (parsed again only
+//! when `tools.json` changed), load the hook (kept after the first), build the event, instantiate
+//! the component in a fresh store and call `decide` under the limits (on the calling thread: the
+//! hook is granted nothing), read the answer, append the `hook` record to the audit chain. Before
+//! it, the same with no hook (the cost every tool call pays when a project has none). min / median
+//! / p99 of the wall-clock time, and of the process's CPU time per call; then each part on its own.
 //! Target: a trivial hook ≤ 100 µs median per `pre_tool_call`.
 
 #[path = "../../tests/common/wasm.rs"]
@@ -30,18 +32,37 @@ fn event() -> Map<String, Value> {
     }
 }
 
-fn measure(project: &std::path::Path) -> Vec<f64> {
+/// The process's CPU time (every thread's, user and system), in µs.
+fn cpu_us() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write to.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts);
+    }
+    ts.tv_sec as f64 * 1e6 + ts.tv_nsec as f64 / 1e3
+}
+
+/// `check` timed: wall-clock per call, and the process's CPU time per call (which a loaded
+/// machine barely moves), both sorted (µs).
+fn measure(project: &std::path::Path) -> (Vec<f64>, Vec<f64>) {
     for _ in 0..WARM_UP {
         hooks::check(project, Point::PreToolCall, &Actor::Model, event).expect("pass");
     }
     let mut times = Vec::with_capacity(CALLS);
+    let mut cpu = Vec::with_capacity(CALLS);
     for _ in 0..CALLS {
+        let c = cpu_us();
         let t = Instant::now();
         hooks::check(project, Point::PreToolCall, &Actor::Model, event).expect("pass");
         times.push(t.elapsed().as_secs_f64() * 1e6);
+        cpu.push(cpu_us() - c);
     }
     times.sort_by(f64::total_cmp);
-    times
+    cpu.sort_by(f64::total_cmp);
+    (times, cpu)
 }
 
 /// `f` timed `CALLS` times after `WARM_UP` calls, sorted (µs).
@@ -157,10 +178,12 @@ fn main() {
     bb7::components::manage::add(&sandbox, &wasm, Some(project.as_path())).expect("add");
     bb7::components::manage::grant("hook_pass", None, Some(project.as_path())).expect("grant");
     let pass = measure(&project);
-    line("pre_tool_call, no hook in the project", &empty);
+    line("pre_tool_call, no hook in the project", &empty.0);
+    line("  CPU time (process)", &empty.1);
     line(
         "pre_tool_call, one trivial hook (hook_pass; audit record included)  (target: median ≤ 100 µs)",
-        &pass,
+        &pass.0,
     );
+    line("  CPU time (process)", &pass.1);
     parts(&project);
 }

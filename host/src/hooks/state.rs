@@ -30,18 +30,18 @@ static KEPT: Mutex<Option<(Stamp, Arc<ToolsState>)>> = Mutex::new(None);
 /// from the kept state when the file is unchanged.
 pub(super) fn statuses(project: &Path) -> Result<Vec<Status>, ComponentError> {
     let dir = crate::paths::state_dir().ok_or(ComponentError::NoHome)?;
-    let stamp = match StateDir::open(&dir, false) {
-        Ok(home) => match home.dir().metadata(STATE_FILE) {
-            Ok(m) => Some(Stamp {
-                dev: m.dev(),
-                ino: m.ino(),
-                len: m.len(),
-                mtime: (m.mtime(), m.mtime_nsec()),
-                ctime: (m.ctime(), m.ctime_nsec()),
-            }),
-            // No state file (or none that can be looked at): read as before, uncached.
-            Err(_) => None,
-        },
+    let looked = StateDir::open(&dir, false).and_then(|home| home.dir().metadata(STATE_FILE));
+    let stamp = match looked {
+        Ok(m) => Some(Stamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }),
+        // No state directory or no state file: nothing is installed (what reading it would say).
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        // One that cannot be looked at: read as before, uncached (its error is the answer).
         Err(_) => None,
     };
     if let Some(stamp) = stamp {
