@@ -376,16 +376,21 @@ impl Capped {
         if let Ok(mut g) = self.reply_spent.lock() {
             *g += usage.cost;
         }
-        Entry {
-            time: now_text(),
-            model: model.to_string(),
-            chat: self.chat.clone(),
-            prompt_tokens: usage.prompt_tokens,
-            completion_tokens: usage.completion_tokens,
-            cached_tokens: usage.cached_tokens,
-            cost: usage.cost,
-            partial,
-        }
+        ledger_entry(&self.chat, model, usage, partial)
+    }
+}
+
+/// The ledger entry, now, of a request for chat `chat` to `model` that used `usage`.
+fn ledger_entry(chat: &str, model: &str, usage: &Usage, partial: bool) -> Entry {
+    Entry {
+        time: now_text(),
+        model: model.to_string(),
+        chat: chat.to_string(),
+        prompt_tokens: usage.prompt_tokens,
+        completion_tokens: usage.completion_tokens,
+        cached_tokens: usage.cached_tokens,
+        cost: usage.cost,
+        partial,
     }
 }
 
@@ -495,19 +500,8 @@ impl LocalLedger {
 
 impl LocalUsageLog for LocalLedger {
     fn record(&self, model: &str, usage: &Usage) {
-        settle(
-            None,
-            &Entry {
-                time: now_text(),
-                model: model.to_string(),
-                chat: self.chat.clone(),
-                prompt_tokens: usage.prompt_tokens,
-                completion_tokens: usage.completion_tokens,
-                cached_tokens: usage.cached_tokens,
-                cost: 0.0,
-                partial: false,
-            },
-        );
+        let entry = ledger_entry(&self.chat, model, usage, false);
+        settle(None, &Entry { cost: 0.0, ..entry });
     }
 }
 
