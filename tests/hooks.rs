@@ -9,7 +9,6 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::Duration;
 
 use bb7_mock_llm::{MockServer, Reply, Script, ToolCall};
 use common::proto::*;
@@ -93,19 +92,10 @@ fn send_agent(s: &mut Bb7, content: &str) -> (Value, Vec<Value>) {
 
 /// Sends `content` in `mode` and returns the terminal event and the events before it.
 fn send_in(s: &mut Bb7, content: &str, mode: &str) -> (Value, Vec<Value>) {
-    let rid = s.next_id();
-    s.send(&json!({"action": "send", "content": content, "model": "mock/agent", "mode": mode, "request_id": rid}));
-    let want = json!(rid);
-    let mut evs = Vec::new();
-    loop {
-        let v = s.recv_where_for("send event", Duration::from_secs(120), |v| {
-            v.get("request_id") == Some(&want)
-        });
-        match v["type"].as_str() {
-            Some("done" | "diff_error" | "error") => return (v, evs),
-            _ => evs.push(v),
-        }
-    }
+    let (evs, end) = s.send_collect(
+        json!({"action": "send", "content": content, "model": "mock/agent", "mode": mode}),
+    );
+    (end, evs)
 }
 
 /// What the model read as the result of call `id` (from the request after the calls).

@@ -20,6 +20,7 @@ impl StagingDir {
     pub fn new() -> io::Result<StagingDir> {
         let tmp = tempfile::Builder::new()
             .prefix("bb7-staging-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir_in(crate::store::scratch_base())?;
         let dir = Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority())?;
         Ok(StagingDir { tmp, dir })
@@ -66,6 +67,16 @@ impl StagingDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A staging dir (possibly in a shared /dev/shm) is its owner's alone: other local users
+    /// cannot list it or read the project copies staged in it.
+    #[test]
+    fn the_staging_dir_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let s = StagingDir::new().unwrap();
+        let mode = std::fs::metadata(s.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+    }
 
     #[test]
     fn place_read_and_refuse_links() {

@@ -51,6 +51,7 @@ impl ProjectView {
         }
         let dir = tempfile::Builder::new()
             .prefix("bb7-view-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir()
             .map_err(ComponentError::ViewCreate)?;
         let src = Dir::open_ambient_dir(project, cap_std::ambient_authority())
@@ -143,6 +144,17 @@ fn open_parent<'a>(root: &Dir, rel: &'a str) -> std::io::Result<Option<(Dir, &'a
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A view holds copies of project files in the shared temp dir: it is its owner's alone.
+    #[test]
+    fn the_view_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join("a.txt"), "x").unwrap();
+        let view = ProjectView::build(t.path(), &[]).unwrap();
+        let mode = std::fs::metadata(view.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+    }
 
     /// Issue 23 item 4: on a case-insensitive file system `.GIT/config` is git's config and
     /// `server.PEM` a key: the view leaves them out in any case, like the built-in tools.

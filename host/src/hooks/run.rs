@@ -151,17 +151,26 @@ impl Ask<'_> {
 /// approved sha256 when first loaded, kept by the tool host per binary and grant), and the function
 /// looked up once per loaded component.
 fn decide_of(hook: &Status) -> Result<Arc<ToolComponent>, HookError> {
-    /// The `decide` of each component loaded so far (the component kept with it, so its address
-    /// names it for as long as the entry lives).
-    type Kept = Vec<(Arc<ToolComponent>, Arc<ToolComponent>)>;
+    /// Per hook name, the component last loaded for it and its `decide` (the component kept with
+    /// it, so its address names it while the entry lives). One entry per name: a hook reloaded
+    /// (re-granted, its limits changed, or the same binary under another name) replaces its own
+    /// entry, so the cache stays as small as the set of installed hooks.
+    type Kept = Vec<(String, Arc<ToolComponent>, Arc<ToolComponent>)>;
     static DECIDE: Mutex<Kept> = Mutex::new(Vec::new());
     let component = host().load_granted(hook)?;
     let mut kept = DECIDE.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, d)) = kept.iter().find(|(c, _)| Arc::ptr_eq(c, &component)) {
-        return Ok(Arc::clone(d));
+    let slot = kept.iter().position(|(name, _, _)| *name == hook.name);
+    if let Some(i) = slot
+        && Arc::ptr_eq(&kept[i].1, &component)
+    {
+        return Ok(Arc::clone(&kept[i].2));
     }
     let decide = decide_function(&component).ok_or(HookError::NoDecide)?;
-    kept.push((component, Arc::clone(&decide)));
+    let entry = (hook.name.clone(), component, Arc::clone(&decide));
+    match slot {
+        Some(i) => kept[i] = entry,
+        None => kept.push(entry),
+    }
     Ok(decide)
 }
 

@@ -49,7 +49,10 @@ pub struct OutputDir {
 impl OutputDir {
     /// Creates the empty directory (mode 0700).
     pub fn new() -> io::Result<OutputDir> {
-        let tmp = tempfile::Builder::new().prefix("bb7-output-").tempdir()?;
+        let tmp = tempfile::Builder::new()
+            .prefix("bb7-output-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir()?;
         Ok(OutputDir { tmp: Some(tmp) })
     }
 
@@ -217,6 +220,15 @@ fn fresh_name(root: &Dir, counter: &mut u64) -> io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An output dir in the shared temp dir is its owner's alone.
+    #[test]
+    fn the_output_dir_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = OutputDir::new().unwrap();
+        let mode = std::fs::metadata(d.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+    }
 
     #[test]
     fn a_deep_chain_and_links_are_removed_without_recursion() {

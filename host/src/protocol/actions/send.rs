@@ -96,8 +96,13 @@ async fn finish_send(ctx: Ctx, id: Option<String>, started: StartedReply) {
         id: id.clone(),
     };
     let outcome = crate::agent::reply::run(job, &mut sink).await;
-    let recorded = ctx.lock().record_reply(&target, &model, &outcome);
-    crate::agent::usage_log::append(&target.id, target.global, &model, &outcome);
+    // Recording waits for the workspace lock (the stdin thread may hold it, e.g. through a
+    // `pre_apply` hook) and fsyncs: off the runtime's one worker, so other replies keep streaming.
+    let recorded = tokio::task::block_in_place(|| {
+        let recorded = ctx.lock().record_reply(&target, &model, &outcome);
+        crate::agent::usage_log::append(&target.id, target.global, &model, &outcome);
+        recorded
+    });
     ctx.inflight.release();
     let m = match recorded {
         Ok(()) => events::terminal(id.as_deref(), &outcome),
@@ -108,16 +113,15 @@ async fn finish_send(ctx: Ctx, id: Option<String>, started: StartedReply) {
     };
     // Whether the chat gets an automatic title is decided before the terminal event, so a client
     // that sees `done` knows the decision is made (no title request can follow a named chat's reply).
-    let title_job = ctx
-        .lock()
-        .wants_title(&target, first_exchange, &outcome)
-        .map(|files| TitleJob {
-            id: target.id.clone(),
-            global: target.global,
-            first_message,
-            files,
-            only_if_unnamed: true,
-        });
+    let title_job =
+        tokio::task::block_in_place(|| ctx.lock().wants_title(&target, first_exchange, &outcome))
+            .map(|files| TitleJob {
+                id: target.id.clone(),
+                global: target.global,
+                first_message,
+                files,
+                only_if_unnamed: true,
+            });
     // An audit record the chain could not take during the reply (kept in `<log>.unchained`).
     if let Some(t) = crate::audit::take_trouble() {
         events::emit(&ctx, &events::audit_trouble(id.as_deref(), &t));
