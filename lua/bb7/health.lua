@@ -183,7 +183,7 @@ function M.check()
     end
   end
   if #other == 0 then
-    h.ok(("%d components embedded and compiled into the binary (nothing is compiled at run time)"):format(ready))
+    h.ok(("%d built-in tools embedded and compiled into the binary (one component; nothing is compiled at run time)"):format(ready))
   else
     h.warn(
       ("%d of %d components precompiled; not: %s"):format(ready, #report.components, table.concat(other, ", ")),

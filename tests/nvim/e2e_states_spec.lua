@@ -326,7 +326,7 @@ return {
         "OK version 0.1",
         "OK handshake ok",
         "OK API key is set (not shown)",
-        "components embedded and compiled",
+        "built-in tools embedded and compiled into the binary",
       }) do
         t.ok(text:find(want, 1, true), want .. " in:\n" .. text)
       end
