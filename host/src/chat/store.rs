@@ -221,30 +221,29 @@ impl ChatStore {
 
     /// Writes chat.json atomically and keeps the index name in step.
     pub fn save(&self, chat: &Chat) -> io::Result<()> {
-        if !valid_id(&chat.id) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "invalid chat id",
-            ));
-        }
-        write_atomic(
-            self.chats.dir(),
-            format!("{}/chat.json", chat.id),
-            &chat.to_json(),
-        )
+        self.write_chat(chat, write_atomic)
     }
 
     /// [`Self::save`] without the directory fsync (see [`crate::store::write_atomic_relaxed`]):
     /// never torn, but a power cut may bring back the previous chat.json. For a send's user
     /// message: the reply's durable save, when it ends, makes it durable with the reply.
     pub fn save_relaxed(&self, chat: &Chat) -> io::Result<()> {
+        self.write_chat(chat, crate::store::write_atomic_relaxed)
+    }
+
+    /// Writes `chat` to its chat.json with `write` (durable or relaxed).
+    fn write_chat(
+        &self,
+        chat: &Chat,
+        write: fn(&cap_std::fs::Dir, String, &[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
         if !valid_id(&chat.id) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "invalid chat id",
             ));
         }
-        crate::store::write_atomic_relaxed(
+        write(
             self.chats.dir(),
             format!("{}/chat.json", chat.id),
             &chat.to_json(),

@@ -334,22 +334,23 @@ impl Workspace {
 
     /// Saves the active chat.
     pub fn save_active(&mut self) -> Result<(), WorkspaceError> {
-        let global = self.active()?.global;
-        let chat = self.active()?.chat.clone();
-        self.store(global)?
-            .save(&chat)
-            .map_err(ChatError::io("Failed to save chat"))?;
-        Ok(())
+        self.save_active_by(ChatStore::save)
     }
 
     /// [`Self::save_active`] without the directory fsync (see [`ChatStore::save_relaxed`]): a
     /// send's user message, made durable by the save that records its reply.
     pub fn save_active_relaxed(&mut self) -> Result<(), WorkspaceError> {
+        self.save_active_by(ChatStore::save_relaxed)
+    }
+
+    /// Saves the active chat with `save` (durable or relaxed).
+    fn save_active_by(
+        &mut self,
+        save: fn(&ChatStore, &Chat) -> std::io::Result<()>,
+    ) -> Result<(), WorkspaceError> {
         let global = self.active()?.global;
         let chat = self.active()?.chat.clone();
-        self.store(global)?
-            .save_relaxed(&chat)
-            .map_err(ChatError::io("Failed to save chat"))?;
+        save(self.store(global)?, &chat).map_err(ChatError::io("Failed to save chat"))?;
         Ok(())
     }
 
