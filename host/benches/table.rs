@@ -2,7 +2,8 @@
 //! `cargo bench -p bb7 --bench table` (`BB7_TABLE_RUNS=N` for N runs per row instead of 10;
 //! `BB7_TABLE_ROWS=4,6,7` for only those rows; `BB7_TABLE_MESSAGE_BYTES=N` for template chats whose
 //! user message is about N bytes instead of ~600, e.g. 2650 for ~3.3 KB of text per chat);
-//! `BB7_TABLE_FIRST_SEND=1` for rows 1, 9 and 10 only, the first-send rows, which come first).
+//! `BB7_TABLE_FIRST_SEND=1` for rows 1, 9 and 10 only, the first-send rows, which come first;
+//! `BB7_TABLE_TEMPLATE=DIR` to keep the 5,000-chat template of rows 2/6 in DIR and reuse it).
 //! Prints min / median / max of every timed row with its target; asserts nothing about timings
 //! (a protocol error panics with the host's message).
 //!
@@ -620,8 +621,14 @@ fn main() {
     let env = Env::new(&work.path().join("shared"), &short);
 
     // 2. chat_list with 5,000 chats ---------------------------------------------------------------
-    let template = project(&work.path().join("template"));
-    if want(2) || want(6) {
+    // `BB7_TABLE_TEMPLATE=DIR` keeps the template in DIR, and reuses it when DIR already holds
+    // its chats (made with the same message size), so profiling rows 2/6 need not remake it.
+    let kept = std::env::var_os("BB7_TABLE_TEMPLATE").map(PathBuf::from);
+    let reuse = kept
+        .as_ref()
+        .is_some_and(|d| d.join(".bb7/chats/index.json").exists());
+    let template = project(&kept.unwrap_or_else(|| work.path().join("template")));
+    if (want(2) || want(6)) && !reuse {
         let t = Instant::now();
         let mut h = Host::start(&env);
         h.init(&template);

@@ -3,16 +3,19 @@
 //! changed. The cache holds at most [`CACHE_BYTES`] of text (the newest chats first: a session over
 //! thousands of long chats would otherwise keep all of them resident); for a chat past it only a
 //! 256-byte filter of the three-byte sequences of its text is kept ([`Trigrams`]), so a later search
-//! reads it again only when its filter holds every sequence of the query. Only the text itself is kept (no lowercased copy): each search lowercases
-//! into one reused buffer, a few milliseconds for thousands of chats, instead of holding every chat
-//! twice.
+//! reads it again only when its filter holds every sequence of the query. Only the text itself is
+//! kept (no lowercased copy): each search lowercases into one reused buffer, a few milliseconds for
+//! thousands of chats, instead of holding every chat twice.
+//!
+//! The first search of a session reads every chat, so a chat is read cheaply: only its messages'
+//! text is taken from chat.json ([`chat_text`]; no [`super::model::Chat`] is built), and a chat
+//! this index has not seen is opened without a stat first (its stamp comes from the open file).
 
 use std::collections::HashMap;
 use std::time::SystemTime;
 
 use serde::Serialize;
 
-use super::model::Chat;
 use super::store::ChatStore;
 
 /// The most message text the cache keeps, in bytes.
@@ -23,7 +26,7 @@ const EXCERPT_CONTEXT: usize = 40;
 
 #[derive(Debug)]
 struct Cached {
-    stamp: (Option<SystemTime>, u64),
+    stamp: Stamp,
     /// Message texts joined by newlines.
     text: String,
 }
@@ -32,7 +35,9 @@ struct Cached {
 /// query holding a sequence whose bit is clear cannot occur in the text (no false negatives).
 #[derive(Debug)]
 struct Trigrams {
-    stamp: (Option<SystemTime>, u64),
+    stamp: Stamp,
+    /// Boxed: the map's table holds a pointer, not 256 bytes per chat (a table that doubles
+    /// would copy them all while both copies are resident).
     bits: Box<[u64; 32]>,
 }
 
@@ -43,12 +48,17 @@ impl Trigrams {
         (h >> 21) as usize
     }
 
-    /// The filter of `lower` (already lowercased).
-    fn of(stamp: (Option<SystemTime>, u64), lower: &[u8]) -> Trigrams {
+    /// The filter of `lower` (already lowercased). One pass with a rolling three-byte window:
+    /// the same bits as [`Trigrams::bit`] of every window.
+    fn of(stamp: Stamp, lower: &[u8]) -> Trigrams {
         let mut bits = Box::new([0u64; 32]);
-        for t in lower.windows(3) {
-            let b = Trigrams::bit(t);
-            bits[b / 64] |= 1 << (b % 64);
+        if let [a, b, rest @ ..] = lower {
+            let mut w = u32::from(*a) << 8 | u32::from(*b);
+            for &c in rest {
+                w = (w << 8 | u32::from(c)) & 0x00FF_FFFF;
+                let h = (w.wrapping_mul(0x9E37_79B1) >> 21) as usize;
+                bits[h / 64] |= 1 << (h % 64);
+            }
         }
         Trigrams { stamp, bits }
     }
@@ -98,13 +108,15 @@ impl SearchIndex {
         let finder = memchr::memmem::Finder::new(q.as_bytes());
         let mut out = Vec::new();
         let mut live = std::collections::HashSet::new();
-        // `text` with ASCII letters lowercased (same byte offsets), one chat at a time.
+        // `text` (or a name) with ASCII letters lowercased (same byte offsets), one at a time.
         let mut lower: Vec<u8> = Vec::new();
         // The text of a chat the cache has no room for, one chat at a time.
         let mut uncached = String::new();
         for e in store.newest_first() {
-            live.insert(e.id.clone());
-            if e.name.to_ascii_lowercase().contains(&q) {
+            live.insert(e.id.as_str());
+            lower.clear();
+            lower.extend(e.name.bytes().map(|b| b.to_ascii_lowercase()));
+            if finder.find(&lower).is_some() {
                 out.push(SearchHit {
                     id: e.id.clone(),
                     name: e.name.clone(),
@@ -114,11 +126,18 @@ impl SearchIndex {
                 });
                 continue;
             }
-            let Some(stamp) = stamp_of(store, &e.id) else {
-                continue;
+            // A chat this index has never seen is read right away (its stamp comes from the open
+            // file); one it holds is checked for staleness first.
+            let known = self.cache.contains_key(&e.id) || self.filters.contains_key(&e.id);
+            let stamp = match known {
+                true => match stamp_of(store, &e.id) {
+                    Some(stamp) => Some(stamp),
+                    None => continue,
+                },
+                false => None,
             };
             if let Some(f) = self.filters.get(&e.id)
-                && f.stamp == stamp
+                && Some(f.stamp) == stamp
                 && !f.may_hold(q.as_bytes())
             {
                 continue;
@@ -129,7 +148,7 @@ impl SearchIndex {
             lower.clear();
             lower.extend(text.bytes().map(|b| b.to_ascii_lowercase()));
             let hit = finder.find(&lower).map(|pos| excerpt(text, pos, q.len()));
-            if filter {
+            if let Some(stamp) = filter {
                 self.filters
                     .insert(e.id.clone(), Trigrams::of(stamp, &lower));
             }
@@ -143,8 +162,8 @@ impl SearchIndex {
                 });
             }
         }
-        self.cache.retain(|id, _| live.contains(id));
-        self.filters.retain(|id, _| live.contains(id));
+        self.cache.retain(|id, _| live.contains(id.as_str()));
+        self.filters.retain(|id, _| live.contains(id.as_str()));
         self.cached_bytes = self.cache.values().map(|c| c.text.len()).sum();
         out
     }
@@ -154,37 +173,28 @@ impl SearchIndex {
         self.cached_bytes
     }
 
-    /// Chat `id`'s message text as of `stamp`: from the cache when fresh, else read (and cached
-    /// while the cache has room; otherwise it is kept in `spare` for this search only, and the
-    /// flag says that its filter is to be kept instead).
+    /// Chat `id`'s message text: from the cache when it holds it as of `stamp`, else read (and
+    /// cached while the cache has room; otherwise it is kept in `spare` for this search only, and
+    /// the stamp it was read at is returned: its filter is to be kept instead).
     fn text<'s>(
         &'s mut self,
         store: &ChatStore,
         id: &str,
-        stamp: (Option<SystemTime>, u64),
+        stamp: Option<Stamp>,
         spare: &'s mut String,
-    ) -> Option<(&'s str, bool)> {
-        if self.cache.get(id).is_some_and(|c| c.stamp == stamp) {
-            return self.cache.get(id).map(|c| (c.text.as_str(), false));
+    ) -> Option<(&'s str, Option<Stamp>)> {
+        if stamp.is_some() && self.cache.get(id).is_some_and(|c| Some(c.stamp) == stamp) {
+            return self.cache.get(id).map(|c| (c.text.as_str(), None));
         }
         if let Some(stale) = self.cache.remove(id) {
             self.cached_bytes -= stale.text.len();
         }
-        let bytes =
-            crate::store::read_regular(store.chats.dir(), format!("{id}/chat.json")).ok()?;
-        let (chat, _) = Chat::parse(&bytes).ok()?;
-        drop(bytes);
+        let (bytes, stamp) = read_chat(store, id)?;
         spare.clear();
-        for m in &chat.messages {
-            let t = m.text_content();
-            if !t.is_empty() {
-                spare.push_str(&t);
-                spare.push('\n');
-            }
-        }
-        drop(chat);
+        chat_text(&bytes, spare).ok()?;
+        drop(bytes);
         if self.cached_bytes + spare.len() > CACHE_BYTES {
-            return Some((spare.as_str(), true));
+            return Some((spare.as_str(), Some(stamp)));
         }
         self.filters.remove(id);
         self.cached_bytes += spare.len();
@@ -193,19 +203,332 @@ impl SearchIndex {
             .cache
             .entry(id.to_string())
             .insert_entry(Cached { stamp, text });
-        Some((c.into_mut().text.as_str(), false))
+        Some((c.into_mut().text.as_str(), None))
     }
+}
+
+/// What a cached text or a filter was made from: chat.json's modification time and size.
+type Stamp = (Option<SystemTime>, u64);
+
+/// Chat `id`'s chat.json, if it is a regular file of at most [`crate::store::MAX_READ`] bytes
+/// (the checks of [`crate::store::read_regular`]), and its stamp from the open file. Chats are
+/// replaced by rename, never written in place, so the open file is read for exactly its size
+/// (no read to find the end).
+fn read_chat(store: &ChatStore, id: &str) -> Option<(Vec<u8>, Stamp)> {
+    use cap_std::fs::OpenOptionsExt;
+    use std::io::Read;
+    if !super::store::valid_id(id) {
+        return None;
+    }
+    let mut opts = cap_std::fs::OpenOptions::new();
+    opts.read(true).custom_flags(libc::O_NONBLOCK);
+    let file = store
+        .chats
+        .dir()
+        .open_with(format!("{id}/chat.json"), &opts)
+        .ok()?
+        .into_std();
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > crate::store::MAX_READ {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(meta.len()).read_to_end(&mut bytes).ok()?;
+    Some((bytes, (meta.modified().ok(), meta.len())))
 }
 
 /// The staleness stamp of chat `id` (chat.json's modification time and size), with one plain
 /// `statx` on our own validated path (a capability `metadata` costs an open and a close per
 /// chat); the content is read through the handle.
-fn stamp_of(store: &ChatStore, id: &str) -> Option<(Option<SystemTime>, u64)> {
+fn stamp_of(store: &ChatStore, id: &str) -> Option<Stamp> {
     if !super::store::valid_id(id) {
         return None;
     }
     let meta = std::fs::symlink_metadata(store.chats.path().join(id).join("chat.json")).ok()?;
     Some((meta.modified().ok(), meta.len()))
+}
+
+/// Appends the text [`super::model::Chat::parse`] and [`super::model::Message::text_content`] give chat.json
+/// `bytes` — each message's text parts joined, then a newline, for every message with text — to
+/// `out`, reading only `messages` (with their `parts` and legacy `content`) and skipping every other
+/// field without building it: no tree, no map per part, no string but an escaped one. Malformed
+/// JSON, or `messages`, a message or a part of the wrong shape, is an error (as [`super::model::Chat::parse`]
+/// fails on it); the other fields are only checked to be JSON.
+fn chat_text(bytes: &[u8], out: &mut String) -> Result<(), serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    serde::de::DeserializeSeed::deserialize(text::ChatText(out), &mut de)?;
+    de.end()
+}
+
+/// The streaming readers of [`chat_text`].
+mod text {
+    use std::borrow::Cow;
+    use std::fmt;
+
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+    /// The chat object: only `messages` is read.
+    pub(super) struct ChatText<'o>(pub(super) &'o mut String);
+
+    #[derive(serde::Deserialize)]
+    #[serde(field_identifier, rename_all = "lowercase")]
+    enum ChatKey {
+        Messages,
+        #[serde(other)]
+        Other,
+    }
+
+    impl<'de> DeserializeSeed<'de> for ChatText<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for ChatText<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a chat object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let mut seen = false;
+            while let Some(key) = map.next_key::<ChatKey>()? {
+                match key {
+                    ChatKey::Messages if seen => {
+                        return Err(serde::de::Error::duplicate_field("messages"));
+                    }
+                    ChatKey::Messages => {
+                        seen = true;
+                        map.next_value_seed(Messages(&mut *self.0))?;
+                    }
+                    ChatKey::Other => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// `messages`: null or an array of message objects.
+    struct Messages<'o>(&'o mut String);
+
+    impl<'de> DeserializeSeed<'de> for Messages<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_option(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Messages<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("null or an array of messages")
+        }
+        fn visit_none<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_seq(self)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while seq.next_element_seed(Message(&mut *self.0))?.is_some() {}
+            Ok(())
+        }
+    }
+
+    /// One message: its text parts, else its legacy `content` string, then a newline when it had
+    /// any text.
+    struct Message<'o>(&'o mut String);
+
+    #[derive(serde::Deserialize)]
+    #[serde(field_identifier, rename_all = "lowercase")]
+    enum MessageKey {
+        Parts,
+        Content,
+        #[serde(other)]
+        Other,
+    }
+
+    impl<'de> DeserializeSeed<'de> for Message<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Message<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a message object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let out = self.0;
+            let start = out.len();
+            let mut parts: Option<usize> = None;
+            let mut legacy: Option<Option<Cow<'de, str>>> = None;
+            while let Some(key) = map.next_key::<MessageKey>()? {
+                match key {
+                    MessageKey::Parts if parts.is_some() => {
+                        return Err(serde::de::Error::duplicate_field("parts"));
+                    }
+                    MessageKey::Parts => parts = Some(map.next_value_seed(Parts(&mut *out))?),
+                    MessageKey::Content if legacy.is_some() => {
+                        return Err(serde::de::Error::duplicate_field("content"));
+                    }
+                    MessageKey::Content => legacy = Some(map.next_value::<MaybeStr<'de>>()?.0),
+                    MessageKey::Other => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            // A legacy `content` becomes the only part when there are none (Chat::parse).
+            if parts.unwrap_or(0) == 0
+                && let Some(Some(s)) = legacy
+            {
+                out.push_str(&s);
+            }
+            if out.len() > start {
+                out.push('\n');
+            }
+            Ok(())
+        }
+    }
+
+    /// `parts`: null or an array of part objects; appends the text parts, returns how many parts.
+    struct Parts<'o>(&'o mut String);
+
+    impl<'de> DeserializeSeed<'de> for Parts<'_> {
+        type Value = usize;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<usize, D::Error> {
+            d.deserialize_option(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Parts<'_> {
+        type Value = usize;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("null or an array of parts")
+        }
+        fn visit_none<E>(self) -> Result<usize, E> {
+            Ok(0)
+        }
+        fn visit_unit<E>(self) -> Result<usize, E> {
+            Ok(0)
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<usize, D::Error> {
+            d.deserialize_seq(self)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<usize, A::Error> {
+            let mut n = 0;
+            while seq.next_element_seed(Part(&mut *self.0))?.is_some() {
+                n += 1;
+            }
+            Ok(n)
+        }
+    }
+
+    /// One part (an object): its `content` is appended when its `type` is `text` and the content
+    /// a string. A repeated key counts once, the last one (as in a JSON map).
+    struct Part<'o>(&'o mut String);
+
+    #[derive(serde::Deserialize)]
+    #[serde(field_identifier, rename_all = "lowercase")]
+    enum PartKey {
+        Type,
+        Content,
+        #[serde(other)]
+        Other,
+    }
+
+    impl<'de> DeserializeSeed<'de> for Part<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Part<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a part object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let mut is_text = false;
+            let mut content: Option<Cow<'de, str>> = None;
+            while let Some(key) = map.next_key::<PartKey>()? {
+                match key {
+                    PartKey::Type => {
+                        is_text = map.next_value::<MaybeStr<'de>>()?.0.as_deref() == Some("text");
+                    }
+                    PartKey::Content => content = map.next_value::<MaybeStr<'de>>()?.0,
+                    PartKey::Other => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            if is_text && let Some(c) = content {
+                self.0.push_str(&c);
+            }
+            Ok(())
+        }
+    }
+
+    /// Any JSON value; the string when it is one (borrowed from the input unless escaped).
+    struct MaybeStr<'de>(Option<Cow<'de, str>>);
+
+    impl<'de> serde::Deserialize<'de> for MaybeStr<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_any(MaybeStrVisitor)
+        }
+    }
+
+    struct MaybeStrVisitor;
+
+    impl<'de> Visitor<'de> for MaybeStrVisitor {
+        type Value = MaybeStr<'de>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+            Ok(MaybeStr(Some(Cow::Borrowed(v))))
+        }
+        fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(MaybeStr(Some(Cow::Owned(v.to_string()))))
+        }
+        fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+            Ok(MaybeStr(Some(Cow::Owned(v))))
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(MaybeStr(None))
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(MaybeStr(None))
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(MaybeStr(None))
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(MaybeStr(None))
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(MaybeStr(None))
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(MaybeStr(None))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(MaybeStr(None))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(MaybeStr(None))
+        }
+    }
 }
 
 /// `...before MATCH after...` around byte `pos`, on character boundaries, newlines flattened.
@@ -247,7 +570,80 @@ fn excerpt(text: &str, pos: usize, len: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chat::model::{Message, Role};
+    use crate::chat::model::{Chat, Message, Role};
+
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    /// Counts the allocations each thread makes (for the cost of a cold search).
+    struct Counting;
+
+    thread_local! {
+        static ALLOCS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    fn count() {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+    }
+
+    // SAFETY: every call is passed on to the system allocator unchanged.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            count();
+            // SAFETY: the caller's contract, passed on.
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            count();
+            // SAFETY: the caller's contract, passed on.
+            unsafe { System.alloc_zeroed(layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            count();
+            // SAFETY: the caller's contract, passed on.
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: the caller's contract, passed on.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+
+    #[global_allocator]
+    static COUNTING: Counting = Counting;
+
+    /// Issue 30: the first search of a session reads every chat, and it read each into a whole
+    /// [`Chat`] (a map per part, a string per field, serde's buffering of flattened fields: about
+    /// 175 ms over 5,000 chats). It now reads only the message text, so a chat costs a handful of
+    /// allocations (the path, the file's bytes, its cache entry), however many messages it has.
+    #[test]
+    fn a_cold_search_reads_chats_without_building_them() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut store = ChatStore::open(tmp.path(), false).expect("open");
+        const N: u64 = 100;
+        for i in 0..N {
+            let mut chat = store
+                .create(Some(&format!("chat {i}")), "m/x")
+                .expect("create");
+            for j in 0..4 {
+                chat.messages.push(Message::text(
+                    Role::User,
+                    &format!("question {j} about the integrator of chat {i}"),
+                ));
+                chat.messages.push(Message::text(
+                    Role::Assistant,
+                    &format!("answer {j}: clamp the velocities"),
+                ));
+            }
+            store.save(&chat).expect("save");
+        }
+        let mut index = SearchIndex::default();
+        let before = ALLOCS.with(Cell::get);
+        let hits = index.search(&store, "integrator of chat 7");
+        let per_chat = (ALLOCS.with(Cell::get) - before) / N;
+        assert_eq!(hits.len(), 11, "{hits:?}");
+        assert!(per_chat <= 12, "{per_chat} allocations per chat");
+    }
 
     /// Issue 30: the cache kept every chat's text for the whole session (16 MB over 5,000 chats of
     /// 3.3 KB). It now keeps at most `CACHE_BYTES`; chats past it are still found, read again.
@@ -325,6 +721,68 @@ mod tests {
         }
         let absent = ["zebra", "qqq", "xylophone", "needle-43x", "jjjkkk"];
         assert!(absent.iter().filter(|q| f.may_hold(q.as_bytes())).count() <= 1);
+    }
+
+    /// The text [`chat_text`] reads is what a whole [`Chat`] gives, message by message: text parts
+    /// only (any key order, escapes, repeated keys), a legacy `content` string only when there are
+    /// no parts, nulls as empty; and a chat [`Chat::parse`] rejects for its messages' shape is
+    /// rejected too.
+    #[test]
+    fn chat_text_reads_what_a_parsed_chat_holds() {
+        fn whole(bytes: &[u8]) -> Option<String> {
+            let (chat, _) = Chat::parse(bytes).ok()?;
+            let mut s = String::new();
+            for m in &chat.messages {
+                let t = m.text_content();
+                if !t.is_empty() {
+                    s.push_str(&t);
+                    s.push('\n');
+                }
+            }
+            Some(s)
+        }
+        let chats = [
+            r#"{"id":"a","messages":[{"role":"user","parts":[{"type":"text","content":"hi"},{"type":"code","content":"x"},{"content":"b\u00e9\n\"q\"","type":"text"}]},{"role":"assistant","parts":[]}]}"#,
+            r#"{"id":"a","version":1,"messages":[{"role":"user","content":"legacy"},{"role":"user","content":{"k":[1,2]}},{"role":"user","content":null},{"role":"user","content":"dropped","parts":[{"type":"text","content":"kept"}]}]}"#,
+            r#"{"messages":null,"id":"a"}"#,
+            r#"{"id":"a","extra":{"deep":[[{"x":1e5}]]},"messages":[{"role":"user","parts":null,"content":"c"}]}"#,
+            r#"{"id":"a","messages":[{"role":"user","parts":[{"type":"text","content":5},{"type":"text"},{"type":"text","content":"a","content":"b"},{"type":"raw","type":"text","content":"t"}]}]}"#,
+            r#"{"id":"a","messages":[{"role":"user","parts":[{"type":"text","content":"a"},{"type":"thinking","content":"b"},{"type":"text","content":"c"}],"model":"m","extra":[null]}]}"#,
+        ];
+        for c in chats {
+            let mut got = String::new();
+            chat_text(c.as_bytes(), &mut got).expect(c);
+            assert_eq!(Some(got), whole(c.as_bytes()), "{c}");
+        }
+        for bad in [
+            r#"{"id":"a","messages":[{"role":"user","parts":["text"]}]}"#,
+            r#"{"id":"a","messages":{"role":"user"}}"#,
+            r#"{"id":"a","messages":[5]}"#,
+            r#"[{"id":"a"}]"#,
+            r#"{"id":"a","messages":[]} x"#,
+            r#"{"id":"a","messages":[{"role":"user","parts":[{"type":"text","content":"a"}]}"#,
+        ] {
+            assert!(whole(bad.as_bytes()).is_none(), "{bad}");
+            assert!(
+                chat_text(bad.as_bytes(), &mut String::new()).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    /// The one-pass filter sets exactly the bits of every three-byte window.
+    #[test]
+    fn the_rolling_filter_is_the_filter_of_every_window() {
+        let text = "ab\nZz é-needle 0123456789 the integrator".to_ascii_lowercase();
+        for len in 0..text.len() {
+            let t = &text.as_bytes()[..len];
+            let mut want = [0u64; 32];
+            for w in t.windows(3) {
+                let b = Trigrams::bit(w);
+                want[b / 64] |= 1 << (b % 64);
+            }
+            assert_eq!(*Trigrams::of((None, 0), t).bits, want, "{len}");
+        }
     }
 
     #[test]
