@@ -1,10 +1,12 @@
-//! Fuzz target `sse`: the model stream as the client reads it: SSE framing (`eventsource-stream`, as in
-//! `bb7::llm::client`), each `data:` payload parsed as JSON and normalised by [`bb7::llm::chunk::parse`],
+//! Fuzz target `sse`: the model stream as the client reads it: SSE framing ([`bb7::llm::sse`], as in
+//! `bb7::llm::client`, held to `eventsource-stream`'s events), each `data:` payload parsed as JSON and normalised by [`bb7::llm::chunk::parse`],
 //! tool-call fragments assembled by [`bb7::llm::tool_calls::ToolCallAssembler`].
 //!
 //! Input: byte 0 picks how the body is cut into network chunks (every `n`-th byte, 1..=32; 0: whole);
 //! the rest is the response body. Invariants:
 //! - nothing panics;
+//! - the SSE decoder gives the data of the same events as `eventsource-stream`, and fails where it
+//!   fails (a stream that is not UTF-8), whole and cut up;
 //! - the plain-chunk reader the client tries first ([`bb7::llm::chunk::parse_plain`]) gives, when
 //!   it takes a payload the JSON tree reads too, exactly the events of [`bb7::llm::chunk::parse`];
 //! - the events do not depend on where the body was cut (the same body in one piece gives the same
@@ -16,6 +18,7 @@ use std::task::{Context, Poll, Waker};
 
 use bb7::llm::StreamEvent;
 use bb7::llm::chunk;
+use bb7::llm::sse::SseDecoder;
 use bb7::llm::tool_calls::{ToolCall, ToolCallAssembler};
 use eventsource_stream::Eventsource;
 use futures_util::Stream;
@@ -37,22 +40,65 @@ struct Read {
     calls: Vec<ToolCall>,
 }
 
-/// Runs the client's loop over `pieces`, synchronously (the stream never waits).
-fn read(pieces: Vec<Vec<u8>>) -> Read {
-    let body =
-        futures_util::stream::iter(pieces.into_iter().map(Ok::<_, std::convert::Infallible>));
+/// The `data` of every event `eventsource-stream` reads from `pieces`, and whether it ended in an
+/// error (the framing the client used before [`bb7::llm::sse`]; the reference it is held to).
+fn reference(pieces: &[Vec<u8>]) -> (Vec<String>, bool) {
+    let body = futures_util::stream::iter(
+        pieces
+            .iter()
+            .cloned()
+            .map(Ok::<_, std::convert::Infallible>),
+    );
     let mut events = pin!(body.eventsource());
     let mut cx = Context::from_waker(Waker::noop());
+    let mut out = Vec::new();
+    loop {
+        match events.as_mut().poll_next(&mut cx) {
+            Poll::Ready(Some(Ok(ev))) => out.push(ev.data),
+            Poll::Ready(Some(Err(_))) => return (out, true),
+            Poll::Ready(None) => return (out, false),
+            Poll::Pending => panic!("an in-memory stream cannot be pending"),
+        }
+    }
+}
+
+/// The same from [`SseDecoder`], the client's framing.
+fn decoded(pieces: &[Vec<u8>]) -> (Vec<String>, bool) {
+    let mut sse = SseDecoder::default();
+    let mut out = Vec::new();
+    for p in pieces {
+        sse.push(p);
+        loop {
+            match sse.next_event() {
+                Ok(Some(data)) => out.push(data.to_string()),
+                Ok(None) => break,
+                Err(_) => return (out, true),
+            }
+        }
+    }
+    (out, sse.finish().is_err())
+}
+
+/// Runs the client's loop over `pieces`, synchronously (the stream never waits).
+fn read(pieces: Vec<Vec<u8>>) -> Read {
+    let mut sse = SseDecoder::default();
+    let mut pieces = pieces.into_iter();
     let mut tools = ToolCallAssembler::default();
     let mut out = Vec::new();
     let outcome = loop {
-        let item = match events.as_mut().poll_next(&mut cx) {
-            Poll::Ready(Some(Ok(ev))) => ev,
-            Poll::Ready(Some(Err(_))) => break Outcome::StreamError,
-            Poll::Ready(None) => break Outcome::Ended,
-            Poll::Pending => panic!("an in-memory stream cannot be pending"),
+        let data = match sse.next_event() {
+            Ok(Some(data)) => data,
+            Err(_) => break Outcome::StreamError,
+            Ok(None) => match pieces.next() {
+                Some(p) => {
+                    sse.push(&p);
+                    continue;
+                }
+                None if sse.finish().is_err() => break Outcome::StreamError,
+                None => break Outcome::Ended,
+            },
         };
-        let data = item.data.trim();
+        let data = data.trim();
         if data.is_empty() {
             continue;
         }
@@ -121,11 +167,22 @@ pub fn run(data: &[u8]) {
         return;
     };
     let whole = read(vec![body.to_vec()]);
+    let one = vec![body.to_vec()];
+    assert_eq!(
+        decoded(&one),
+        reference(&one),
+        "the SSE decoder and eventsource-stream disagree"
+    );
     let step = (cut % 33) as usize;
     if step == 0 {
         return;
     }
     let pieces: Vec<Vec<u8>> = body.chunks(step).map(<[u8]>::to_vec).collect();
+    assert_eq!(
+        decoded(&pieces),
+        reference(&pieces),
+        "the SSE decoder and eventsource-stream disagree (every {step} bytes)"
+    );
     let cut_up = read(pieces);
     // NaN costs compare unequal to themselves; compare their debug text instead.
     assert_eq!(

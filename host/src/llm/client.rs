@@ -5,13 +5,13 @@
 
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use rand::Rng;
 use reqwest::StatusCode;
 use serde_json::Value;
 
 use super::chunk;
+use super::sse::SseDecoder;
 use super::tool_calls::{ToolCall, ToolCallAssembler};
 use super::{StreamEvent, Usage};
 
@@ -159,64 +159,83 @@ impl LlmClient {
         let mut body = body.clone();
         body["stream"] = Value::Bool(true);
         let response = self.post_with_retries("chat/completions", &body).await?;
-        let mut events = response.bytes_stream().eventsource();
+        let mut bytes = response.bytes_stream();
+        let mut sse = SseDecoder::default();
         let mut tools = ToolCallAssembler::default();
         let mut finish: Option<String> = None;
         let mut usage = Usage::default();
         let mut reasoning_details: Vec<Value> = Vec::new();
-        loop {
-            let next = tokio::time::timeout(self.settings.idle_timeout, events.next()).await;
-            let item = match next {
-                Err(_) => {
+        let mut idle = IdleTimer::new(self.settings.idle_timeout);
+        'read: loop {
+            // Every complete event of what has arrived, then wait for more.
+            loop {
+                let data = match sse.next_event() {
+                    Ok(Some(data)) => data.trim(),
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::debug!("stream error: {e}");
+                        return Err(LlmError::Truncated);
+                    }
+                };
+                if data.is_empty() {
+                    continue;
+                }
+                if data == "[DONE]" {
+                    break 'read;
+                }
+                // Nearly every chunk is plain text: read it without building a JSON tree.
+                let parsed = match chunk::parse_plain(data) {
+                    Some(events) => events,
+                    None => parse_value(data, &mut reasoning_details)?,
+                };
+                for ev in parsed {
+                    match &ev {
+                        StreamEvent::ToolCall {
+                            index,
+                            id,
+                            name,
+                            arguments,
+                        } => {
+                            tools.push(*index, id.clone(), name.clone(), arguments);
+                        }
+                        // The usage frame repeats finish_reason: accounting, not a second ending.
+                        StreamEvent::Finish(reason) => {
+                            if finish.is_none() {
+                                finish = Some(reason.clone());
+                            }
+                            continue;
+                        }
+                        StreamEvent::Usage(u) => {
+                            usage = u.clone();
+                            continue;
+                        }
+                        _ => {}
+                    }
+                    on_event(&ev);
+                }
+            }
+            let next = tokio::select! {
+                biased;
+                next = bytes.next() => next,
+                () = idle.expired() => {
                     return Err(LlmError::Timeout(format!(
                         "the model stream stalled (nothing received for {} s)",
                         self.settings.idle_timeout.as_secs_f64()
                     )));
                 }
-                Ok(None) => break,
-                Ok(Some(Err(e))) => {
-                    // A connection cut mid-body: the stream is incomplete.
+            };
+            match next {
+                Some(Ok(b)) => {
+                    idle.touch();
+                    sse.push(&b);
+                }
+                None if sse.finish().is_ok() => break,
+                // A connection cut mid-body: the stream is incomplete.
+                Some(Err(e)) => {
                     tracing::debug!("stream error: {e}");
                     return Err(LlmError::Truncated);
                 }
-                Ok(Some(Ok(ev))) => ev,
-            };
-            let data = item.data.trim();
-            if data.is_empty() {
-                continue;
-            }
-            if data == "[DONE]" {
-                break;
-            }
-            // Nearly every chunk is plain text: read it without building a JSON tree.
-            let parsed = match chunk::parse_plain(data) {
-                Some(events) => events,
-                None => parse_value(data, &mut reasoning_details)?,
-            };
-            for ev in parsed {
-                match &ev {
-                    StreamEvent::ToolCall {
-                        index,
-                        id,
-                        name,
-                        arguments,
-                    } => {
-                        tools.push(*index, id.clone(), name.clone(), arguments);
-                    }
-                    // The usage frame repeats finish_reason: accounting, not a second ending.
-                    StreamEvent::Finish(reason) => {
-                        if finish.is_none() {
-                            finish = Some(reason.clone());
-                        }
-                        continue;
-                    }
-                    StreamEvent::Usage(u) => {
-                        usage = u.clone();
-                        continue;
-                    }
-                    _ => {}
-                }
-                on_event(&ev);
+                None => return Err(LlmError::Truncated),
             }
         }
         let Some(finish_reason) = finish else {
@@ -324,6 +343,44 @@ impl LlmClient {
             .min(self.settings.backoff_cap);
         let ms = step.as_millis() as u64;
         Duration::from_millis(rand::rng().random_range(ms / 2..=ms.max(1)))
+    }
+}
+
+/// The stream's idle limit with one timer for the whole stream: an event only notes the time
+/// ([`IdleTimer::touch`]), and the timer, when it fires, is moved to the limit past the last event
+/// unless that has passed. (A `timeout` per event made and dropped a timer entry each time the
+/// body had to wait for the network, nearly every chunk.)
+struct IdleTimer {
+    limit: Duration,
+    last: tokio::time::Instant,
+    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl IdleTimer {
+    fn new(limit: Duration) -> IdleTimer {
+        let now = tokio::time::Instant::now();
+        IdleTimer {
+            limit,
+            last: now,
+            sleep: Box::pin(tokio::time::sleep_until(now + limit)),
+        }
+    }
+
+    /// Something arrived: the silence starts again now.
+    fn touch(&mut self) {
+        self.last = tokio::time::Instant::now();
+    }
+
+    /// Completes once nothing has arrived for the limit.
+    async fn expired(&mut self) {
+        loop {
+            (&mut self.sleep).await;
+            let due = self.last + self.limit;
+            if tokio::time::Instant::now() >= due {
+                return;
+            }
+            self.sleep.as_mut().reset(due);
+        }
     }
 }
 

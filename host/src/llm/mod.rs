@@ -3,7 +3,8 @@
 //!
 //! - [`chunk`]: one SSE `data:` payload → events (pure; no I/O).
 //! - [`tool_calls`]: tool-call fragments → complete calls in index order.
-//! - [`client`]: the HTTP side: request, retries before the first token, SSE, timeouts.
+//! - [`client`]: the HTTP side: request, retries before the first token, timeouts.
+//! - [`sse`]: the event stream's framing (each event's `data`).
 //! - [`provider`]: the trait the reply loop talks to; [`LlmClient`] implements it.
 //! - [`prompt`]: the structured user message (request assembly); [`request`]: the request body.
 //! - [`meta`]: titles, the model list, the balance.
@@ -21,6 +22,7 @@ pub mod prompt;
 pub mod provider;
 pub mod request;
 pub mod routing;
+pub mod sse;
 pub mod tool_calls;
 
 pub use client::{ClientSettings, LlmClient, LlmError, StreamSummary};
