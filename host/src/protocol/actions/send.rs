@@ -100,7 +100,7 @@ async fn finish_send(ctx: Ctx, id: Option<String>, started: StartedReply) {
         ctx: ctx.clone(),
         id: id.clone(),
     };
-    let outcome = crate::agent::reply::run(job, &mut sink).await;
+    let (outcome, usage) = crate::spend::deferring(crate::agent::reply::run(job, &mut sink)).await;
     // Recording waits for the workspace lock (the stdin thread may hold it, e.g. through a
     // `pre_apply` hook) and fsyncs: off the runtime's one worker, so other replies keep streaming.
     let recorded = tokio::task::block_in_place(|| {
@@ -108,6 +108,8 @@ async fn finish_send(ctx: Ctx, id: Option<String>, started: StartedReply) {
         crate::agent::usage_log::append(&target.id, target.global, &model, &outcome);
         recorded
     });
+    // The ledger lines of the reply's requests, written alongside the record, are in before `done`.
+    usage.wait().await;
     ctx.inflight.release();
     let m = match recorded {
         Ok(()) => events::terminal(id.as_deref(), &outcome),
