@@ -39,6 +39,17 @@ type Stamp = (
     Option<std::time::SystemTime>,
 );
 
+/// `<id>/chat.json` of `chat` (refused for an id that is no plain name).
+fn chat_json(chat: &Chat) -> io::Result<String> {
+    if !valid_id(&chat.id) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "invalid chat id",
+        ));
+    }
+    Ok(format!("{}/chat.json", chat.id))
+}
+
 /// Chat ids are generated here (`YYYYMMDD-HHMMSS-xxxxxx`); ids read from disk or sent by clients must
 /// be plain names so they can never address anything but a chat directory.
 pub fn valid_id(id: &str) -> bool {
@@ -184,17 +195,23 @@ impl ChatStore {
         if !self.global {
             self.chats.dir().create_dir_all(format!("{id}/output"))?;
         }
-        self.save(&chat)?;
-        // chat.json and its directory are durable (fsynced) before the index names the chat; one
-        // index write adds it (and, for `chat_new`, makes it the active one).
-        self.change_index(Durability::Durable, |ix| {
-            if active {
-                ix.set_active_chat_id(Some(&id));
-            }
-            if !ix.entries.iter().any(|e| e.id == id) {
-                ix.entries.push(IndexEntry { id, name, created })
-            }
-        })?;
+        // One index write adds the chat (and, for `chat_new`, makes it the active one). It is
+        // written and fsynced under a temporary name while chat.json is (the two fsyncs wait for
+        // the disk together), and put in place only once chat.json and its directory are durable:
+        // index.json never names a chat whose chat.json is not.
+        let mut index = self.index.clone();
+        if active {
+            index.set_active_chat_id(Some(&id));
+        }
+        if !index.entries.iter().any(|e| e.id == id) {
+            index.entries.push(IndexEntry { id, name, created });
+        }
+        let chats = self.chats.dir();
+        let (staged, saved) =
+            crate::store::both(|| index::prepare(chats, &index), || self.save(&chat));
+        saved?;
+        staged?.commit()?;
+        self.index = index;
         Ok(chat)
     }
 
@@ -221,33 +238,16 @@ impl ChatStore {
 
     /// Writes chat.json atomically and keeps the index name in step.
     pub fn save(&self, chat: &Chat) -> io::Result<()> {
-        self.write_chat(chat, write_atomic)
+        write_atomic(self.chats.dir(), chat_json(chat)?, &chat.to_json())
     }
 
-    /// [`Self::save`] without the directory fsync (see [`crate::store::write_atomic_relaxed`]):
-    /// never torn, but a power cut may bring back the previous chat.json. For a send's user
-    /// message: the reply's durable save, when it ends, makes it durable with the reply.
-    pub fn save_relaxed(&self, chat: &Chat) -> io::Result<()> {
-        self.write_chat(chat, crate::store::write_atomic_relaxed)
-    }
-
-    /// Writes `chat` to its chat.json with `write` (durable or relaxed).
-    fn write_chat(
-        &self,
-        chat: &Chat,
-        write: fn(&cap_std::fs::Dir, String, &[u8]) -> io::Result<()>,
-    ) -> io::Result<()> {
-        if !valid_id(&chat.id) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "invalid chat id",
-            ));
-        }
-        write(
-            self.chats.dir(),
-            format!("{}/chat.json", chat.id),
-            &chat.to_json(),
-        )
+    /// Writes `chat` under a temporary name in its directory, to be fsynced and put in place by
+    /// [`crate::store::Staged::publish`] (no directory fsync, as
+    /// [`crate::store::write_atomic_relaxed`]): a send's user message, written before its model
+    /// request and made durable while the request goes out; the reply's durable save, when it
+    /// ends, makes it durable with the reply.
+    pub fn stage(&self, chat: &Chat) -> io::Result<crate::store::Staged> {
+        crate::store::stage_relaxed(self.chats.dir(), chat_json(chat)?, &chat.to_json())
     }
 
     /// Renames a chat (chat.json and index).

@@ -2,11 +2,16 @@
 //! shared by every host process of the user (caps are per user, not per project).
 //!
 //! - `ledger-YYYY-MM.jsonl`: the requests of one UTC month, appended (one `write` of one line,
-//!   fsynced) under the file lock `spend/lock`, so concurrent hosts never interleave or lose lines.
+//!   fdatasynced; the directory too when the append made the file) under the file lock
+//!   `spend/lock`, so concurrent hosts never interleave or lose lines.
 //! - `days.json`: the totals per UTC day (cost and requests), rewritten atomically under the same
 //!   lock after each append, so a cap check reads one small file instead of the ledger. It also
 //!   records how many bytes of each month's ledger it covers: after a crash between the append and
-//!   the rewrite, the next append finds the ledger longer than that and recounts the month.
+//!   the rewrite, the next append finds the ledger longer than that and recounts the month. Being a
+//!   summary of the ledger, it is not fsynced when only the totals change (one fsync per request,
+//!   the ledger line's): a power cut that takes its last rewrite back, or tears it, leaves a file
+//!   that does not match the ledger (or does not parse), and the month is recounted. A change to
+//!   the holds is fsynced (file and directory), as holds are not in the ledger.
 //! - Holds: a request checked against a day or month cap holds its worst case in `days.json`
 //!   ([`Ledger::hold`]: the check and the hold in one step under the lock), so two hosts cannot
 //!   both pass a cap with the same money; the hold counts as spent until the request is settled
@@ -212,23 +217,41 @@ impl Ledger {
     pub fn settle(&self, id: Option<&str>, e: Option<&Entry>) -> Result<(), LedgerError> {
         let _lock = self.lock()?;
         let mut days = self.current_days()?;
-        if let Some(id) = id {
-            days.held.remove(id);
-        }
+        let dropped = id.is_some_and(|id| days.held.remove(id).is_some());
         if let Some(e) = e {
             self.append_line(&mut days, e)?;
         }
-        self.write_days(&days)
+        if dropped {
+            self.write_days(&days)
+        } else {
+            self.write_totals(&days)
+        }
     }
 
     fn lock(&self) -> Result<crate::store::lock::FileLock, LedgerError> {
         crate::store::lock::exclusive(self.d(), LOCK).map_err(io_err(&self.dir.path().join(LOCK)))
     }
 
+    /// Writes `days` durably (a hold was taken or dropped).
     fn write_days(&self, days: &Days) -> Result<(), LedgerError> {
+        self.write_days_with(days, true)
+    }
+
+    /// Writes `days` whose holds did not change: atomically but not fsynced, as the totals are
+    /// recounted from the (fsynced) ledger whenever they do not match it (see the module docs).
+    fn write_totals(&self, days: &Days) -> Result<(), LedgerError> {
+        self.write_days_with(days, false)
+    }
+
+    fn write_days_with(&self, days: &Days, durable: bool) -> Result<(), LedgerError> {
         let path = self.dir.path().join(DAYS);
         let body = serde_json::to_vec(days).map_err(|x| io_err(&path)(x.into()))?;
-        crate::store::write_atomic(self.d(), DAYS, &body).map_err(io_err(&path))
+        if durable {
+            crate::store::write_atomic(self.d(), DAYS, &body)
+        } else {
+            crate::store::write_atomic_scratch(self.d(), DAYS, &body)
+        }
+        .map_err(io_err(&path))
     }
 
     /// Appends `e`'s line to its month's file and adds it to `days` (the caller holds the lock).
@@ -236,7 +259,8 @@ impl Ledger {
         let when = e.when().unwrap_or_else(Utc::now);
         let file = month_file(&when);
         let path = self.dir.path().join(&file);
-        let len = self.d().metadata(&file).map(|m| m.len()).unwrap_or(0);
+        let existing = self.d().metadata(&file).ok();
+        let len = existing.as_ref().map_or(0, |m| m.len());
         let mut line = Vec::new();
         // A line torn by a crash: end it, so this entry is a line of its own (the torn one is
         // skipped when the month is read).
@@ -249,7 +273,11 @@ impl Ledger {
         opts.create(true).append(true);
         let mut f = self.d().open_with(&file, &opts).map_err(io_err(&path))?;
         f.write_all(&line).map_err(io_err(&path))?;
-        f.sync_data().map_err(io_err(&path))?;
+        crate::store::sync_data(&f).map_err(io_err(&path))?;
+        if existing.is_none() {
+            // A new month's file: its name in the directory is made durable too.
+            crate::store::sync_dir(self.d());
+        }
         let day = days
             .days
             .entry(when.format("%Y-%m-%d").to_string())
@@ -429,6 +457,52 @@ mod tests {
             .with_timezone(&Utc);
         assert_eq!(l.entries(Some(&since)).unwrap().len(), 3);
         assert_eq!(l.entries(None).unwrap().len(), 4);
+    }
+
+    /// Issue 30: a request's usage costs one fsync, its ledger line's (the directory's too when the
+    /// line starts a month's file); `days.json` is a summary recounted from the ledger, so it is
+    /// fsynced only when a hold changes. A `days.json` a power cut took back or tore is recounted.
+    #[test]
+    fn a_request_costs_one_fsync_and_lost_totals_are_recounted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let l = Ledger::open(tmp.path()).unwrap();
+        let fsyncs = crate::store::fsyncs;
+        let before = fsyncs();
+        l.append(&entry("2026-03-01T10:00:00Z", 0.25)).unwrap();
+        assert_eq!(
+            fsyncs() - before,
+            2,
+            "the line and the new file's directory"
+        );
+        let before = fsyncs();
+        l.append(&entry("2026-03-01T11:00:00Z", 0.5)).unwrap();
+        assert_eq!(fsyncs() - before, 1, "the line only");
+        let now = DateTime::parse_from_rfc3339("2026-03-01T12:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        // Holds are not in the ledger: taking and dropping one is durable (file and directory).
+        let before = fsyncs();
+        l.hold(&now, "h", 1.0, |_, _| Ok::<(), ()>(()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(fsyncs() - before, 2, "the hold");
+        assert_eq!(l.spent(&now).unwrap(), (0.75, 0.75));
+        let before = fsyncs();
+        l.settle(Some("h"), Some(&entry("2026-03-01T12:00:00Z", 0.125)))
+            .unwrap();
+        assert_eq!(fsyncs() - before, 3, "the line and the dropped hold");
+        assert_eq!(l.spent(&now).unwrap(), (0.875, 0.875));
+        // A power cut brought back an older days.json (covering less of the ledger), or tore it.
+        std::fs::write(
+            tmp.path().join(DAYS),
+            br#"{"days":{"2026-03-01":{"cost":0.25,"requests":1}},"covered":{"ledger-2026-03.jsonl":10}}"#,
+        )
+        .unwrap();
+        assert_eq!(l.spent(&now).unwrap(), (0.875, 0.875));
+        std::fs::write(tmp.path().join(DAYS), b"").unwrap();
+        assert_eq!(l.spent(&now).unwrap(), (0.875, 0.875));
+        l.append(&entry("2026-03-01T12:30:00Z", 1.0)).unwrap();
+        assert_eq!(l.spent(&now).unwrap(), (1.875, 1.875));
     }
 
     #[test]

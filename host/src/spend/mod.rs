@@ -4,7 +4,9 @@
 //!   per-day totals for the caps.
 //! - [`Capped`]: the [`Provider`] a reply talks to. Before EVERY request (each agent step, chat
 //!   mode's hidden repair, the title) it runs [`check`] against the caps of config.json `spend`,
-//!   and after each one it records the usage in the ledger. Over a cap, the request is not made:
+//!   and after each one it records the usage in the ledger (inside [`deferring`], a request that
+//!   held nothing against a cap is recorded in the background, and the reply waits for it before
+//!   it reports done). Over a cap, the request is not made:
 //!   the reply fails with an error that starts `Spend cap:`.
 //! - [`LocalLedger`]: a reply's local requests (§10), recorded in the ledger at cost 0 with their
 //!   token counts (no cap applies to them).
@@ -362,12 +364,21 @@ impl Capped {
             .ok_or(PriceUnknown::NoCompletionLimit)
     }
 
-    /// Records a request's usage and drops its hold (in the background: a slow disk does not hold
-    /// the reply, but the reply waits for it).
+    /// Records a request's usage and drops its hold (on a blocking thread: a slow disk does not
+    /// hold the runtime). The reply waits for it: here, or, for a request that held nothing
+    /// against a cap inside [`deferring`], before it reports the reply done (no cap check reads
+    /// that record: a per-reply cap counts in memory), so the ledger's fsync overlaps the reply's
+    /// own.
     async fn after(&self, hold: Option<String>, entry: Entry) {
-        let r = tokio::task::spawn_blocking(move || settle(hold.as_deref(), &entry)).await;
-        if let Err(e) = r {
-            tracing::warn!("cannot record usage: {e}");
+        let deferred = if hold.is_none() {
+            DEFERRED.try_with(Deferred::clone).ok()
+        } else {
+            None
+        };
+        let task = tokio::task::spawn_blocking(move || settle(hold.as_deref(), &entry));
+        match deferred {
+            Some(d) => d.push(task),
+            None => Deferred::join(task).await,
         }
     }
 
@@ -378,6 +389,51 @@ impl Capped {
         }
         ledger_entry(&self.chat, model, usage, partial)
     }
+}
+
+tokio::task_local! {
+    /// The usage records of the reply being run (see [`deferring`]).
+    static DEFERRED: Deferred;
+}
+
+/// The usage records a reply's requests are writing in the background ([`deferring`]).
+#[derive(Clone, Default)]
+pub struct Deferred(Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>);
+
+impl Deferred {
+    fn push(&self, task: tokio::task::JoinHandle<()>) {
+        match self.0.lock() {
+            Ok(mut v) => v.push(task),
+            Err(e) => e.into_inner().push(task),
+        }
+    }
+
+    /// Waits until every record is written (a failed one is logged).
+    pub async fn wait(self) {
+        let tasks = match self.0.lock() {
+            Ok(mut v) => std::mem::take(&mut *v),
+            Err(e) => std::mem::take(&mut *e.into_inner()),
+        };
+        for t in tasks {
+            Deferred::join(t).await;
+        }
+    }
+
+    async fn join(task: tokio::task::JoinHandle<()>) {
+        if let Err(e) = task.await {
+            tracing::warn!("cannot record usage: {e}");
+        }
+    }
+}
+
+/// Runs `reply` so that the usage of its requests that hold nothing against a cap is written to
+/// the ledger in the background while the reply goes on; the caller records the reply in its chat,
+/// then waits with the returned [`Deferred`] before it reports the reply done: the two fsyncs wait
+/// for the disk together, and a crash still loses at most the reply in flight.
+pub async fn deferring<F: std::future::Future>(reply: F) -> (F::Output, Deferred) {
+    let d = Deferred::default();
+    let out = DEFERRED.scope(d.clone(), reply).await;
+    (out, d)
 }
 
 /// The ledger entry, now, of a request for chat `chat` to `model` that used `usage`.
@@ -693,6 +749,37 @@ mod tests {
         // Refused (never taken) and dropped: nothing to release.
         drop(PendingHold::new("d".into(), release));
         assert_eq!(*released.lock().unwrap(), ["a", "b"]);
+    }
+
+    /// Inside `deferring`, a record pushed by a request is left to finish in the background (the
+    /// reply returns while it is written) and `wait` returns only once it is written.
+    #[test]
+    fn a_reply_returns_before_its_deferred_records_and_waits_for_them() {
+        use std::sync::atomic::AtomicBool;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (open, gate) = std::sync::mpsc::channel::<()>();
+            let written = Arc::new(AtomicBool::new(false));
+            let w = Arc::clone(&written);
+            let ((), usage) = deferring(async move {
+                let task = tokio::task::spawn_blocking(move || {
+                    gate.recv().unwrap();
+                    w.store(true, Ordering::SeqCst);
+                });
+                DEFERRED.with(|d| d.push(task));
+            })
+            .await;
+            assert!(!written.load(Ordering::SeqCst), "the reply waited for it");
+            open.send(()).unwrap();
+            usage.wait().await;
+            assert!(written.load(Ordering::SeqCst), "wait returned before it");
+        });
+        // Outside a reply there is nothing to defer to: `after` waits for the record itself.
+        assert!(rt.block_on(async { DEFERRED.try_with(|_| ()).is_err() }));
     }
 
     #[test]

@@ -77,6 +77,12 @@ pub fn save(chats: &Dir, index: &Index) -> io::Result<()> {
     super::write_atomic(chats, "index.json", &encode(index)?)
 }
 
+/// [`save`] up to the rename: the index written and fsynced under a temporary name, put in place
+/// (and its directory fsynced) by [`super::Prepared::commit`].
+pub fn prepare(chats: &Dir, index: &Index) -> io::Result<super::Prepared> {
+    super::prepare_atomic(chats, "index.json", &encode(index)?)
+}
+
 /// Writes the index atomically without the directory fsync (see
 /// [`super::write_atomic_relaxed`]): for a change only to the last active chat, which a power cut
 /// may undo (the previous index, every chat in it, comes back whole).

@@ -78,6 +78,47 @@ pub fn write_atomic_relaxed(dir: &Dir, rel: impl AsRef<Path>, bytes: &[u8]) -> i
     prepare(dir, rel.as_ref(), bytes, Durability::Relaxed)?.commit()
 }
 
+/// [`write_atomic`] with no fsync at all: atomic for readers and for a `kill -9` (the rename is in the
+/// kernel when this returns), but a power cut may leave the previous version, or a torn or empty
+/// file. Only for a summary that is rebuilt from durable state whenever it does not match it (the
+/// spend ledger's per-day totals, recounted from the ledger).
+pub fn write_atomic_scratch(dir: &Dir, rel: impl AsRef<Path>, bytes: &[u8]) -> io::Result<()> {
+    prepare(dir, rel.as_ref(), bytes, Durability::Scratch)?.commit()
+}
+
+/// A file written under a temporary name, neither fsynced nor in place yet: [`Staged::publish`]
+/// fsyncs it and renames it over its name (no directory fsync, as [`write_atomic_relaxed`]).
+/// Dropped unpublished, the temporary file is removed. The write, which is where a full disk
+/// shows, is done before the caller starts slow work (a send's model request); the fsync runs
+/// while that work is under way.
+#[derive(Debug)]
+pub struct Staged(Prepared);
+
+/// Writes `rel` inside `dir` under a temporary name (missing parent directories are created) for
+/// [`Staged::publish`] to fsync and put in place.
+pub fn stage_relaxed(dir: &Dir, rel: impl AsRef<Path>, bytes: &[u8]) -> io::Result<Staged> {
+    prepare(dir, rel.as_ref(), bytes, Durability::Scratch).map(Staged)
+}
+
+impl Staged {
+    /// fsyncs the file and renames it into place: then it is as [`write_atomic_relaxed`] leaves
+    /// it (whole after a power cut, maybe the previous version until its directory is fsynced).
+    pub fn publish(self) -> io::Result<()> {
+        let f = self.0.dir.open(&self.0.tmp)?;
+        fsync(&f)?;
+        drop(f);
+        self.0.commit()
+    }
+}
+
+/// `fdatasync` of an appended file (its bytes and length, not its other metadata); counted with the
+/// fsyncs in tests (see [`fsyncs`]).
+pub fn sync_data(f: &cap_std::fs::File) -> io::Result<()> {
+    #[cfg(test)]
+    FSYNCS.with(|n| n.set(n.get() + 1));
+    f.sync_data()
+}
+
 /// Writes `rel` (a `/`-separated relative path) under `root` without following any symbolic link:
 /// every directory on the way is opened with `O_NOFOLLOW` from the previous one's handle (missing ones
 /// are created) and the target, if it exists, must be a regular file, whose permissions the new file
@@ -291,6 +332,40 @@ fn load_or_make_key(dir: &Path, name: &str) -> io::Result<Vec<u8>> {
     } else {
         Err(io::Error::new(io::ErrorKind::InvalidData, "bad key"))
     }
+}
+
+/// Runs `side` on a thread of its own while `main` runs on this one, and returns both results: two
+/// writes that each end in an fsync wait for the disk at the same time instead of one after the
+/// other. (In tests, the side thread's fsyncs are added to this thread's count, see [`fsyncs`].)
+/// A panic in `side` is passed on.
+pub fn both<A: Send, B>(side: impl FnOnce() -> A + Send, main: impl FnOnce() -> B) -> (A, B) {
+    std::thread::scope(|s| {
+        let h = s.spawn(|| (side(), thread_fsyncs()));
+        let b = main();
+        let (a, n) = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        count_fsyncs(n);
+        (a, b)
+    })
+}
+
+/// The fsyncs this thread made (counted in tests only, else 0).
+fn thread_fsyncs() -> u64 {
+    #[cfg(test)]
+    {
+        fsyncs()
+    }
+    #[cfg(not(test))]
+    {
+        0
+    }
+}
+
+/// Adds `n` fsyncs another thread made for this one to this thread's count (tests only).
+fn count_fsyncs(n: u64) {
+    #[cfg(test)]
+    FSYNCS.with(|c| c.set(c.get() + n));
+    #[cfg(not(test))]
+    let _ = n;
 }
 
 /// fsyncs a directory (best effort: a rename is already atomic, this makes it durable).

@@ -334,24 +334,21 @@ impl Workspace {
 
     /// Saves the active chat.
     pub fn save_active(&mut self) -> Result<(), WorkspaceError> {
-        self.save_active_by(ChatStore::save)
-    }
-
-    /// [`Self::save_active`] without the directory fsync (see [`ChatStore::save_relaxed`]): a
-    /// send's user message, made durable by the save that records its reply.
-    pub fn save_active_relaxed(&mut self) -> Result<(), WorkspaceError> {
-        self.save_active_by(ChatStore::save_relaxed)
-    }
-
-    /// Saves the active chat with `save` (durable or relaxed).
-    fn save_active_by(
-        &mut self,
-        save: fn(&ChatStore, &Chat) -> std::io::Result<()>,
-    ) -> Result<(), WorkspaceError> {
         let global = self.active()?.global;
         let chat = self.active()?.chat.clone();
-        save(self.store(global)?, &chat).map_err(ChatError::io("Failed to save chat"))?;
+        self.store(global)?
+            .save(&chat)
+            .map_err(ChatError::io("Failed to save chat"))?;
         Ok(())
+    }
+
+    /// Writes the active chat under a temporary name, to be fsynced and put in place later
+    /// ([`ChatStore::stage`]): a send's user message, before its model request.
+    fn stage_active(&mut self) -> Result<crate::store::Staged, WorkspaceError> {
+        let global = self.active()?.global;
+        let chat = self.active()?.chat.clone();
+        let staged = self.store(global)?.stage(&chat);
+        Ok(staged.map_err(ChatError::io("Failed to save chat"))?)
     }
 
     /// Makes `chat` (in the `global` store) the active chat, taking its lock and releasing the

@@ -35,6 +35,9 @@ pub struct StartedReply {
     pub first_exchange: bool,
     /// The user's message.
     pub first_message: String,
+    /// The chat with the user message, written but not yet fsynced or in place: for
+    /// [`Workspace::publish_message`] once the reply is started (taken out before).
+    pub message: Option<crate::store::Staged>,
 }
 
 impl Workspace {
@@ -79,21 +82,37 @@ impl Workspace {
         let msg = turn::user_message(&a.chat, &first_message, &prepared.model, &prepared.effort);
         let a = self.active_mut().map_err(ReplyError::Chat)?;
         turn::record_user_message(&mut a.chat, msg);
-        // Not fsynced into the directory yet: the reply's record (or `record_reply`'s sync when
-        // it records nothing) makes the message durable before its `done` is sent.
-        if let Err(e) = self.save_active_relaxed() {
-            if let Ok(a) = self.active_mut() {
-                turn::unrecord_user_message(&mut a.chat);
+        // Written now (a full disk refuses the send before anything is sent), fsynced and put in
+        // place by `publish_message` while the model request goes out; not fsynced into the
+        // directory: the reply's record (or `record_reply`'s sync when it records nothing) makes
+        // the message durable before its `done` is sent.
+        let message = match self.stage_active() {
+            Ok(m) => m,
+            Err(e) => {
+                if let Ok(a) = self.active_mut() {
+                    turn::unrecord_user_message(&mut a.chat);
+                }
+                return Err(ReplyError::Chat(e));
             }
-            return Err(ReplyError::Chat(e));
-        }
+        };
         Ok(StartedReply {
             job: prepared.job,
             target,
             model: prepared.model,
             first_exchange: prepared.first_exchange,
             first_message,
+            message: Some(message),
         })
+    }
+
+    /// Puts a started reply's user message in place ([`StartedReply::message`]): called once the
+    /// reply is under way, by the holder of the workspace, so the reply's record (which needs the
+    /// workspace) comes after it. A failure is logged, not returned: the message is in the active
+    /// chat, and the save recording the reply writes it with the reply.
+    pub fn publish_message(&mut self, message: crate::store::Staged) {
+        if let Err(e) = message.publish() {
+            tracing::warn!("cannot save the user message before the reply: {e}");
+        }
     }
 
     /// Records the outcome of a reply by `model` in its chat `target` (nothing when it left
@@ -229,17 +248,40 @@ mod tests {
         }
     }
 
-    /// The user message a send records before asking the model costs one fsync (chat.json; not
-    /// its directory: the save recording the reply makes both durable before `done`). It cost 2.
+    /// The user message a send records costs one fsync (chat.json; not its directory: the save
+    /// recording the reply makes both durable before `done`), and it is not made before the model
+    /// request: `start_reply` only writes it (a full disk still refuses the send), and
+    /// `publish_message`, called once the reply is under way, fsyncs it and puts it in place.
+    /// Issue 30: `start_reply` made the fsync before the request went out.
     #[test]
-    fn a_send_records_its_user_message_with_one_fsync() {
-        let (_t, mut ws) = with_chat();
+    fn a_send_writes_its_user_message_before_and_fsyncs_it_after_the_request() {
+        let (t, mut ws) = with_chat();
+        let id = ws.active().expect("active").id.clone();
+        let on_disk = || {
+            let p = t.path().join(".bb7/chats").join(&id).join("chat.json");
+            let chat: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(p).expect("chat.json")).expect("json");
+            chat["messages"].as_array().map_or(0, Vec::len)
+        };
         let before = fsyncs();
-        let started = ws.start_reply(request("hello")).expect("start_reply");
-        assert_eq!(fsyncs() - before, 1);
-        let chat = &ws.active().expect("active").chat;
-        assert_eq!(chat.messages.len(), 1);
+        let mut started = ws.start_reply(request("hello")).expect("start_reply");
+        assert_eq!(fsyncs() - before, 0, "no fsync before the request");
+        assert_eq!(ws.active().expect("active").chat.messages.len(), 1);
         assert!(!started.first_message.is_empty());
+        assert_eq!(on_disk(), 0, "not in place yet");
+        let before = fsyncs();
+        ws.publish_message(started.message.take().expect("staged"));
+        assert_eq!(fsyncs() - before, 1);
+        assert_eq!(on_disk(), 1);
+        let dir = t.path().join(".bb7/chats").join(&id);
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .expect("chat dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            !names.iter().any(|n| n.contains(".tmp-")),
+            "no temporary file left: {names:?}"
+        );
     }
 
     /// A send in a chat with a file it may edit sets up the sandbox (and loads `edit_file`) in

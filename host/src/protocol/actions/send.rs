@@ -59,14 +59,12 @@ pub(super) fn start(
     req: &Request,
     begin: impl FnOnce(&mut Workspace) -> Result<StartedReply, String>,
 ) -> Handled {
-    let (started, stale) = {
-        let mut s = ctx.lock();
-        let stale = s.stale_context();
-        (begin(&mut s), stale)
-    };
-    let started = match started {
+    let mut s = ctx.lock();
+    let stale = s.stale_context();
+    let mut started = match begin(&mut s) {
         Ok(p) => p,
         Err(e) => {
+            drop(s);
             ctx.inflight.release();
             return Err(e);
         }
@@ -74,10 +72,16 @@ pub(super) fn start(
     if let Some(files) = stale.filter(|f| !f.is_empty()) {
         events::emit(ctx, &events::stale_context(req.id.as_deref(), &files));
     }
+    let message = started.message.take();
     let ctx2 = ctx.clone();
     let id = req.id.clone();
     ctx.rt
         .spawn(async move { finish_send(ctx2, id, started).await });
+    // The model request goes out while the user message is fsynced and put in place, under the
+    // workspace lock: the reply's record waits for it.
+    if let Some(m) = message {
+        s.publish_message(m);
+    }
     Ok(Outcome::Later)
 }
 
@@ -88,6 +92,7 @@ async fn finish_send(ctx: Ctx, id: Option<String>, started: StartedReply) {
         model,
         first_exchange,
         first_message,
+        message: _,
     } = started;
     let provider = job.provider.clone();
     let config = job.request.config.clone();
@@ -95,7 +100,7 @@ async fn finish_send(ctx: Ctx, id: Option<String>, started: StartedReply) {
         ctx: ctx.clone(),
         id: id.clone(),
     };
-    let outcome = crate::agent::reply::run(job, &mut sink).await;
+    let (outcome, usage) = crate::spend::deferring(crate::agent::reply::run(job, &mut sink)).await;
     // Recording waits for the workspace lock (the stdin thread may hold it, e.g. through a
     // `pre_apply` hook) and fsyncs: off the runtime's one worker, so other replies keep streaming.
     let recorded = tokio::task::block_in_place(|| {
@@ -103,6 +108,8 @@ async fn finish_send(ctx: Ctx, id: Option<String>, started: StartedReply) {
         crate::agent::usage_log::append(&target.id, target.global, &model, &outcome);
         recorded
     });
+    // The ledger lines of the reply's requests, written alongside the record, are in before `done`.
+    usage.wait().await;
     ctx.inflight.release();
     let m = match recorded {
         Ok(()) => events::terminal(id.as_deref(), &outcome),
