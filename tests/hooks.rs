@@ -184,14 +184,15 @@ fn no_decision_finds_what_an_earlier_one_left_in_the_hook_s_memory() {
     // hook_once marks its memory when it decides and denies when it finds the mark: every decision
     // of a session (a fresh instance each, in reused pool slots) must pass.
     let server = MockServer::start(Script::new(vec![
-        Reply::tool_calls(
-            (0..3).map(|i| ToolCall::new(i, format!("c{i}"), "read_file", r#"{"path": "a.txt"}"#)),
-        ),
+        Reply::tool_calls((0..3).map(|i| {
+            let args = json!({"file_path": "a.txt", "start_line": i + 1}).to_string();
+            ToolCall::new(i, format!("c{i}"), "read_file", args)
+        })),
         Reply::text(["read"]),
         Reply::text(["again"]),
     ]));
     let env = Env::new();
-    env.write_local("a.txt", "alpha\n");
+    env.write_local("a.txt", "alpha\nalpha\nalpha\n");
     let (env, mut s) = session_in(env, &server, &["hook_once"], json!({}));
     let (end, _) = send_agent(&mut s, "read it three times");
     assert_eq!(end["type"], "done", "{end}");
