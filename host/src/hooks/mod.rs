@@ -9,13 +9,13 @@
 //! - `run`: one hook asked in the sandbox under its grant, its answer read, the decision recorded.
 //! - `exec`: a hook granted nothing run on the caller's thread (no hand-off to a worker).
 //! - `state`: the components' state, parsed once and kept while `tools.json` is unchanged.
-//! - `engine`: the engine hooks run on: the tools' code generation, and a dropped instance's
-//!   written pages reset in place for the next decision (not released and faulted in again).
+//! - [`crate::sandbox::hook_engine`]: the engine hooks run on: the tools' code generation, and a
+//!   dropped instance's written pages reset in place for the next decision (not released and
+//!   faulted in again).
 //!
 //! A project with no hook at a point costs one look at the components' state file (read again
 //! only when it changed): no engine, sandbox or component is set up then.
 
-mod engine;
 pub mod event;
 mod exec;
 mod run;

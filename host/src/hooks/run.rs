@@ -64,13 +64,15 @@ pub enum HookError {
 }
 
 /// The sandbox hooks run on: one per process, set up at the first hook asked, on the hook engine
-/// ([`super::engine`]). It keeps no call records: a hook's decision is recorded as a `hook` record
-/// instead. Its compiled components are cached where the tools' are (the same code generation).
+/// ([`crate::sandbox::hook_engine`]). It keeps no call records: a hook's decision is recorded as a
+/// `hook` record instead. Its compiled components are cached where the tools' are (the same code
+/// generation).
 fn sandbox() -> Result<Arc<Sandbox>, ToolHostError> {
     static SANDBOX: OnceLock<Result<Arc<Sandbox>, ToolHostError>> = OnceLock::new();
     SANDBOX
         .get_or_init(|| {
-            let engine = super::engine::engine()?;
+            let engine = crate::sandbox::hook_engine::engine()
+                .map_err(|e| ToolHostError::Unavailable(e.to_string()))?;
             let protected: Vec<std::path::PathBuf> =
                 crate::paths::state_dir().into_iter().collect();
             Sandbox::with_engine(

@@ -56,7 +56,7 @@ impl Sandbox {
 
     /// [`Sandbox::new`] on `engine` instead of the process-wide one: an engine configured as
     /// [`engine::engine_config`] configures it (the same code generation), whose epoch is ticked
-    /// every [`super::limits::EPOCH_TICK`] (the hooks' engine, `hooks/engine.rs`).
+    /// every [`super::limits::EPOCH_TICK`] (the hooks' engine, [`super::hook_engine`]).
     pub fn with_engine(
         engine: wasmtime::Engine,
         limits: Limits,
