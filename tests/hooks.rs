@@ -180,6 +180,39 @@ fn a_passing_hook_lets_the_send_through() {
 }
 
 #[test]
+fn no_decision_finds_what_an_earlier_one_left_in_the_hook_s_memory() {
+    // hook_once marks its memory when it decides and denies when it finds the mark: every decision
+    // of a session (a fresh instance each, in reused pool slots) must pass.
+    let server = MockServer::start(Script::new(vec![
+        Reply::tool_calls((0..3).map(|i| {
+            let args = json!({"file_path": "a.txt", "start_line": i + 1}).to_string();
+            ToolCall::new(i, format!("c{i}"), "read_file", args)
+        })),
+        Reply::text(["read"]),
+        Reply::text(["again"]),
+    ]));
+    let env = Env::new();
+    env.write_local("a.txt", "alpha\nalpha\nalpha\n");
+    let (env, mut s) = session_in(env, &server, &["hook_once"], json!({}));
+    let (end, _) = send_agent(&mut s, "read it three times");
+    assert_eq!(end["type"], "done", "{end}");
+    for i in 0..3 {
+        let result = tool_result(&server, &format!("c{i}"));
+        assert!(result.contains("alpha"), "{result}");
+    }
+    let (end, _) = send_agent(&mut s, "once more");
+    assert_eq!(end["type"], "done", "{end}");
+    s.shutdown();
+    let records = verified_hook_records(&env.home(), &env.proj());
+    // pre_send, three pre_tool_call and three post_tool_call, pre_send.
+    assert_eq!(records.len(), 8, "{records:?}");
+    assert!(
+        records.iter().all(|r| r["decision"] == "pass"),
+        "{records:?}"
+    );
+}
+
+#[test]
 fn a_denied_tool_call_never_runs_and_the_model_reads_why() {
     let server = MockServer::start(Script::new(vec![
         Reply::tool_calls([

@@ -9,6 +9,9 @@
 //! - `run`: one hook asked in the sandbox under its grant, its answer read, the decision recorded.
 //! - `exec`: a hook granted nothing run on the caller's thread (no hand-off to a worker).
 //! - `state`: the components' state, parsed once and kept while `tools.json` is unchanged.
+//! - [`crate::sandbox::hook_engine`]: the engine hooks run on: the tools' code generation, and a
+//!   dropped instance's written pages reset in place for the next decision (not released and
+//!   faulted in again).
 //!
 //! A project with no hook at a point costs one look at the components' state file (read again
 //! only when it changed): no engine, sandbox or component is set up then.
@@ -73,16 +76,11 @@ impl Denied {
 /// naming itself and `bb7 tools grant <name>`. The components' state cannot be read → `Err`:
 /// whether a hook applies is unknown, so the caller denies.
 pub fn at(project: &Path, point: Point) -> Result<Vec<Status>, ComponentError> {
-    let statuses = match state::statuses(project) {
-        Ok(s) => s,
+    match state::hooks_at(project, point) {
         // No state directory: nothing is installed, so no hook.
-        Err(ComponentError::NoHome) => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    Ok(statuses
-        .into_iter()
-        .filter(|s| s.enabled && s.installed.hook.iter().any(|p| p == point.as_str()))
-        .collect())
+        Err(ComponentError::NoHome) => Ok(Vec::new()),
+        r => r,
+    }
 }
 
 /// Asks every hook of `project` at `point` (see [`at`]) about the event `fields` builds (called

@@ -5,7 +5,7 @@
 //! `deny(reason)` is a deny whose reason says what went wrong.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
 use serde_json::Value;
 
@@ -15,8 +15,9 @@ use crate::components::installed::Status;
 use crate::components::load::{self, OutputTo};
 use crate::components::manage::HOOK_EXPORT;
 use crate::components::view::ViewSlot;
-use crate::sandbox::ToolComponent;
-use crate::toolhost::ToolHost;
+use crate::sandbox::cache::ComponentCache;
+use crate::sandbox::{Limits, Sandbox, ToolComponent};
+use crate::toolhost::{LoadError, LoadedComponents, ToolHostError};
 
 /// The longest reason kept from a hook (it reaches the model, the user and the chain).
 const MAX_REASON: usize = 1024;
@@ -38,10 +39,10 @@ pub enum HookError {
     },
     /// The sandbox could not be set up.
     #[error("the hook could not run: {0}")]
-    Sandbox(#[from] crate::toolhost::ToolHostError),
+    Sandbox(#[from] ToolHostError),
     /// The hook could not be loaded under its grant (e.g. its binary changed on disk).
     #[error("the hook could not be loaded: {0}")]
-    Load(#[from] crate::toolhost::LoadError),
+    Load(#[from] LoadError),
     /// The component exports no `decide`.
     #[error("the component does not export {HOOK_EXPORT}, so it cannot decide")]
     NoDecide,
@@ -62,11 +63,37 @@ pub enum HookError {
     NotADecision(String),
 }
 
-/// The tool host hooks run on: one per process, set up at the first hook asked. Its sandbox keeps
-/// no call records: a hook's decision is recorded as a `hook` record instead.
-fn host() -> &'static ToolHost {
-    static HOST: OnceLock<ToolHost> = OnceLock::new();
-    HOST.get_or_init(|| ToolHost::with_audit(None))
+/// The sandbox hooks run on: one per process, set up at the first hook asked, on the hook engine
+/// ([`crate::sandbox::hook_engine`]). It keeps no call records: a hook's decision is recorded as a
+/// `hook` record instead. Its compiled components are cached where the tools' are (the same code
+/// generation).
+fn sandbox() -> Result<Arc<Sandbox>, ToolHostError> {
+    static SANDBOX: OnceLock<Result<Arc<Sandbox>, ToolHostError>> = OnceLock::new();
+    SANDBOX
+        .get_or_init(|| {
+            let engine = crate::sandbox::hook_engine::engine()
+                .map_err(|e| ToolHostError::Unavailable(e.to_string()))?;
+            let protected: Vec<std::path::PathBuf> =
+                crate::paths::state_dir().into_iter().collect();
+            Sandbox::with_engine(
+                engine,
+                Limits::default(),
+                ComponentCache::default_base(),
+                None,
+                &protected,
+            )
+            .map(Arc::new)
+            .map_err(|e| ToolHostError::Unavailable(format!("{e:#}")))
+        })
+        .clone()
+}
+
+/// `hook`'s component loaded on the hook sandbox under its grant (checked against its approved
+/// sha256 when first loaded, then kept per binary and grant, as a tool host keeps tools).
+fn load_granted(hook: &Status) -> Result<Arc<ToolComponent>, LoadError> {
+    static LOADED: LazyLock<LoadedComponents> = LazyLock::new(Default::default);
+    let sandbox = sandbox()?;
+    Ok(load::load_granted(&sandbox, hook, &LOADED)?)
 }
 
 /// One event to put to the hooks of a point.
@@ -115,7 +142,7 @@ impl Ask<'_> {
             name: hook.name.clone(),
             stale: hook.grant_stale,
         })?;
-        let sandbox = host().sandbox()?;
+        let sandbox = sandbox()?;
         let decide = decide_of(hook)?;
         let views = ViewSlot::default();
         let dir = load::call_dir(
@@ -157,7 +184,7 @@ fn decide_of(hook: &Status) -> Result<Arc<ToolComponent>, HookError> {
     /// entry, so the cache stays as small as the set of installed hooks.
     type Kept = Vec<(String, Arc<ToolComponent>, Arc<ToolComponent>)>;
     static DECIDE: Mutex<Kept> = Mutex::new(Vec::new());
-    let component = host().load_granted(hook)?;
+    let component = load_granted(hook)?;
     let mut kept = DECIDE.lock().unwrap_or_else(|p| p.into_inner());
     let slot = kept.iter().position(|(name, _, _)| *name == hook.name);
     if let Some(i) = slot
@@ -175,7 +202,7 @@ fn decide_of(hook: &Status) -> Result<Arc<ToolComponent>, HookError> {
 }
 
 /// The component's `decide`, ready to call.
-fn decide_function(component: &Arc<ToolComponent>) -> Option<Arc<ToolComponent>> {
+pub(super) fn decide_function(component: &Arc<ToolComponent>) -> Option<Arc<ToolComponent>> {
     let tool = component
         .generic()?
         .functions

@@ -2,6 +2,7 @@
 //! needs.
 //!
 //! - [`engine`]: the one process-wide engine (pooling allocator, epoch ticker).
+//! - [`hook_engine`]: the hooks' engine (the same code generation; instances reset in place).
 //! - [`cache`]: compiled components on disk, keyed by engine and component sha256.
 //! - [`registry`]: the built-in components (embedded in the binary) and third-party component files.
 //! - [`api`]: the WIT versions the host speaks, behind one version-neutral surface.
@@ -27,6 +28,7 @@ pub mod error;
 pub mod generic_tool;
 pub mod grant;
 pub mod hints;
+pub mod hook_engine;
 pub mod hostcalls;
 pub mod http;
 pub mod limits;

@@ -45,7 +45,25 @@ impl Sandbox {
         audit: Option<AuditLog>,
         protected: &[PathBuf],
     ) -> anyhow::Result<Self> {
-        let engine = engine::shared(&limits)?;
+        Sandbox::with_engine(
+            engine::shared(&limits)?,
+            limits,
+            cache_base,
+            audit,
+            protected,
+        )
+    }
+
+    /// [`Sandbox::new`] on `engine` instead of the process-wide one: an engine configured as
+    /// [`engine::engine_config`] configures it (the same code generation), whose epoch is ticked
+    /// every [`super::limits::EPOCH_TICK`] (the hooks' engine, [`super::hook_engine`]).
+    pub fn with_engine(
+        engine: wasmtime::Engine,
+        limits: Limits,
+        cache_base: Option<PathBuf>,
+        audit: Option<AuditLog>,
+        protected: &[PathBuf],
+    ) -> anyhow::Result<Self> {
         let mut dirs: Vec<PathBuf> = protected.to_vec();
         dirs.extend(cache_base.clone());
         dirs.extend(
