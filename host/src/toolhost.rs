@@ -117,7 +117,9 @@ impl ToolHost {
             .spawn(move || {
                 if let Ok(sandbox) = host.sandbox() {
                     for tool in tools {
-                        let _ = sandbox.registry().builtin(tool);
+                        if let Ok(t) = sandbox.registry().builtin(tool) {
+                            sandbox.warm(&t);
+                        }
                     }
                 }
             });

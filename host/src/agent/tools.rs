@@ -152,6 +152,10 @@ pub struct ToolRunner {
     /// instructions): the edit tools are told these ids and leave result ids to the host, instead
     /// of hashing whole files in the sandbox (several times slower there).
     ids: HashMap<String, String>,
+    /// The staged content whose id is in `ids`, by path, as read back after the call that left it
+    /// (or as placed): the commit publishes it without reading and hashing every file again.
+    /// Nothing writes to staging between calls (an abandoned call taints the reply instead).
+    contents: HashMap<String, Vec<u8>>,
     /// A call was abandoned while it held the staging directory read-write: its thread could still
     /// write there, so nothing in staging is trusted any more (no further call, no commit).
     tainted: bool,
@@ -201,6 +205,7 @@ impl ToolRunner {
             touched: Vec::new(),
             placed: BTreeSet::new(),
             ids: HashMap::new(),
+            contents: HashMap::new(),
             tainted: false,
             project_reads: HashMap::new(),
             agent: false,
@@ -260,6 +265,7 @@ impl ToolRunner {
                     rel.to_string(),
                     bb7_tool_logic::file_id::file_id(rel, &content),
                 );
+                self.contents.insert(rel.to_string(), content);
                 true
             }
             _ => false,
@@ -288,7 +294,7 @@ impl ToolRunner {
         }
         self.touched
             .iter()
-            .filter_map(|t| self.staging.read(&t.path).ok().map(|c| (t.clone(), c)))
+            .filter_map(|t| self.staged_now(&t.path).ok().map(|(c, _)| (t.clone(), c)))
             .collect()
     }
 
@@ -391,6 +397,7 @@ impl ToolRunner {
                         "edit_file: {rel} is not in context and has no output; edit only files shown in the request, or create a new file with write_file"
                     )));
                 };
+                self.contents.remove(rel);
                 self.staging
                     .place(rel, content)
                     .map_err(|e| format!("edit_file: cannot stage {rel}: {e}"))?;
@@ -508,17 +515,31 @@ impl ToolRunner {
         Ok(paths)
     }
 
-    /// Re-hashes the staged `rel` (forgets its id when it is not there).
+    /// Reads the staged `rel` back once and keeps its content and id (forgets both when it is
+    /// not there).
     fn refresh_id(&mut self, rel: &str) {
         match self.staging.read(rel) {
             Ok(c) => {
                 self.ids
                     .insert(rel.to_string(), bb7_tool_logic::file_id::file_id(rel, &c));
+                self.contents.insert(rel.to_string(), c);
             }
             Err(_) => {
                 self.ids.remove(rel);
+                self.contents.remove(rel);
             }
         }
+    }
+
+    /// The staged content of `rel` and its id: as kept after the call that left it, else read
+    /// from staging (no links followed) and hashed.
+    fn staged_now(&self, rel: &str) -> std::io::Result<(Vec<u8>, String)> {
+        if let (Some(c), Some(id)) = (self.contents.get(rel), self.ids.get(rel)) {
+            return Ok((c.clone(), id.clone()));
+        }
+        let c = self.staging.read(rel)?;
+        let id = bb7_tool_logic::file_id::file_id(rel, &c);
+        Ok((c, id))
     }
 
     /// Puts the `file_id` of each file an edit tool's result names (`files[].path`, or `path`).
@@ -559,20 +580,19 @@ impl ToolRunner {
         }
         let mut staged = Vec::new();
         for t in &self.touched {
-            let content = self
-                .staging
-                .read(&t.path)
+            let (content, version) = self
+                .staged_now(&t.path)
                 .map_err(|e| format!("Cannot read the staged {}: {e}", t.path))?;
-            staged.push((t, content));
+            staged.push((t, content, version));
         }
         // Snapshots first: an output is never published without the base it was made from.
         let mut adopted = Vec::new();
-        for (t, _) in &staged {
+        for (t, _, _) in &staged {
             let cf = self.adopted_base(chat_dir, t)?;
             adopted.push(cf);
         }
         let mut pending = Vec::new();
-        for (t, content) in &staged {
+        for (t, content, _) in &staged {
             let rel = paths::output_rel(&t.path);
             let before = crate::store::read_regular(chat_dir, &rel).ok();
             let p = crate::store::prepare_atomic(chat_dir, &rel, content)
@@ -597,8 +617,8 @@ impl ToolRunner {
         Ok(staged
             .into_iter()
             .zip(adopted)
-            .map(|((t, content), adopted)| Written {
-                version: bb7_tool_logic::file_id::file_id(&t.path, &content),
+            .map(|((t, content, version), adopted)| Written {
+                version,
                 path: t.path.clone(),
                 prev_version: t.base_id.clone(),
                 content,
@@ -768,5 +788,46 @@ mod host_tests {
         assert!(host.sandbox_created());
         assert_eq!(done.status, "\n[Assistant added: new.txt]\n");
         assert_eq!(runner.staged("new.txt").unwrap(), b"hello\n");
+    }
+
+    /// The commit publishes the content the host read back (and hashed) once, right after the
+    /// call that left it: the version the call's result named, without reading and hashing every
+    /// staged file again (a 1 MiB edit read and hashed its file a third time at the commit).
+    #[test]
+    fn the_commit_publishes_what_the_call_left_without_reading_staging_again() {
+        let project = tempfile::tempdir().unwrap();
+        let chat = tempfile::tempdir().unwrap();
+        let chat_dir = Dir::open_ambient_dir(chat.path(), cap_std::ambient_authority()).unwrap();
+        let host = Arc::new(ToolHost::with_audit(None));
+        let mut runner = ToolRunner::new(
+            host,
+            DiffMode::SearchReplaceMulti,
+            project.path(),
+            chat_dir.try_clone().unwrap(),
+            &[],
+        )
+        .unwrap();
+        let args = json!({"path": "new.txt", "content": "hello\n"});
+        runner
+            .run(&ToolCall {
+                id: "c1".into(),
+                name: "write_file".into(),
+                arguments_raw: args.to_string(),
+                arguments: Ok(args),
+            })
+            .unwrap();
+        // Staging changed behind the runner's back after the call (nothing of bb7 does this).
+        std::fs::write(runner.staging_path().join("new.txt"), "changed later\n").unwrap();
+        let written = runner.commit(&chat_dir).unwrap();
+        assert_eq!(written.len(), 1);
+        assert_eq!(written[0].content, b"hello\n");
+        assert_eq!(
+            written[0].version,
+            bb7_tool_logic::file_id::file_id("new.txt", b"hello\n")
+        );
+        assert_eq!(
+            std::fs::read(chat.path().join("output/new.txt")).unwrap(),
+            b"hello\n"
+        );
     }
 }

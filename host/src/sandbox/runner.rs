@@ -111,6 +111,20 @@ impl Sandbox {
         )
     }
 
+    /// Readies `tool`'s first call ahead of it ([`crate::toolhost::ToolHost::prewarm`]): one
+    /// `describe` in a fresh store without any directory makes what a component's first
+    /// instantiation makes (its memory image, the call worker's state) and wasmtime-wasi's runtime
+    /// starts, so the call that follows waits for neither. A failure is ignored: the call meets
+    /// it again and reports it.
+    pub fn warm(&self, tool: &Arc<ToolComponent>) {
+        // wasmtime-wasi's own runtime, which its host calls enter when no runtime is current (as
+        // on the call worker); on a runtime's thread it would be that runtime instead.
+        if tokio::runtime::Handle::try_current().is_err() {
+            wasmtime_wasi::runtime::in_tokio(async {});
+        }
+        let _ = self.describe(tool, &[]);
+    }
+
     /// Runs one call of `tool` with `grant` as its only directory (mounted at `/`), returning the JSON
     /// result and the audit record (also appended to the audit log, if any).
     pub fn call(
