@@ -7,12 +7,19 @@
 //! by wasmtime with exactly the host's engine configuration (`src/sandbox/engine_config.rs`, included
 //! below), so that no run of `bb7` — not even the first one after an install — compiles a built-in
 //! tool. (The per-tool crates are built too: they are examples, and tests load them as files.)
+//! The component's WebAssembly bytes are only needed when that native code cannot be used, so they are
+//! embedded zstd-compressed.
+//!
+//! It also turns the `cl100k_base` ranks file (host/assets/, base64 tokens) into the compact table
+//! `src/tokens/bpe.rs` reads: every token's bytes in rank order, then one length byte per token,
+//! zstd-compressed (`$OUT_DIR/cl100k.rs`).
 
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
 include!("src/sandbox/engine_config.rs");
@@ -33,6 +40,9 @@ const TOOLS: [&str; 5] = [
 
 /// The component file the guest build leaves for the all-in-one crate (`bb7-builtin-tools`).
 const BUILTINS_WASM: &str = "bb7_builtin_tools.wasm";
+
+/// The zstd level the embedded blobs are compressed with (decompression speed is the same at every level).
+const ZSTD_LEVEL: i32 = 19;
 
 /// The guest crates (directories under guest-tools/) whose sources the build depends on.
 const GUEST_CRATES: [&str; 8] = [
@@ -64,6 +74,7 @@ fn main() {
         manifest.join("src/sandbox/engine_config.rs").display()
     );
 
+    cl100k_table(&manifest, &out);
     check_wasm_target();
     link_for_fast_start();
 
@@ -97,8 +108,10 @@ fn main() {
     let bytes = fs::read(wasm_dir.join(BUILTINS_WASM))
         .unwrap_or_else(|e| panic!("missing component {BUILTINS_WASM} after the guest build: {e}"));
     let sha = hex::encode(Sha256::digest(&bytes));
-    let dest = out.join(BUILTINS_WASM);
-    fs::write(&dest, &bytes).unwrap_or_else(|e| panic!("writing {}: {e}", dest.display()));
+    let dest = out.join(format!("{BUILTINS_WASM}.zst"));
+    let packed = zstd::bulk::compress(&bytes, ZSTD_LEVEL)
+        .unwrap_or_else(|e| panic!("compressing {BUILTINS_WASM}: {e}"));
+    fs::write(&dest, &packed).unwrap_or_else(|e| panic!("writing {}: {e}", dest.display()));
     let native = engine
         .precompile_component(&bytes)
         .unwrap_or_else(|e| panic!("precompiling {BUILTINS_WASM}: {e}"));
@@ -107,10 +120,12 @@ fn main() {
     let mut generated = format!(
         "/// The digest of the engine configuration the built-ins were precompiled for.\n\
          pub const PRECOMPILED_FOR: u64 = {digest};\n\
-         /// The component holding every built-in tool: its WebAssembly bytes (compiled only when this\n\
-         /// engine cannot run [`BUILTIN_PRECOMPILED`]).\n\
-         pub static BUILTIN_WASM: &[u8] = include_bytes!({dest:?});\n\
-         /// Hex sha256 of [`BUILTIN_WASM`], computed at build time.\n\
+         /// The component holding every built-in tool: its WebAssembly bytes, zstd-compressed (read\n\
+         /// only when this engine cannot run [`BUILTIN_PRECOMPILED`]).\n\
+         pub static BUILTIN_WASM_ZST: &[u8] = include_bytes!({dest:?});\n\
+         /// The length of the component's WebAssembly bytes (decompressed [`BUILTIN_WASM_ZST`]).\n\
+         pub const BUILTIN_WASM_LEN: usize = {len};\n\
+         /// Hex sha256 of the component's WebAssembly bytes, computed at build time.\n\
          pub const BUILTIN_SHA256: &str = {sha:?};\n\
          /// The component's native code, precompiled at build time for an engine whose configuration\n\
          /// digest is [`PRECOMPILED_FOR`].\n\
@@ -118,6 +133,7 @@ fn main() {
          /// The built-in tools, all in that one component, in the order they are offered.\n\
          pub static BUILTIN_COMPONENTS: &[EmbeddedComponent] = &[\n",
         digest = compatibility_digest(&engine),
+        len = bytes.len(),
         dest = dest.display().to_string(),
         cwasm = cwasm.display().to_string(),
     );
@@ -128,6 +144,52 @@ fn main() {
     }
     generated.push_str("];\n");
     fs::write(out.join("builtin_components.rs"), generated).expect("writing builtin_components.rs");
+}
+
+/// The cl100k table for `src/tokens/bpe.rs`: the tokens' bytes in rank order, then each token's length
+/// (one byte), zstd-compressed, with its sizes (`$OUT_DIR/cl100k.rs`). The ranks file lists every rank
+/// once, in order, so a token's rank is its index (checked here).
+fn cl100k_table(manifest: &Path, out: &Path) {
+    let src = manifest.join("assets/cl100k_base.tiktoken");
+    println!("cargo:rerun-if-changed={}", src.display());
+    let text =
+        fs::read_to_string(&src).unwrap_or_else(|e| panic!("reading {}: {e}", src.display()));
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut arena = Vec::with_capacity(700 << 10);
+    let mut lens = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let (token, rank) = line
+            .split_once(' ')
+            .unwrap_or_else(|| panic!("cl100k line {i}: not `<base64> <rank>`: {line:?}"));
+        assert_eq!(
+            rank.parse::<usize>().ok(),
+            Some(i),
+            "cl100k line {i}: ranks must run 0, 1, …"
+        );
+        let before = arena.len();
+        b64.decode_vec(token, &mut arena)
+            .unwrap_or_else(|e| panic!("cl100k line {i}: {e}"));
+        let len = u8::try_from(arena.len() - before)
+            .unwrap_or_else(|_| panic!("cl100k line {i}: a token longer than 255 bytes"));
+        lens.push(len);
+    }
+    let tokens = lens.len();
+    arena.extend_from_slice(&lens);
+    let packed = zstd::bulk::compress(&arena, ZSTD_LEVEL).expect("compressing the cl100k table");
+    let dest = out.join("cl100k.bin.zst");
+    fs::write(&dest, &packed).unwrap_or_else(|e| panic!("writing {}: {e}", dest.display()));
+    let generated = format!(
+        "/// The cl100k table (every token's bytes in rank order, then one length byte per token),\n\
+         /// zstd-compressed by the build script.\n\
+         static CL100K_ZST: &[u8] = include_bytes!({dest:?});\n\
+         /// The table's decompressed length.\n\
+         const CL100K_BYTES: usize = {bytes};\n\
+         /// The number of tokens (ranks 0 to this − 1).\n\
+         const CL100K_TOKENS: usize = {tokens};\n",
+        dest = dest.display().to_string(),
+        bytes = arena.len(),
+    );
+    fs::write(out.join("cl100k.rs"), generated).expect("writing cl100k.rs");
 }
 
 /// `bb7` answers its first request in a few milliseconds, and a third of that went to the dynamic

@@ -17,7 +17,7 @@ use super::limits::Limits;
 use super::state::CallState;
 
 /// A built-in tool as embedded by `build.rs`: every built-in lives in the one component
-/// [`BUILTIN_WASM`] (precompiled: [`BUILTIN_PRECOMPILED`]), which runs the tool a call names.
+/// [`BUILTIN_WASM_ZST`] (precompiled: [`BUILTIN_PRECOMPILED`]), which runs the tool a call names.
 #[derive(Debug)]
 pub struct EmbeddedComponent {
     /// The tool name (the function the model calls).
@@ -27,6 +27,46 @@ pub struct EmbeddedComponent {
 }
 
 include!(concat!(env!("OUT_DIR"), "/builtin_components.rs"));
+
+/// A component's WebAssembly bytes as [`Registry::prepare`] gets them.
+#[derive(Clone, Copy)]
+enum WasmBytes<'a> {
+    /// Read from a file (or given by the caller).
+    Plain(&'a [u8]),
+    /// The built-in component, zstd-compressed in the binary: decompressed only if it must be
+    /// compiled (its precompiled code does not fit this engine).
+    Builtin,
+}
+
+impl<'a> WasmBytes<'a> {
+    /// The length of the WebAssembly bytes.
+    fn len(self) -> usize {
+        match self {
+            WasmBytes::Plain(b) => b.len(),
+            WasmBytes::Builtin => BUILTIN_WASM_LEN,
+        }
+    }
+
+    /// The WebAssembly bytes (the built-in's decompressed: about 1.4 MB, a few milliseconds).
+    fn get(self) -> anyhow::Result<std::borrow::Cow<'a, [u8]>> {
+        match self {
+            WasmBytes::Plain(b) => Ok(std::borrow::Cow::Borrowed(b)),
+            WasmBytes::Builtin => builtin_wasm().map(std::borrow::Cow::Owned),
+        }
+    }
+}
+
+/// The built-in component's WebAssembly bytes, decompressed from [`BUILTIN_WASM_ZST`].
+fn builtin_wasm() -> anyhow::Result<Vec<u8>> {
+    let bytes = zstd::bulk::decompress(BUILTIN_WASM_ZST, BUILTIN_WASM_LEN)
+        .map_err(|e| anyhow::anyhow!("decompressing the built-in component: {e}"))?;
+    anyhow::ensure!(
+        bytes.len() == BUILTIN_WASM_LEN,
+        "the built-in component decompressed to {} bytes, not {BUILTIN_WASM_LEN}",
+        bytes.len()
+    );
+    Ok(bytes)
+}
 
 /// Where a component came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,7 +219,7 @@ impl Registry {
                 self.prepare(
                     "builtins",
                     Origin::Builtin(BUILTIN_PRECOMPILED),
-                    BUILTIN_WASM,
+                    WasmBytes::Builtin,
                     BUILTIN_SHA256.to_string(),
                     builtin_policy(tool),
                     Linking::default(),
@@ -238,7 +278,7 @@ impl Registry {
         self.prepare(
             name,
             Origin::File(path.to_path_buf()),
-            &bytes,
+            WasmBytes::Plain(&bytes),
             sha,
             policy,
             // Run by hand without a manifest: all of WASI is linked, but the call is granted
@@ -264,7 +304,7 @@ impl Registry {
         self.prepare(
             name,
             Origin::File(path.to_path_buf()),
-            bytes,
+            WasmBytes::Plain(bytes),
             sha256.to_string(),
             policy,
             linking,
@@ -317,7 +357,7 @@ impl Registry {
         &self,
         name: &str,
         origin: Origin,
-        bytes: &[u8],
+        bytes: WasmBytes<'_>,
         sha256: String,
         policy: GrantPolicy,
         linking: Linking,
@@ -331,11 +371,13 @@ impl Registry {
                 // anywhere a tool or a user file could change. wasmtime also checks its header.
                 match unsafe { Component::deserialize(&self.engine, native) } {
                     Ok(c) => (c, CacheOutcome::Embedded),
-                    Err(_) => self.load_bounded(&sha256, bytes, None)?,
+                    Err(_) => self.load_bounded(&sha256, &bytes.get()?, None)?,
                 }
             }
-            Origin::Builtin(_) => self.load_bounded(&sha256, bytes, None)?,
-            Origin::File(_) => self.load_bounded(&sha256, bytes, Some(COMPILE_TIME_LIMIT))?,
+            Origin::Builtin(_) => self.load_bounded(&sha256, &bytes.get()?, None)?,
+            Origin::File(_) => {
+                self.load_bounded(&sha256, &bytes.get()?, Some(COMPILE_TIME_LIMIT))?
+            }
         };
         let load_ms = t0.elapsed().as_secs_f64() * 1000.0;
         // No bb7:tool interface: a generic component, every exported function a tool.
@@ -343,7 +385,7 @@ impl Registry {
             WitVersion::detect(&self.engine, &component).unwrap_or(WitVersion::Generic);
         let generic = match wit_version {
             WitVersion::Generic => Some(
-                super::dynamic::inspect(&self.engine, &component, bytes).map_err(|e| {
+                super::dynamic::inspect(&self.engine, &component, &bytes.get()?).map_err(|e| {
                     anyhow::anyhow!(
                         "{e} (a bb7:tool component exports one of: {})",
                         WitVersion::SUPPORTED
@@ -453,4 +495,37 @@ fn builtin_list() -> String {
         .map(|c| c.tool)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_component_decompresses_to_the_bytes_its_digest_names() {
+        let bytes = builtin_wasm().expect("decompresses");
+        assert_eq!(bytes.len(), BUILTIN_WASM_LEN);
+        assert_eq!(hex::encode(Sha256::digest(&bytes)), BUILTIN_SHA256);
+        assert!(bytes.starts_with(b"\0asm"), "a WebAssembly binary");
+        assert!(
+            BUILTIN_WASM_ZST.len() < bytes.len() / 2,
+            "embedded compressed: {} of {} bytes",
+            BUILTIN_WASM_ZST.len(),
+            bytes.len()
+        );
+    }
+
+    /// Where the embedded native code does not fit the engine, the built-ins are compiled from the
+    /// compressed WebAssembly bytes, and they run.
+    #[test]
+    fn a_builtin_is_compiled_from_its_compressed_bytes_when_the_precompiled_code_does_not_fit() {
+        let engine = super::super::engine::new_engine(64 << 20).expect("engine");
+        let mut registry = Registry::new(engine, None).expect("registry");
+        registry.precompiled_usable = false;
+        let tool = registry.builtin("read_file").expect("compiles");
+        assert_eq!(tool.cache, CacheOutcome::Compiled);
+        assert_eq!(tool.size, BUILTIN_WASM_LEN);
+        assert_eq!(tool.sha256, BUILTIN_SHA256);
+        assert!(matches!(tool.pre, ToolPre::Builtin(_, "read_file")));
+    }
 }

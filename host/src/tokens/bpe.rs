@@ -3,34 +3,30 @@
 //! tiktoken's `CoreBPE` keeps the ranks three times (encoder map of owned `Vec<u8>`s, decoder map,
 //! sorted token list) plus 128 regex clones: about 14 MiB resident for the whole session, only to
 //! count. Counting needs the ranks once: every token's bytes in one arena and an open-addressing
-//! table of token indexes ([`RankTable`], about 2.6 MiB). The split (tiktoken's cl100k pattern, run by `fancy_regex`
+//! table of token indexes ([`RankTable`], about 2.0 MiB). The build script embeds the arena ready-made
+//! (zstd-compressed, about 0.4 MB instead of the 1.7 MB ranks file), so building the table is one
+//! decompression and one pass of hashing. The split (tiktoken's cl100k pattern, run by `fancy_regex`
 //! exactly as tiktoken runs it) and the merge (a port of tiktoken's `_byte_pair_merge` and its heap
 //! variant for long pieces) are tiktoken's, so counts equal tiktoken's (the tests compare them).
 
 use std::collections::BinaryHeap;
 
-use base64::Engine as _;
 use fancy_regex::Regex;
 
 type Rank = u32;
 
+// CL100K_ZST, CL100K_BYTES, CL100K_TOKENS (build.rs).
+include!(concat!(env!("OUT_DIR"), "/cl100k.rs"));
+
 /// Why the table cannot be built or a text counted.
 #[derive(Debug, thiserror::Error)]
 pub enum BpeError {
-    /// A line of the embedded ranks file that is not `<base64 token> <rank>`.
-    #[error("bad ranks line {0:?}")]
-    BadLine(String),
-    /// A rank that is not a number.
-    #[error("bad rank in {0:?}")]
-    BadRank(String),
-    /// A token that is not base64.
-    #[error("bad token in {line:?}: {source}")]
-    BadToken {
-        /// The line.
-        line: String,
-        /// The decoder's error.
-        source: base64::DecodeError,
-    },
+    /// The embedded table does not decompress.
+    #[error("the embedded cl100k table does not decompress: {0}")]
+    Decompress(std::io::Error),
+    /// The embedded table's token lengths do not add up to its size.
+    #[error("the embedded cl100k table is malformed")]
+    Malformed,
     /// The split pattern does not compile, or the regex engine gave up on a text (its
     /// backtracking limit).
     #[error(transparent)]
@@ -49,14 +45,14 @@ pub struct Bpe {
     split: Regex,
 }
 
-/// Token bytes → rank, compactly: every token's bytes in one arena (in file order), the token's
-/// start in it, its rank, and an open-addressing table of token indexes (linear probing, at most
-/// 3/8 full). About 2.6 MiB for cl100k, where a hash map of slices held 4.1 MiB.
+/// Token bytes → rank, compactly: every token's bytes in one arena (in rank order, so a token's
+/// index is its rank), the token's start in it, and an open-addressing table of token indexes
+/// (linear probing, at most 3/8 full). About 2.0 MiB for cl100k, where a hash map of slices held
+/// 4.1 MiB.
 struct RankTable {
     arena: Box<[u8]>,
-    /// Token `i` is `arena[starts[i]..starts[i + 1]]`.
+    /// Token `i` (rank `i`) is `arena[starts[i]..starts[i + 1]]`.
     starts: Box<[u32]>,
-    ranks: Box<[Rank]>,
     /// `i + 1` for token `i`; 0 is an empty slot. The length is a power of two.
     slots: Box<[u32]>,
     /// `64 - log2(slots.len())`: a hash's top bits pick the first slot.
@@ -64,13 +60,12 @@ struct RankTable {
 }
 
 impl RankTable {
-    fn new(arena: Vec<u8>, starts: Vec<u32>, ranks: Vec<Rank>) -> RankTable {
-        let n = ranks.len();
+    fn new(arena: Vec<u8>, starts: Vec<u32>) -> RankTable {
+        let n = starts.len() - 1;
         let len = (n * 8 / 3).max(8).next_power_of_two();
         let mut table = RankTable {
             arena: arena.into_boxed_slice(),
             starts: starts.into_boxed_slice(),
-            ranks: ranks.into_boxed_slice(),
             slots: vec![0u32; len].into_boxed_slice(),
             shift: 64 - len.trailing_zeros(),
         };
@@ -82,7 +77,7 @@ impl RankTable {
                         table.slots[slot] = i as u32 + 1;
                         break;
                     }
-                    // A repeated token keeps its first rank (the ranks file has none).
+                    // A repeated token keeps its first rank (cl100k has none).
                     t if table.token(t as usize - 1) == table.token(i) => break,
                     _ => slot = (slot + 1) & (table.slots.len() - 1),
                 }
@@ -111,7 +106,7 @@ impl RankTable {
                 t => {
                     let i = t as usize - 1;
                     if self.token(i) == bytes {
-                        return Some(self.ranks[i]);
+                        return Some(i as Rank);
                     }
                 }
             }
@@ -121,31 +116,28 @@ impl RankTable {
 }
 
 impl Bpe {
-    /// Builds the table from the embedded ranks file.
+    /// Builds the table from the embedded one (see `build.rs`).
     pub fn cl100k() -> Result<Bpe, BpeError> {
-        let text = include_str!("../../assets/cl100k_base.tiktoken");
-        let b64 = base64::engine::general_purpose::STANDARD;
-        let lines = text.lines().count();
-        let mut arena: Vec<u8> = Vec::with_capacity(800 << 10);
-        let mut starts: Vec<u32> = Vec::with_capacity(lines + 1);
-        let mut ranks: Vec<Rank> = Vec::with_capacity(lines);
-        for line in text.lines() {
-            let (token, rank) = line
-                .split_once(' ')
-                .ok_or_else(|| BpeError::BadLine(line.to_string()))?;
-            let rank: Rank = rank
-                .parse()
-                .map_err(|_| BpeError::BadRank(line.to_string()))?;
-            starts.push(arena.len() as u32);
-            b64.decode_vec(token, &mut arena)
-                .map_err(|source| BpeError::BadToken {
-                    line: line.to_string(),
-                    source,
-                })?;
-            ranks.push(rank);
+        let mut arena =
+            zstd::bulk::decompress(CL100K_ZST, CL100K_BYTES).map_err(BpeError::Decompress)?;
+        let arena_len = CL100K_BYTES
+            .checked_sub(CL100K_TOKENS)
+            .ok_or(BpeError::Malformed)?;
+        if arena.len() != CL100K_BYTES {
+            return Err(BpeError::Malformed);
         }
-        starts.push(arena.len() as u32);
-        let ranks = RankTable::new(arena, starts, ranks);
+        let mut starts: Vec<u32> = Vec::with_capacity(CL100K_TOKENS + 1);
+        let mut at = 0usize;
+        for &len in &arena[arena_len..] {
+            starts.push(at as u32);
+            at += usize::from(len);
+        }
+        starts.push(at as u32);
+        if at != arena_len {
+            return Err(BpeError::Malformed);
+        }
+        arena.truncate(arena_len);
+        let ranks = RankTable::new(arena, starts);
         let split = Regex::new(CL100K_PATTERN)?;
         Ok(Bpe { ranks, split })
     }

@@ -1,0 +1,66 @@
+//! The size of the `bb7` binary (issue 30): the large parts it embeds are embedded compressed, and
+//! the (stripped) release binary stays within a budget. Reads the binary; runs nothing.
+
+use std::path::{Path, PathBuf};
+
+/// The release binary's budget, in bytes. Issue 30 asks for at most 20 MB; what it is now, and what
+/// is left to cut, is in the issue notes (the compiler that third-party components need is most of
+/// the rest). Raise it only deliberately.
+const BUDGET_BYTES: u64 = 35_000_000;
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_bb7"))
+}
+
+fn bin_bytes() -> Vec<u8> {
+    std::fs::read(bin()).expect("the bb7 binary")
+}
+
+/// `<target>`: `<target>/release/bb7`'s grandparent.
+fn target_dir() -> PathBuf {
+    bin().ancestors().nth(2).expect("<target>").to_path_buf()
+}
+
+/// Whether `hay` holds `needle`'s bytes anywhere.
+fn holds(hay: &[u8], needle: &[u8]) -> bool {
+    memchr::memmem::find(hay, needle).is_some()
+}
+
+#[test]
+fn the_binary_is_within_its_size_budget() {
+    let len = std::fs::metadata(bin()).expect("the bb7 binary").len();
+    assert!(
+        len <= BUDGET_BYTES,
+        "bb7 is {len} bytes, over its budget of {BUDGET_BYTES}"
+    );
+}
+
+/// The built-in component's WebAssembly bytes are only compiled when its precompiled native code
+/// cannot be used, so the binary holds them compressed: no 4 KiB run of them appears as is.
+#[test]
+fn the_builtin_component_is_not_embedded_uncompressed() {
+    let wasm = target_dir().join("wasm-guest/wasm32-wasip2/release/bb7_builtin_tools.wasm");
+    let wasm =
+        std::fs::read(&wasm).expect("the build leaves the built-in component under <target>");
+    let bin = bin_bytes();
+    for at in [wasm.len() / 4, wasm.len() / 2, wasm.len() * 3 / 4] {
+        assert!(
+            !holds(&bin, &wasm[at..at + 4096]),
+            "bytes {at}.. of the built-in component are in the binary uncompressed"
+        );
+    }
+}
+
+/// The cl100k ranks file (1.7 MB of base64 text) is embedded as a compressed binary table.
+#[test]
+fn the_cl100k_ranks_file_is_not_embedded_as_text() {
+    let ranks = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cl100k_base.tiktoken");
+    let ranks = std::fs::read(ranks).expect("the ranks file");
+    let bin = bin_bytes();
+    for at in [ranks.len() / 4, ranks.len() / 2, ranks.len() * 3 / 4] {
+        assert!(
+            !holds(&bin, &ranks[at..at + 4096]),
+            "bytes {at}.. of cl100k_base.tiktoken are in the binary as text"
+        );
+    }
+}
