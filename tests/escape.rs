@@ -1157,6 +1157,55 @@ fn hostile_recursive_walk_follows_no_symlink_out() {
     l.assert_outside_unchanged(&before, "recursive walk");
 }
 
+/// Opens of one name for reading without following links (the host's own `open-at` for them,
+/// `sandbox/fileread.rs`, not wasmtime-wasi's resolver): a link in the name's place, to a file or
+/// a directory outside, dangling or looping, is refused, from the root and from a subdirectory;
+/// the same opens of real entries work (control).
+#[test]
+fn hostile_single_name_nofollow_opens_refuse_every_link() {
+    let l = Layout::new();
+    let before = l.outside_snapshot();
+    let mut ops = Vec::new();
+    for link in [
+        "file_link",
+        "abs_file_link",
+        "parent_secret_link",
+        "dangling_link",
+        "self_loop",
+        "root_link",
+        "up_link",
+    ] {
+        ops.push(raw_open(link, &["rdonly", "nofollow"]));
+    }
+    for link in ["dir_link", "abs_dir_link", "root_link", "up_link"] {
+        ops.push(raw_open(link, &["rdonly", "nofollow", "directory"]));
+    }
+    for (dir, name) in [("sub", "escape_via_up"), ("sub", "tricky")] {
+        ops.push(
+            json!({"op": "raw_openat", "dir": dir, "path": name, "flags": ["rdonly", "nofollow"]}),
+        );
+        ops.push(json!({"op": "raw_openat", "dir": dir, "path": name, "flags": ["rdonly", "nofollow", "directory"]}));
+    }
+    let n = ops.len();
+    ops.push(raw_open("inside.txt", &["rdonly", "nofollow"]));
+    ops.push(json!({"op": "raw_openat", "dir": "sub", "path": "file.txt", "flags": ["rdonly", "nofollow"]}));
+    ops.push(raw_open("sub", &["rdonly", "nofollow", "directory"]));
+    let results = fs_attack(&l, true, ops);
+    assert_results_no_leak(&results, "single-name no-follow opens");
+    assert_all_failed(&results[..n], "a single-name no-follow open of a link");
+    let inside = &results[n];
+    assert!(inside.ok, "control: {inside}");
+    assert!(
+        inside.raw["data"]["read"]
+            .as_str()
+            .is_some_and(|r| r.contains("needle-in-grant")),
+        "control reads the grant file: {inside}"
+    );
+    assert!(results[n + 1].ok, "control: {}", results[n + 1]);
+    assert!(results[n + 2].ok, "control: {}", results[n + 2]);
+    l.assert_outside_unchanged(&before, "single-name no-follow opens");
+}
+
 /// Symlinks the guest creates itself cannot be used to get out either.
 #[test]
 fn hostile_guest_created_symlinks_cannot_escape() {

@@ -28,6 +28,7 @@ pub fn linker(engine: &Engine, network: bool) -> anyhow::Result<Linker<CallState
     }
     super::hostcalls::shadow(&mut linker)
         .and_then(|()| super::readdir::shadow(&mut linker))
+        .and_then(|()| super::fileread::shadow(&mut linker))
         .map_err(|e| anyhow::anyhow!("linking WASI: {e}"))?;
     Ok(linker)
 }

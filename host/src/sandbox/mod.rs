@@ -14,6 +14,7 @@
 //! - [`http`]: `wasi:http` origins, and the request hook that allows only the granted ones.
 //! - [`hostcalls`]: the host calls shadowed so that waits end at the deadline and output is metered.
 //! - [`readdir`]: `read-directory` taking each entry's type from the listing (no `stat` per entry).
+//! - [`fileread`]: `open-at` of one name for reading and `read` without wasmtime-wasi's extra work.
 //! - [`dynamic`]: generic components: exported functions as tools, JSON ↔ component values.
 //! - [`generic_tool`]: a generic component's tools, one exported function chosen per call.
 //! - [`audit`]: the record every call leaves, and the audit log.
@@ -25,6 +26,7 @@ pub mod cancel;
 pub mod dynamic;
 pub mod engine;
 pub mod error;
+pub mod fileread;
 pub mod generic_tool;
 pub mod grant;
 pub mod hints;

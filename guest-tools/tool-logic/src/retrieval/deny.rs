@@ -35,11 +35,102 @@ pub const DEFAULT_DENY: [&str; 15] = [
 /// extension, a prefix). When every pattern is ASCII without a character class, the list is also
 /// compiled ASCII-lowercased and case-sensitive, and an ASCII path is lowercased and matched
 /// against that: the same answer, without a regular expression per entry.
+///
+/// When moreover every pattern is plain — a name with `*` wildcards (`*.pem`, `id_rsa*`), a path
+/// under `**/` without wildcards (`**/.aws/credentials`), or a path from the root without
+/// wildcards — the lowercased path is matched by [`Plain`] string comparisons, with no glob
+/// engine at all (a walk asks once per entry; the default list is all plain).
 #[derive(Clone, Default)]
 pub struct DenyList {
     matcher: Option<Gitignore>,
     /// The lowercased, case-sensitive twin of `matcher`, and each lowercased pattern's original.
     ascii: Option<(Gitignore, Vec<(String, String)>)>,
+    /// `ascii`'s patterns as plain matchers, in order, when every one of them is plain.
+    plain: Option<Vec<Plain>>,
+}
+
+/// A lowercased deny pattern simple enough to match by comparing strings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Plain {
+    shape: Shape,
+    /// The pattern ends in `/`: it matches directories only.
+    dir_only: bool,
+}
+
+/// Where a [`Plain`] pattern looks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Shape {
+    /// The last name, against a glob whose only wildcard is `*` (split at each `*`).
+    Name(Vec<String>),
+    /// The whole path, or its end after a `/` (`**/a/b`).
+    Tail(String),
+    /// The whole path (`/a/b` or `a/b`).
+    Exact(String),
+}
+
+impl Plain {
+    /// `pattern` (trimmed, lowercased, not a comment) as a plain matcher, if it is one.
+    fn parse(pattern: &str) -> Option<Plain> {
+        if pattern.starts_with('!') || pattern.contains(['?', '[', '\\']) {
+            return None;
+        }
+        let (body, dir_only) = match pattern.strip_suffix('/') {
+            Some(b) => (b, true),
+            None => (pattern, false),
+        };
+        if body.is_empty() || body.ends_with('/') {
+            return None;
+        }
+        let shape = if let Some(rest) = body.strip_prefix("**/") {
+            if rest.is_empty() || rest.contains('*') || rest.starts_with('/') {
+                return None;
+            }
+            Shape::Tail(rest.to_string())
+        } else if body.contains('/') {
+            let rest = body.strip_prefix('/').unwrap_or(body);
+            if rest.is_empty() || rest.contains('*') || rest.starts_with('/') {
+                return None;
+            }
+            Shape::Exact(rest.to_string())
+        } else {
+            if body.contains("**") {
+                return None;
+            }
+            Shape::Name(body.split('*').map(str::to_string).collect())
+        };
+        Some(Plain { shape, dir_only })
+    }
+
+    /// Whether the pattern matches `path` (lowercased; a directory when `is_dir`).
+    fn matches(&self, path: &str, is_dir: bool) -> bool {
+        if self.dir_only && !is_dir {
+            return false;
+        }
+        match &self.shape {
+            Shape::Name(parts) => glob_star(parts, path.rsplit('/').next().unwrap_or(path)),
+            Shape::Tail(t) => path
+                .strip_suffix(t.as_str())
+                .is_some_and(|head| head.is_empty() || head.ends_with('/')),
+            Shape::Exact(e) => path == e,
+        }
+    }
+}
+
+/// Whether `name` matches the glob whose literal pieces between `*`s are `parts`.
+fn glob_star(parts: &[String], name: &str) -> bool {
+    let [first, middle @ .., last] = parts else {
+        return parts.first().is_some_and(|p| p == name);
+    };
+    let Some(mut rest) = name.strip_prefix(first.as_str()) else {
+        return false;
+    };
+    for p in middle {
+        match rest.find(p.as_str()) {
+            Some(i) => rest = &rest[i + p.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last.as_str())
 }
 
 impl std::fmt::Debug for DenyList {
@@ -58,6 +149,7 @@ impl DenyList {
         let _ = builder.case_insensitive(true);
         let mut lower = GitignoreBuilder::new(".");
         let mut originals = Vec::new();
+        let mut plain = Some(Vec::new());
         let mut ascii = true;
         for p in patterns {
             let p = p.trim();
@@ -69,6 +161,10 @@ impl DenyList {
             if ascii && ok {
                 let l = p.to_ascii_lowercase();
                 ascii &= lower.add_line(None, &l).is_ok();
+                plain = plain.zip(Plain::parse(&l)).map(|(mut v, m)| {
+                    v.push(m);
+                    v
+                });
                 originals.push((l, p.to_string()));
             }
         }
@@ -81,7 +177,12 @@ impl DenyList {
                 .map(|l| (l, originals)),
             _ => None,
         };
-        DenyList { matcher, ascii }
+        let plain = plain.filter(|v| ascii.as_ref().is_some_and(|(_, o)| o.len() == v.len()));
+        DenyList {
+            matcher,
+            ascii,
+            plain,
+        }
     }
 
     /// The pattern that denies `rel` (relative to the project root; a directory when `is_dir`),
@@ -101,6 +202,15 @@ impl DenyList {
                 lowered = rel.to_ascii_lowercase();
                 &lowered
             };
+            if let Some(plain) = &self.plain {
+                // As the glob matcher reports it: the last pattern that matches.
+                let hit = plain.iter().rposition(|m| m.matches(path, is_dir))?;
+                let l = &originals.get(hit)?.0;
+                return originals
+                    .iter()
+                    .find(|(x, _)| x == l)
+                    .map(|(_, o)| o.clone());
+            }
             return match lower.matched(path, is_dir) {
                 Match::Ignore(g) => Some(
                     originals
@@ -264,6 +374,125 @@ mod fast_path_tests {
                     }
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod plain_tests {
+    use super::*;
+
+    /// The plain matchers answer exactly as the glob matcher does (the same pattern reported),
+    /// for the defaults and for lists of plain patterns with stars in every place, on paths at
+    /// every depth, as files and as directories; a list with any pattern that is not plain keeps
+    /// the glob matcher.
+    #[test]
+    fn plain_matching_agrees_with_the_globs() {
+        let lists: [&[&str]; 5] = [
+            &DEFAULT_DENY,
+            &["*", "x/"],
+            &[
+                "a*b*c", "*ab*b", "a*a", "*.tar.*", "sec*/", "/top.txt", "deep/a/b",
+            ],
+            &[
+                "**/b/c",
+                "**/c",
+                "/a/b/",
+                "b",
+                "*.PEM",
+                "*.pem",
+                "**/Secret/",
+            ],
+            &["ab*", "*ba", "*a*", "a**"],
+        ];
+        let names = [
+            "a",
+            "b",
+            "c",
+            "ab",
+            "abc",
+            "aXbYc",
+            "acb",
+            "abb",
+            "abab",
+            "aa",
+            "aba",
+            "x",
+            "x.tar.gz",
+            "tar.",
+            ".tar.",
+            "secret",
+            "sec",
+            "top.txt",
+            "key.pem",
+            "b.PEM",
+            ".env",
+            ".env.local",
+            "id_rsa.pub",
+            "credentials",
+            "config.json",
+            "config",
+            "Secret",
+        ];
+        let dirs = [
+            "",
+            "a/",
+            "deep/",
+            "deep/a/",
+            "x/",
+            "b/",
+            "home/.aws/",
+            ".kube/",
+            "q/.docker/",
+        ];
+        let mut compared = 0;
+        for (i, list) in lists.iter().enumerate() {
+            let d = DenyList::new(list.iter().copied());
+            if i == 4 {
+                assert!(d.plain.is_none(), "`a**` is not plain");
+            } else {
+                assert!(d.plain.is_some(), "{list:?}");
+            }
+            let Some((lower, originals)) = &d.ascii else {
+                panic!("ascii")
+            };
+            let globbed = |rel: &str, is_dir: bool| match lower.matched(rel, is_dir) {
+                Match::Ignore(g) => originals
+                    .iter()
+                    .find(|(l, _)| l == g.original())
+                    .map(|(_, o)| o.clone()),
+                _ => None,
+            };
+            for dir in dirs {
+                for name in names {
+                    let rel = format!("{dir}{name}");
+                    for is_dir in [false, true] {
+                        let want = globbed(&rel.to_ascii_lowercase(), is_dir);
+                        assert_eq!(d.check(&rel, is_dir), want, "{list:?} {rel} {is_dir}");
+                        compared += usize::from(want.is_some());
+                    }
+                }
+            }
+        }
+        assert!(compared > 100, "the lists deny something: {compared}");
+    }
+
+    #[test]
+    fn plain_shapes() {
+        let name = |p: &str| Plain::parse(p).map(|m| m.shape);
+        assert_eq!(
+            name("*.pem"),
+            Some(Shape::Name(vec![String::new(), ".pem".into()]))
+        );
+        assert_eq!(
+            name("**/.aws/credentials"),
+            Some(Shape::Tail(".aws/credentials".into()))
+        );
+        assert_eq!(name("/top.txt"), Some(Shape::Exact("top.txt".into())));
+        for p in [
+            "!x", "a?", "[ab]", "a\\*", "**", "**/", "a/*", "**/*.pem", "a**b", "/", "//",
+        ] {
+            assert_eq!(Plain::parse(p), None, "{p}");
         }
     }
 }

@@ -84,19 +84,22 @@ impl Tree {
         if self.base.is_none() {
             self.base = Some(sys::open_root(&self.root)?);
         }
-        let segs: Vec<&str> = if rel.is_empty() {
-            Vec::new()
-        } else {
-            rel.split('/').collect()
-        };
-        let common = self
-            .chain
-            .iter()
-            .zip(&segs)
-            .take_while(|((name, _), seg)| name == *seg)
-            .count();
+        // The names of `rel` the open chain already holds are kept; the rest are opened.
+        let mut rest = rel;
+        let mut common = 0;
+        while let Some((name, _)) = self.chain.get(common) {
+            let Some((seg, tail)) = first_name(rest) else {
+                break;
+            };
+            if name != seg {
+                break;
+            }
+            common += 1;
+            rest = tail;
+        }
         self.chain.truncate(common);
-        for seg in &segs[common..] {
+        while let Some((seg, tail)) = first_name(rest) {
+            rest = tail;
             let opened = {
                 let parent = match self.chain.last() {
                     Some((_, h)) => h,
@@ -162,8 +165,10 @@ impl Tree {
                 break;
             }
             let ask = want.min(limit - have);
-            let n = file.read_into(buf, ask)?;
-            if n == 0 {
+            let (n, at_end) = file.read_into(buf, ask)?;
+            // The host said the file ended within this read (bb7's `read` does, for a read that
+            // came back short): no read is needed to find the end.
+            if n == 0 || at_end {
                 break;
             }
             // A first read that came back short almost always ended the file: the read that
@@ -187,6 +192,14 @@ fn split(rel: &str) -> (&str, &str) {
     rel.rsplit_once('/').unwrap_or(("", rel))
 }
 
+/// The first name of `rel` and the path after it (`None` for `""`).
+fn first_name(rel: &str) -> Option<(&str, &str)> {
+    if rel.is_empty() {
+        return None;
+    }
+    Some(rel.split_once('/').unwrap_or((rel, "")))
+}
+
 /// First read request: most source files fit in one.
 const FIRST_READ: u64 = 16 * 1024;
 /// Largest single read request.
@@ -202,13 +215,13 @@ pub struct OpenFile {
 }
 
 impl OpenFile {
-    /// Appends up to `want` bytes at the current position to `buf` (without zeroing them first);
-    /// `0` at the end of the file.
-    fn read_into(&mut self, buf: &mut Vec<u8>, want: u64) -> io::Result<usize> {
+    /// Appends up to `want` bytes at the current position to `buf` (without zeroing them first):
+    /// how many, `0` at the end of the file, and whether the read is known to have reached the end.
+    fn read_into(&mut self, buf: &mut Vec<u8>, want: u64) -> io::Result<(usize, bool)> {
         let want = usize::try_from(want).unwrap_or(usize::MAX);
-        let n = sys::append_at(&self.inner, buf, want, self.pos)?;
+        let (n, at_end) = sys::append_at(&self.inner, buf, want, self.pos)?;
         self.pos += n as u64;
-        Ok(n)
+        Ok((n, at_end))
     }
 }
 
@@ -325,12 +338,17 @@ mod sys {
 
     /// Appends at least `want` bytes (or up to the end of the file) read at `pos` to `buf`, into
     /// its spare capacity (not zeroed; it may take more than `want`: callers only cap a file's
-    /// length, which a longer read still finds).
-    pub fn append_at(f: &File, buf: &mut Vec<u8>, want: usize, pos: u64) -> io::Result<usize> {
+    /// length, which a longer read still finds). The end is known only from a read of nothing.
+    pub fn append_at(
+        f: &File,
+        buf: &mut Vec<u8>,
+        want: usize,
+        pos: u64,
+    ) -> io::Result<(usize, bool)> {
         buf.reserve(want.max(1));
         loop {
             match rustix::io::pread(f, rustix::buffer::spare_capacity(buf), pos) {
-                Ok(n) => return Ok(n),
+                Ok(n) => return Ok((n, n == 0)),
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(e) => return Err(e.into()),
             }
@@ -482,12 +500,23 @@ mod sys {
     }
 
     /// Appends up to `want` bytes read at `pos` to `buf`: one host call, whose result is copied
-    /// once (no zeroed staging buffer).
-    pub fn append_at(f: &File, buf: &mut Vec<u8>, want: usize, pos: u64) -> io::Result<usize> {
-        let (data, _eof) = f.read(want as u64, pos).map_err(to_io)?;
+    /// once (no zeroed staging buffer), and whether it reached the end of the file (bb7's host
+    /// reads on until `want` bytes or the end, and says so; wasmtime-wasi only on an empty read).
+    pub fn append_at(
+        f: &File,
+        buf: &mut Vec<u8>,
+        want: usize,
+        pos: u64,
+    ) -> io::Result<(usize, bool)> {
+        let (data, eof) = f.read(want as u64, pos).map_err(to_io)?;
         let n = data.len().min(want);
-        buf.extend_from_slice(&data[..n]);
-        Ok(n)
+        if buf.is_empty() && data.len() == n {
+            // The first read of a file: its bytes are kept where the host put them.
+            *buf = data;
+        } else {
+            buf.extend_from_slice(&data[..n]);
+        }
+        Ok((n, eof))
     }
 
     pub fn read_at(f: &File, out: &mut [u8], pos: u64) -> io::Result<usize> {
