@@ -11,7 +11,7 @@
 //!   its bytes and create at most its entries (files, directories, links): every way a WASI 0.2
 //!   guest can put data or entries on disk goes through one of the functions shadowed here
 //!   (`descriptor.write`, the streams of `write-via-stream`/`append-via-stream` — which also carry
-//!   `write-zeroes` and `splice` —, `set-size`, `open-at` with `create`, `create-directory-at`,
+//!   `write-zeroes` and `splice` —, `set-size`, `open-at` with `create` (shadowed in `fileread.rs`, which charges it here too), `create-directory-at`,
 //!   `symlink-at`, `link-at`). The write that would pass the budget is refused before any of it
 //!   reaches the disk and the call traps, so the disk holds at most the budget, whatever the
 //!   guest does; the check is the same whether the guest is fast or slow.
@@ -35,7 +35,7 @@ use wasmtime_wasi::p2::bindings::io::streams::{
     Host as _, HostInputStream as _, HostOutputStream as _, StreamError as WitStreamError,
 };
 use wasmtime_wasi::p2::bindings::sync::filesystem::types::{
-    Descriptor, DescriptorFlags, ErrorCode, Host as _, HostDescriptor, OpenFlags, PathFlags,
+    Descriptor, ErrorCode, Host as _, HostDescriptor, PathFlags,
 };
 use wasmtime_wasi::p2::{
     DynInputStream, DynOutputStream, DynPollable, FsResult, OutputStream, Pollable, StreamError,
@@ -255,24 +255,6 @@ fn shadow_writes(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
             charge(&mut cx, OutputBudget::entry)?;
             let mut v = cx.data_mut().filesystem();
             let r = HostDescriptor::create_directory_at(&mut v, fd, path);
-            Ok((fs_result(&mut v, r)?,))
-        },
-    )?;
-    types.func_wrap(
-        "[method]descriptor.open-at",
-        |mut cx: StoreContextMut<'_, CallState>,
-         (fd, path_flags, path, oflags, flags): (
-            Resource<Descriptor>,
-            PathFlags,
-            String,
-            OpenFlags,
-            DescriptorFlags,
-        )| {
-            if oflags.contains(OpenFlags::CREATE) {
-                charge(&mut cx, OutputBudget::entry)?;
-            }
-            let mut v = cx.data_mut().filesystem();
-            let r = HostDescriptor::open_at(&mut v, fd, path_flags, path, oflags, flags);
             Ok((fs_result(&mut v, r)?,))
         },
     )?;
