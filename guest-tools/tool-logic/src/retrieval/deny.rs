@@ -71,7 +71,8 @@ enum Shape {
 impl Plain {
     /// `pattern` (trimmed, lowercased, not a comment) as a plain matcher, if it is one.
     fn parse(pattern: &str) -> Option<Plain> {
-        if pattern.starts_with('!') || pattern.contains(['?', '[', '\\']) {
+        // Any other glob syntax (`?`, classes, escapes, `{a,b}` alternatives) goes to the globs.
+        if pattern.starts_with('!') || pattern.contains(['?', '[', ']', '{', '}', '\\']) {
             return None;
         }
         let (body, dir_only) = match pattern.strip_suffix('/') {
@@ -478,6 +479,24 @@ mod plain_tests {
     }
 
     #[test]
+    fn a_brace_pattern_denies_each_alternative() {
+        // `{a,b}` is an alternative in the globs; the plain matcher must not take it literally.
+        let d = DenyList::new(["*.{pem,key,p8}", "credentials.{json,yaml}"]);
+        for denied in [
+            "server.p8",
+            "a/b.key",
+            "x.pem",
+            "credentials.yaml",
+            "d/credentials.json",
+        ] {
+            assert!(d.check(denied, false).is_some(), "{denied}");
+        }
+        for allowed in ["server.p9", "x.{pem,key,p8}x", "credentials.toml"] {
+            assert_eq!(d.check(allowed, false), None, "{allowed}");
+        }
+    }
+
+    #[test]
     fn plain_shapes() {
         let name = |p: &str| Plain::parse(p).map(|m| m.shape);
         assert_eq!(
@@ -490,7 +509,21 @@ mod plain_tests {
         );
         assert_eq!(name("/top.txt"), Some(Shape::Exact("top.txt".into())));
         for p in [
-            "!x", "a?", "[ab]", "a\\*", "**", "**/", "a/*", "**/*.pem", "a**b", "/", "//",
+            "!x",
+            "a?",
+            "[ab]",
+            "a\\*",
+            "**",
+            "**/",
+            "a/*",
+            "**/*.pem",
+            "a**b",
+            "/",
+            "//",
+            "*.{pem,key}",
+            "a{b",
+            "a}b",
+            "a]",
         ] {
             assert_eq!(Plain::parse(p), None, "{p}");
         }
