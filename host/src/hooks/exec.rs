@@ -75,16 +75,6 @@ mod tests {
     use crate::sandbox::grant::{Access, CallCaps};
     use crate::sandbox::hook_engine::engine;
     use crate::sandbox::{CallError, Limits, Sandbox};
-    use wasmtime::PoolingAllocationConfig;
-
-    /// The minor page faults of this thread so far.
-    fn faults() -> i64 {
-        // SAFETY: an all-zero `rusage` is a valid value of the plain C struct.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: `usage` is a valid `rusage` to write to.
-        unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
-        usage.ru_minflt
-    }
 
     /// The test hook `<name>` of `examples/hooks`, loaded on a sandbox over the hook engine, and
     /// a decision of it made on this thread (as `hooks::exec` makes one).
@@ -124,27 +114,5 @@ mod tests {
         for i in 0..40 {
             assert_eq!(decide().unwrap(), json!({"tag": "pass"}), "decision {i}");
         }
-    }
-
-    #[test]
-    fn a_decision_does_not_fault_in_again_the_pages_the_last_one_wrote() {
-        if !PoolingAllocationConfig::is_pagemap_scan_available() {
-            eprintln!("PAGEMAP_SCAN is not available here: dropped instances are released");
-            return;
-        }
-        let decide = hook("hook_pass");
-        for _ in 0..5 {
-            decide().unwrap();
-        }
-        let before = faults();
-        for _ in 0..50 {
-            assert_eq!(decide().unwrap(), json!({"tag": "pass"}));
-        }
-        let per_decision = (faults() - before) as f64 / 50.0;
-        // On the tools' engine each decision faults in the 2–4 pages the last one wrote.
-        assert!(
-            per_decision < 0.5,
-            "{per_decision} page faults per decision"
-        );
     }
 }

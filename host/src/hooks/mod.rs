@@ -9,9 +9,8 @@
 //! - `run`: one hook asked in the sandbox under its grant, its answer read, the decision recorded.
 //! - `exec`: a hook granted nothing run on the caller's thread (no hand-off to a worker).
 //! - `state`: the components' state, parsed once and kept while `tools.json` is unchanged.
-//! - [`crate::sandbox::hook_engine`]: the engine hooks run on: the tools' code generation, and a
-//!   dropped instance's written pages reset in place for the next decision (not released and
-//!   faulted in again).
+//! - [`crate::sandbox::hook_engine`]: the engine hooks run on: the tools' code generation on a
+//!   smaller pool; a dropped instance's memory is released, never kept for the next decision.
 //!
 //! A project with no hook at a point costs one look at the components' state file (read again
 //! only when it changed): no engine, sandbox or component is set up then.

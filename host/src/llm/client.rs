@@ -228,6 +228,12 @@ impl LlmClient {
                 Some(Ok(b)) => {
                     idle.touch();
                     sse.push(&b);
+                    if sse.pending() > super::sse::MAX_PENDING {
+                        return Err(LlmError::BadChunk(format!(
+                            "an event of more than {} MiB",
+                            super::sse::MAX_PENDING >> 20
+                        )));
+                    }
                 }
                 None if sse.finish().is_ok() => break,
                 // A connection cut mid-body: the stream is incomplete.

@@ -35,6 +35,11 @@ pub struct SseDecoder {
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
+/// The most bytes one unfinished event may hold ([`SseDecoder::pending`]): a stream that sends more
+/// without ending its line or event (a misbehaving endpoint trickling bytes) is refused instead of
+/// growing the buffer for as long as the bytes keep the idle timer from firing.
+pub const MAX_PENDING: usize = 16 << 20;
+
 impl SseDecoder {
     /// Adds received bytes.
     pub fn push(&mut self, bytes: &[u8]) {
@@ -46,6 +51,12 @@ impl SseDecoder {
             self.pos = 0;
         }
         self.buf.extend_from_slice(bytes);
+    }
+
+    /// The bytes of the event not complete yet: its unfinished line and its data so far (after
+    /// [`SseDecoder::next_event`] returned `None`).
+    pub fn pending(&self) -> usize {
+        self.buf.len() - self.pos + self.data.len()
     }
 
     /// The data of the next complete event, if the bytes pushed so far hold one (lent until the
@@ -114,6 +125,23 @@ impl SseDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pending_counts_the_unfinished_line_and_data() {
+        let mut d = SseDecoder::default();
+        d.push(b"data: a\ndata: bc");
+        assert_eq!(d.next_event(), Ok(None));
+        // "a\n" of data, and the unfinished line "data: bc".
+        assert_eq!(d.pending(), 2 + 8);
+        d.push(b"\n\n");
+        assert_eq!(d.next_event(), Ok(Some("a\nbc")));
+        assert_eq!(d.next_event(), Ok(None));
+        assert_eq!(d.pending(), 0);
+        let line = vec![b'x'; MAX_PENDING + 1];
+        d.push(&line);
+        assert_eq!(d.next_event(), Ok(None));
+        assert!(d.pending() > MAX_PENDING);
+    }
 
     fn events(pieces: &[&[u8]]) -> (Vec<String>, Result<(), NotUtf8>) {
         let mut d = SseDecoder::default();

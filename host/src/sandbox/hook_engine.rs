@@ -1,14 +1,16 @@
-//! The engine hooks run on (`crate::hooks`). A hook is one small component asked thousands of times, each time in a
-//! fresh instance that is dropped right after: the tools' engine releases a dropped instance's
-//! written pages to the kernel (`madvise`) and the next instance faults them in again, which was
-//! most of a trivial hook's cost. This engine compiles exactly as the tools' engine does
-//! ([`super::engine::engine_config`]: the same code, so a hook compiled by `bb7 tools add`
-//! loads from the same compiled-component cache) but resets a dropped instance in place: the pages
-//! it wrote (found with Linux's `PAGEMAP_SCAN`) are copied back from the component's initial image
-//! or zeroed, up to [`KEEP_RESIDENT`] bytes, and stay mapped for the next instance. Nothing of one
-//! decision is left for the next: every written page is reset, and anything past the budget is
-//! released as before. Where `PAGEMAP_SCAN` is missing (Linux before 6.7), nothing is kept: the
-//! reset would have to clear the budget's bytes whether written or not, which costs more.
+//! The engine hooks run on (`crate::hooks`). A hook is one small component asked thousands of times,
+//! each time in a fresh instance that is dropped right after. This engine compiles exactly as the
+//! tools' engine does ([`super::engine::engine_config`]: the same code, so a hook compiled by
+//! `bb7 tools add` loads from the same compiled-component cache), on a smaller pool (hooks are
+//! asked one at a time per thread). A dropped instance's memory is released to the kernel as the
+//! tools' engine releases it, so the next instance starts from fresh pages.
+//!
+//! Not used: keeping a dropped instance's written pages mapped and resetting them in place
+//! (wasmtime's `pagemap_scan` with `linear_memory_keep_resident`). It saved about half a trivial
+//! hook's cost, but wasmtime 48's scan finds only written pages that are *present*: a page the
+//! kernel swapped out before the drop is neither reset nor released, and the next decision in that
+//! slot — possibly another hook's — would read it (wasmtime PR #14357). Without a swap-proof reset,
+//! isolation between decisions comes first.
 //!
 //! Its epoch is ticked by a thread of its own, as the tools' engine's is, so the wall-time limits
 //! hold the same way.
@@ -16,7 +18,7 @@
 use std::sync::OnceLock;
 use std::thread;
 
-use wasmtime::{Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::limits::{EPOCH_TICK, Limits};
 
@@ -31,29 +33,18 @@ pub enum HookEngineError {
     Clock(String),
 }
 
-/// How many bytes of a dropped instance's written memory pages are reset in place (kept mapped)
-/// rather than released to the kernel: a policy hook writes a few pages per decision (a trivial
-/// Rust hook: its stack top, its data and a heap page). Kept pages stay in the process's memory
-/// for the next decision (at most this much per pool slot a hook used).
-const KEEP_RESIDENT: usize = 1 << 20;
-/// The same for its tables.
-const TABLE_KEEP_RESIDENT: usize = 256 << 10;
-
 /// The pooling allocator of the hook engine for linear memories of at most `memory_bytes`: a
-/// smaller pool than the tools' (hooks are asked one at a time per thread), and dropped instances
-/// reset in place when the kernel can say which pages they wrote (see the module).
+/// smaller pool than the tools' (hooks are asked one at a time per thread); dropped instances are
+/// released, not reset in place (see the module).
 fn pool(memory_bytes: usize) -> PoolingAllocationConfig {
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(16)
         .total_core_instances(64)
         .total_memories(16)
         .total_tables(64)
-        .max_memory_size(memory_bytes);
-    if PoolingAllocationConfig::is_pagemap_scan_available() {
-        pool.pagemap_scan(Enabled::Yes)
-            .linear_memory_keep_resident(KEEP_RESIDENT)
-            .table_keep_resident(TABLE_KEEP_RESIDENT);
-    }
+        .max_memory_size(memory_bytes)
+        // No call runs asynchronously (as the tools' engine: no fiber stacks).
+        .total_stacks(0);
     pool
 }
 

@@ -84,6 +84,10 @@ pub struct Workspace {
     pub config: crate::config::ConfigState,
     /// Runs the session's tool calls (its sandbox is made on the first call), passed to each reply.
     pub tools: std::sync::Arc<crate::toolhost::ToolHost>,
+    /// Set when a send's user message could not be put in place before its reply
+    /// ([`Workspace::publish_message`]): the reply's record then saves the chat in full, even when
+    /// the reply records nothing, so the message is on disk before the terminal event.
+    message_unsaved: bool,
 }
 
 impl Workspace {
@@ -95,6 +99,7 @@ impl Workspace {
             project_store: None,
             global_store: None,
             active: None,
+            message_unsaved: false,
             project_search: SearchIndex::default(),
             global_search: SearchIndex::default(),
             tokens: crate::tokens::TokenCounter::new(),

@@ -108,10 +108,12 @@ impl Workspace {
     /// Puts a started reply's user message in place ([`StartedReply::message`]): called once the
     /// reply is under way, by the holder of the workspace, so the reply's record (which needs the
     /// workspace) comes after it. A failure is logged, not returned: the message is in the active
-    /// chat, and the save recording the reply writes it with the reply.
+    /// chat, and the save recording the reply writes it durably (also when the reply records
+    /// nothing), or that save's error is the reply's.
     pub fn publish_message(&mut self, message: crate::store::Staged) {
         if let Err(e) = message.publish() {
             tracing::warn!("cannot save the user message before the reply: {e}");
+            self.message_unsaved = true;
         }
     }
 
@@ -146,7 +148,8 @@ impl Workspace {
             });
         }
         let record = outcome.record(model);
-        if record.messages_are_empty() && unapprove.is_none() {
+        let message_unsaved = std::mem::take(&mut self.message_unsaved);
+        if record.messages_are_empty() && unapprove.is_none() && !message_unsaved {
             // The user message start_reply saved without the directory fsync becomes durable.
             crate::store::sync_dir(&target.dir);
             return Ok(());
@@ -282,6 +285,43 @@ mod tests {
             !names.iter().any(|n| n.contains(".tmp-")),
             "no temporary file left: {names:?}"
         );
+    }
+
+    /// A user message that could not be put in place before the reply (here its staged file is
+    /// gone) is saved by the reply's record even when the reply records nothing (cancelled before
+    /// anything streamed): it is on disk before the terminal event.
+    #[test]
+    fn a_message_not_put_in_place_is_saved_by_a_reply_that_records_nothing() {
+        let (t, mut ws) = with_chat();
+        let id = ws.active().expect("active").id.clone();
+        let dir = t.path().join(".bb7/chats").join(&id);
+        let on_disk = || {
+            let chat: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(dir.join("chat.json")).expect("chat.json"))
+                    .expect("json");
+            chat["messages"].as_array().map_or(0, Vec::len)
+        };
+        let mut started = ws.start_reply(request("hello")).expect("start_reply");
+        for e in std::fs::read_dir(&dir).expect("chat dir") {
+            let p = e.expect("entry").path();
+            if p.to_string_lossy().contains(".tmp-") {
+                std::fs::remove_file(p).expect("remove the staged file");
+            }
+        }
+        ws.publish_message(started.message.take().expect("staged"));
+        assert_eq!(on_disk(), 0, "the message could not be put in place");
+        let outcome = crate::agent::job::ReplyOutcome {
+            text: String::new(),
+            thinking: String::new(),
+            written: Vec::new(),
+            usage: crate::llm::Usage::default(),
+            ending: crate::agent::job::Ending::Cancelled,
+            duration: 0.0,
+            agent: None,
+        };
+        ws.record_reply(&started.target, "m", &outcome)
+            .expect("record_reply");
+        assert_eq!(on_disk(), 1, "the reply's record saved the message");
     }
 
     /// A send in a chat with a file it may edit sets up the sandbox (and loads `edit_file`) in
