@@ -34,7 +34,7 @@ pub(super) fn hooks_at(project: &Path, point: Point) -> Result<Vec<Status>, Comp
     let dir = crate::paths::state_dir().ok_or(ComponentError::NoHome)?;
     let looked = rustix::fs::statx(
         CWD,
-        &dir.join(STATE_FILE),
+        dir.join(STATE_FILE),
         AtFlags::empty(),
         StatxFlags::BASIC_STATS,
     );

@@ -80,10 +80,10 @@ fn define(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
                 }
             }
             // As `hostcalls.rs`'s `open-at`: a creation is charged to the output budget first.
-            if oflags.contains(OpenFlags::CREATE) {
-                if let Some(budget) = cx.data().output_budget() {
-                    budget.entry()?;
-                }
+            if oflags.contains(OpenFlags::CREATE)
+                && let Some(budget) = cx.data().output_budget()
+            {
+                budget.entry()?;
             }
             let mut v = cx.data_mut().filesystem();
             Ok((

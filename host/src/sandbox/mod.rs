@@ -2,7 +2,7 @@
 //! needs.
 //!
 //! - [`engine`]: the one process-wide engine (pooling allocator, epoch ticker).
-//! - [`hook_engine`]: the hooks' engine (the same code generation; instances reset in place).
+//! - [`hook_engine`]: the hooks' engine (the same code generation, a smaller pool).
 //! - [`cache`]: compiled components on disk, keyed by engine and component sha256.
 //! - [`registry`]: the built-in components (embedded in the binary) and third-party component files.
 //! - [`api`]: the WIT versions the host speaks, behind one version-neutral surface.
