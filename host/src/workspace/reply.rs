@@ -288,8 +288,8 @@ mod tests {
     }
 
     /// A user message that could not be put in place before the reply (here its staged file is
-    /// gone) is saved by the reply's record even when the reply records nothing (cancelled before
-    /// anything streamed): it is on disk before the terminal event.
+    /// gone) is saved by the reply's record even when the reply records nothing (an empty answer:
+    /// no text, no note — a cancel or a failure records a note): it is on disk before `done`.
     #[test]
     fn a_message_not_put_in_place_is_saved_by_a_reply_that_records_nothing() {
         let (t, mut ws) = with_chat();
@@ -315,10 +315,11 @@ mod tests {
             thinking: String::new(),
             written: Vec::new(),
             usage: crate::llm::Usage::default(),
-            ending: crate::agent::job::Ending::Cancelled,
+            ending: crate::agent::job::Ending::Done,
             duration: 0.0,
             agent: None,
         };
+        assert!(outcome.record("m").messages_are_empty());
         ws.record_reply(&started.target, "m", &outcome)
             .expect("record_reply");
         assert_eq!(on_disk(), 1, "the reply's record saved the message");
