@@ -43,7 +43,7 @@ impl RequestBuilder {
     pub fn user_message(
         &self,
         retry: Option<&RetryContext>,
-        pending: &[(Touched, Vec<u8>)],
+        pending: &[(Touched, std::sync::Arc<[u8]>)],
     ) -> String {
         let mut writable = self.writable.clone();
         for (t, content) in pending {
@@ -69,7 +69,7 @@ impl RequestBuilder {
     pub fn body(
         &self,
         retry: Option<&RetryContext>,
-        pending: &[(Touched, Vec<u8>)],
+        pending: &[(Touched, std::sync::Arc<[u8]>)],
         reasoning: bool,
     ) -> Value {
         let user = self.user_message(retry, pending);

@@ -92,8 +92,8 @@ pub struct Written {
     pub version: String,
     /// The file id of the version the reply started from; `None` when there was none.
     pub prev_version: Option<String>,
-    /// The bytes written.
-    pub content: Vec<u8>,
+    /// The bytes written (shared with the runner that kept them: never copied).
+    pub content: Arc<[u8]>,
     /// Agent mode, a project file not in context that the reply edited from what `read_file`
     /// returned: its context entry, whose snapshot (that content) is already stored. Recorded with
     /// the reply, it makes the read the output's base, so the file shows `M` with its real change.
@@ -155,7 +155,7 @@ pub struct ToolRunner {
     /// The staged content whose id is in `ids`, by path, as read back after the call that left it
     /// (or as placed): the commit publishes it without reading and hashing every file again.
     /// Nothing writes to staging between calls (an abandoned call taints the reply instead).
-    contents: HashMap<String, Vec<u8>>,
+    contents: HashMap<String, Arc<[u8]>>,
     /// A call was abandoned while it held the staging directory read-write: its thread could still
     /// write there, so nothing in staging is trusted any more (no further call, no commit).
     tainted: bool,
@@ -259,13 +259,11 @@ impl ToolRunner {
             return false;
         }
         match self.base(rel) {
-            Some(content) if self.staging.place(rel, &content).is_ok() => {
+            Some(base) if self.staging.place(rel, &base.content).is_ok() => {
                 self.placed.insert(rel.to_string());
-                self.ids.insert(
-                    rel.to_string(),
-                    bb7_tool_logic::file_id::file_id(rel, &content),
-                );
-                self.contents.insert(rel.to_string(), content);
+                let id = base.id(rel);
+                self.ids.insert(rel.to_string(), id);
+                self.contents.insert(rel.to_string(), base.content.into());
                 true
             }
             _ => false,
@@ -288,7 +286,7 @@ impl ToolRunner {
     }
 
     /// The current staged content of every changed path (for a hidden retry's request).
-    pub fn pending(&self) -> Vec<(Touched, Vec<u8>)> {
+    pub fn pending(&self) -> Vec<(Touched, Arc<[u8]>)> {
         if self.tainted {
             return Vec::new();
         }
@@ -298,17 +296,23 @@ impl ToolRunner {
             .collect()
     }
 
-    /// The base version of `path`: the chat's output, else the writable context snapshot.
-    fn base(&self, path: &str) -> Option<Vec<u8>> {
+    /// The base version of `path`: the chat's output, else the writable context snapshot (whose
+    /// id is known: the entry's `version`), else (agent mode) what `read_file` returned.
+    fn base(&self, path: &str) -> Option<Base> {
+        let unknown = |content| Base { content, id: None };
         snapshots::read_output(&self.chat_dir, path)
+            .map(unknown)
             .or_else(|| {
-                self.writable
-                    .get(path)
-                    .and_then(|cf| snapshots::read(&self.chat_dir, cf).ok())
+                let cf = self.writable.get(path)?;
+                let content = snapshots::read(&self.chat_dir, cf).ok()?;
+                Some(Base {
+                    content,
+                    id: Some(cf.version.clone()).filter(|v| !v.is_empty()),
+                })
             })
             .or_else(|| {
                 self.agent
-                    .then(|| self.project_reads.get(path).cloned())
+                    .then(|| self.project_reads.get(path).cloned().map(unknown))
                     .flatten()
             })
     }
@@ -383,11 +387,9 @@ impl ToolRunner {
         for rel in &paths {
             let prior = self.touched.iter().any(|t| &t.path == rel);
             let base = if prior { None } else { self.base(rel) };
-            let base_id = base
-                .as_ref()
-                .map(|b| bb7_tool_logic::file_id::file_id(rel, b));
+            let base_id = base.as_ref().map(|b| b.id(rel));
             if change == Change::Edit && !prior && !self.placed.contains(rel) {
-                let Some(content) = &base else {
+                let Some(Base { content, .. }) = &base else {
                     if self.agent {
                         return Err(ToolError(format!(
                             "edit_file: {rel} has not been read in this reply; call read_file on it first and use the file_id it returns, or create a new file with write_file"
@@ -496,9 +498,7 @@ impl ToolRunner {
         }
         let mut paths = Vec::new();
         for (rel, content) in checked {
-            let base_id = self
-                .base(&rel)
-                .map(|b| bb7_tool_logic::file_id::file_id(&rel, &b));
+            let base_id = self.base(&rel).map(|b| b.id(&rel));
             self.staging
                 .place(&rel, &content)
                 .map_err(|e| format!("{tool}: cannot stage {rel}: {e}"))?;
@@ -522,7 +522,7 @@ impl ToolRunner {
             Ok(c) => {
                 self.ids
                     .insert(rel.to_string(), bb7_tool_logic::file_id::file_id(rel, &c));
-                self.contents.insert(rel.to_string(), c);
+                self.contents.insert(rel.to_string(), c.into());
             }
             Err(_) => {
                 self.ids.remove(rel);
@@ -533,13 +533,13 @@ impl ToolRunner {
 
     /// The staged content of `rel` and its id: as kept after the call that left it, else read
     /// from staging (no links followed) and hashed.
-    fn staged_now(&self, rel: &str) -> std::io::Result<(Vec<u8>, String)> {
+    fn staged_now(&self, rel: &str) -> std::io::Result<(Arc<[u8]>, String)> {
         if let (Some(c), Some(id)) = (self.contents.get(rel), self.ids.get(rel)) {
-            return Ok((c.clone(), id.clone()));
+            return Ok((Arc::clone(c), id.clone()));
         }
         let c = self.staging.read(rel)?;
         let id = bb7_tool_logic::file_id::file_id(rel, &c);
-        Ok((c, id))
+        Ok((c.into(), id))
     }
 
     /// Puts the `file_id` of each file an edit tool's result names (`files[].path`, or `path`).
@@ -570,11 +570,33 @@ impl ToolRunner {
             .map_err(|e| ToolError(format!("{tool}: the tool is unavailable: {e:#}")))
     }
 
-    /// Reads every changed file out of staging (no links followed) and writes it to the chat's
-    /// `output/`, all or nothing: every file is first written and fsynced under a temporary name,
-    /// then all are renamed into place; should a rename fail, the ones already renamed get their
-    /// previous content back (or are removed when they had none).
+    /// Writes every changed file (as kept after the call that left it) to the chat's `output/`,
+    /// all or nothing: every file is first written and fsynced under a temporary name, then all
+    /// are renamed into place; should a rename fail, the ones already renamed get their previous
+    /// content back (or are removed when they had none).
     pub fn commit(&self, chat_dir: &Dir) -> Result<Vec<Written>, CommitError> {
+        let (written, publish) = self.prepare_commit(chat_dir)?;
+        publish.run()?;
+        Ok(written)
+    }
+
+    /// [`Self::commit`] up to the writes, which is where a full disk shows: the fsyncs and the
+    /// renames then run on a thread of their own ([`crate::store::defer`]) while the reply is
+    /// recorded, and the chat.json that records it waits for them before it is put in place
+    /// ([`crate::store::write_atomic_after_deferred`]): the outputs are durable before the chat
+    /// names them, as with [`Self::commit`], and the two fsyncs wait for the disk together.
+    pub fn commit_in_background(&self, chat_dir: &Dir) -> Result<Vec<Written>, CommitError> {
+        let (written, publish) = self.prepare_commit(chat_dir)?;
+        if !publish.pending.is_empty() {
+            crate::store::defer(chat_dir, move || {
+                publish.run().map_err(|e| std::io::Error::other(e.0))
+            })
+            .map_err(|e| CommitError(e.to_string()))?;
+        }
+        Ok(written)
+    }
+
+    fn prepare_commit(&self, chat_dir: &Dir) -> Result<(Vec<Written>, Publish), CommitError> {
         if self.tainted {
             return Err(CommitError(format!("Cannot commit: {TAINTED}")));
         }
@@ -592,29 +614,26 @@ impl ToolRunner {
             adopted.push(cf);
         }
         let mut pending = Vec::new();
-        for (t, content, _) in &staged {
+        let last = staged.len().saturating_sub(1);
+        for (i, (t, content, _)) in staged.iter().enumerate() {
             let rel = paths::output_rel(&t.path);
-            let before = crate::store::read_regular(chat_dir, &rel).ok();
-            let p = crate::store::prepare_atomic(chat_dir, &rel, content)
+            // Kept to undo this file's rename should a later one fail (the last has none after it).
+            let before = if i < last {
+                crate::store::read_regular(chat_dir, &rel).ok()
+            } else {
+                None
+            };
+            let p = crate::store::prepare_atomic_unsynced(chat_dir, &rel, content)
                 .map_err(|e| format!("Cannot write the output file {}: {e}", t.path))?;
             pending.push((rel, before, p));
         }
-        let mut published: Vec<(String, Option<Vec<u8>>)> = Vec::new();
-        for (rel, before, p) in pending {
-            if let Err(e) = p.commit() {
-                for (rel, before) in published.iter().rev() {
-                    let _ = match before {
-                        Some(b) => crate::store::write_atomic(chat_dir, rel, b),
-                        None => crate::store::remove_file_if_exists(chat_dir, rel),
-                    };
-                }
-                return Err(CommitError(format!(
-                    "Cannot write the output file {rel}: {e}"
-                )));
-            }
-            published.push((rel, before));
-        }
-        Ok(staged
+        let publish = Publish {
+            chat_dir: chat_dir
+                .try_clone()
+                .map_err(|e| format!("Cannot write the output files: {e}"))?,
+            pending,
+        };
+        let written = staged
             .into_iter()
             .zip(adopted)
             .map(|((t, content, version), adopted)| Written {
@@ -624,7 +643,8 @@ impl ToolRunner {
                 content,
                 adopted,
             })
-            .collect())
+            .collect();
+        Ok((written, publish))
     }
 
     /// Agent mode: when `t` is a project file outside the context, with no earlier output, whose
@@ -653,6 +673,52 @@ impl ToolRunner {
         snapshots::write(chat_dir, &cf, read)
             .map_err(|e| format!("Cannot write the snapshot of {}: {e}", t.path))?;
         Ok(Some(cf))
+    }
+}
+
+/// A base version of a path and, when it is known without hashing the content, its file id.
+struct Base {
+    content: Vec<u8>,
+    id: Option<String>,
+}
+
+impl Base {
+    /// The id of this base at `path`: the known one, else the content's hash.
+    fn id(&self, path: &str) -> String {
+        self.id
+            .clone()
+            .unwrap_or_else(|| bb7_tool_logic::file_id::file_id(path, &self.content))
+    }
+}
+
+/// A commit's output files, written under temporary names: [`Publish::run`] fsyncs them and
+/// renames them into place, all or nothing.
+struct Publish {
+    chat_dir: Dir,
+    /// Per file: its path in the chat directory, its previous content (to undo its rename should a
+    /// later one fail) and the file written.
+    pending: Vec<(String, Option<Vec<u8>>, crate::store::Prepared)>,
+}
+
+impl Publish {
+    fn run(self) -> Result<(), CommitError> {
+        let chat_dir = self.chat_dir;
+        let mut published: Vec<(String, Option<Vec<u8>>)> = Vec::new();
+        for (rel, before, p) in self.pending {
+            if let Err(e) = p.commit() {
+                for (rel, before) in published.iter().rev() {
+                    let _ = match before {
+                        Some(b) => crate::store::write_atomic(&chat_dir, rel, b),
+                        None => crate::store::remove_file_if_exists(&chat_dir, rel),
+                    };
+                }
+                return Err(CommitError(format!(
+                    "Cannot write the output file {rel}: {e}"
+                )));
+            }
+            published.push((rel, before));
+        }
+        Ok(())
     }
 }
 
@@ -820,7 +886,7 @@ mod host_tests {
         std::fs::write(runner.staging_path().join("new.txt"), "changed later\n").unwrap();
         let written = runner.commit(&chat_dir).unwrap();
         assert_eq!(written.len(), 1);
-        assert_eq!(written[0].content, b"hello\n");
+        assert_eq!(&*written[0].content, b"hello\n");
         assert_eq!(
             written[0].version,
             bb7_tool_logic::file_id::file_id("new.txt", b"hello\n")
@@ -829,5 +895,100 @@ mod host_tests {
             std::fs::read(chat.path().join("output/new.txt")).unwrap(),
             b"hello\n"
         );
+    }
+
+    fn edit_call(path: &str, file_id: &str, old: &str, new: &str) -> ToolCall {
+        let args = json!({"edits": [{"path": path, "file_id": file_id, "old_string": old,
+                                     "new_string": new}]});
+        ToolCall {
+            id: "c1".into(),
+            name: "edit_file".into(),
+            arguments_raw: args.to_string(),
+            arguments: Ok(args),
+        }
+    }
+
+    /// Issue 30 (a 1 MB edit): the base of a file in context is staged with the id the request
+    /// showed the model for it, its entry's `version` (the id of its snapshot), without hashing
+    /// the whole snapshot again. Here the entry names a version its bytes do not hash to: the
+    /// edit is checked against that version, and the reply records it as the output's base.
+    #[test]
+    fn a_context_file_is_staged_with_its_entry_s_version_without_hashing_it() {
+        let project = tempfile::tempdir().unwrap();
+        let chat = tempfile::tempdir().unwrap();
+        let chat_dir = Dir::open_ambient_dir(chat.path(), cap_std::ambient_authority()).unwrap();
+        let cf = ContextFile {
+            path: "a.txt".into(),
+            version: "0badc0de".into(),
+            ..Default::default()
+        };
+        snapshots::write(&chat_dir, &cf, b"one\ntwo\n").unwrap();
+        assert_ne!(
+            bb7_tool_logic::file_id::file_id("a.txt", b"one\ntwo\n"),
+            "0badc0de"
+        );
+        let mut runner = ToolRunner::new(
+            Arc::new(ToolHost::with_audit(None)),
+            DiffMode::SearchReplaceMulti,
+            project.path(),
+            chat_dir.try_clone().unwrap(),
+            std::slice::from_ref(&cf),
+        )
+        .unwrap();
+        runner
+            .run(&edit_call("a.txt", "0badc0de", "two", "three"))
+            .unwrap();
+        let written = runner.commit(&chat_dir).unwrap();
+        assert_eq!(&*written[0].content, b"one\nthree\n");
+        assert_eq!(written[0].prev_version.as_deref(), Some("0badc0de"));
+    }
+
+    /// Issue 30 (a 1 MB edit): a chat-mode reply's commit only writes its output files; their
+    /// fsyncs and renames run on a thread of their own while the reply is recorded, and the
+    /// chat's next save waits for them (they are counted there). The bytes published are the
+    /// ones the runner kept, shared, not copied.
+    #[test]
+    fn a_background_commit_writes_here_and_publishes_before_the_chat_is_saved() {
+        use crate::store::fsyncs;
+        let project = tempfile::tempdir().unwrap();
+        let chat = tempfile::tempdir().unwrap();
+        let chat_dir = Dir::open_ambient_dir(chat.path(), cap_std::ambient_authority()).unwrap();
+        let mut runner = ToolRunner::new(
+            Arc::new(ToolHost::with_audit(None)),
+            DiffMode::SearchReplaceMulti,
+            project.path(),
+            chat_dir.try_clone().unwrap(),
+            &[],
+        )
+        .unwrap();
+        let args = json!({"path": "new.txt", "content": "hello\n"});
+        runner
+            .run(&ToolCall {
+                id: "c1".into(),
+                name: "write_file".into(),
+                arguments_raw: args.to_string(),
+                arguments: Ok(args),
+            })
+            .unwrap();
+        let before = fsyncs();
+        let written = runner.commit_in_background(&chat_dir).unwrap();
+        assert_eq!(fsyncs() - before, 0, "no fsync on the replying thread");
+        assert!(Arc::ptr_eq(&written[0].content, &runner.pending()[0].1));
+        // The save that records the reply: chat.json goes in place after the output does.
+        crate::store::write_atomic_after_deferred(&chat_dir, "chat.json", b"{}").unwrap();
+        assert_eq!(
+            fsyncs() - before,
+            4,
+            "output file and output/, chat.json and its directory"
+        );
+        assert_eq!(
+            std::fs::read(chat.path().join("output/new.txt")).unwrap(),
+            b"hello\n"
+        );
+        let left: Vec<_> = std::fs::read_dir(chat.path().join("output"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["new.txt"], "no temporary file left");
     }
 }
