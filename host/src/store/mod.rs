@@ -329,11 +329,13 @@ pub fn defer(dir: &Dir, work: impl FnOnce() -> io::Result<()> + Send + 'static) 
         });
     match spawned {
         Ok(handle) => {
-            let mut pending = DEFERRED.lock().unwrap_or_else(|p| p.into_inner());
-            // Finished work that succeeded and nobody settled (its chat was never saved again)
-            // is dropped here, so the list does not grow.
-            pending.retain(|(_, h)| !h.is_finished());
-            pending.push((key, handle));
+            // Kept until its directory is settled, even once finished: its error must reach the
+            // write that waits for it. (Work whose chat is never saved again stays: a finished
+            // thread's handle, only after a reply that could not be recorded.)
+            DEFERRED
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((key, handle));
             Ok(())
         }
         Err(_) => {
