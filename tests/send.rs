@@ -10,7 +10,7 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::time::{Duration, Instant};
 
-use bb7_mock_llm::{MockServer, RecordedRequest, Reply, Script, ToolCall, Usage};
+use bb7_mock_llm::{LineEnds, MockServer, RecordedRequest, Reply, Script, ToolCall, Usage};
 use common::proto::*;
 use serde_json::{Value, json};
 
@@ -325,6 +325,25 @@ fn a_session_runs_one_io_worker_and_streams_whole() {
     assert_eq!(term["type"], "done", "{term}");
     assert_eq!(chunks(&evs), words);
     assert_eq!(msg_text(&t.messages()[1]), words.concat());
+    t.s.shutdown();
+}
+
+/// Lines may end with a bare CR (the SSE rules allow CR, LF or CRLF). Such a body ends with the
+/// CR of its last event's empty line, which the decoder held back waiting for an LF that never
+/// comes: the last event (here the one with the finish reason) was dropped and the reply failed
+/// as cut off. Now the end of the body ends that line, and the reply is whole.
+#[test]
+fn a_reply_with_bare_cr_line_ends_is_read_to_its_last_event() {
+    let mut t = setup(vec![
+        Reply::sse()
+            .contents(["Hel", "lo"])
+            .finish("stop")
+            .line_ends(LineEnds::Cr),
+    ]);
+    let (evs, term) = t.send("say hello");
+    assert_eq!(term["type"], "done", "{term}");
+    assert_eq!(chunks(&evs), ["Hel", "lo"]);
+    assert_eq!(msg_text(&t.messages()[1]), "Hello");
     t.s.shutdown();
 }
 
