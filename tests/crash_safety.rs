@@ -623,11 +623,14 @@ fn plant(path: &std::path::Path, age: Duration) {
 }
 
 /// A `kill -9` between writing an atomic write's temporary (`.<name>.tmp-<pid>-<n>`) and renaming
-/// it leaves the temporary, and they piled up forever. `init` now removes, in the background, the
-/// ones whose writer is gone (its pid is dead, or names a process that started after the file was
-/// written) and that were written before this process started: in the project's `.bb7/`, its
-/// `chats/` and each chat's directory, and in `~/.bb7/`. A concurrent writer's fresh temporary,
-/// anything else with a similar name, a symlink or a directory stays.
+/// it leaves the temporary, and they piled up (a chat's directory was swept when the chat was
+/// opened, but only of dead pids: a container's reused pid kept them; nothing swept `.bb7/`,
+/// `chats/` or `~/.bb7/`). `init` now removes, in the background, the ones whose writer is gone
+/// (its pid is dead, or names a process that started after the file was written) and that were
+/// written before this process started, in the project's `.bb7/` and `~/.bb7/` and their
+/// subdirectories; opening a chat (here the last active one, which `init` reopens) sweeps its
+/// directory, reused pids included. A concurrent writer's fresh temporary, anything else with a
+/// similar name, a symlink or a directory stays.
 #[test]
 fn stale_temporaries_of_crashed_writers_are_removed_and_live_ones_kept() {
     let env = Env::new();
@@ -635,7 +638,8 @@ fn stale_temporaries_of_crashed_writers_are_removed_and_live_ones_kept() {
     s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
     s.ok(json!({"action": "init", "project_root": env.proj_str()}));
     let a = chat_id(&s.ok(json!({"action": "chat_new", "name": "a"})));
-    s.ok(json!({"action": "chat_new", "name": "b"}));
+    // The last active chat: `init` reopens it, sweeping its directory.
+    let b = chat_id(&s.ok(json!({"action": "chat_new", "name": "b"})));
     s.shutdown();
     // A pid no process can have (above the kernel's limit of 2^22), and this test's own, which
     // is alive but started after the files dated two hours back.
@@ -645,8 +649,8 @@ fn stale_temporaries_of_crashed_writers_are_removed_and_live_ones_kept() {
     let stale = [
         env.bb7().join(format!(".tools.json.tmp-{dead}-1")),
         env.chats().join(format!(".index.json.tmp-{dead}-2")),
-        env.chat_dir(&a).join(format!(".chat.json.tmp-{dead}-3")),
-        env.chat_dir(&a).join(format!(".chat.json.tmp-{me}-4")),
+        env.chat_dir(&b).join(format!(".chat.json.tmp-{dead}-3")),
+        env.chat_dir(&b).join(format!(".chat.json.tmp-{me}-4")),
         global.join(format!(".external-files.json.tmp-{dead}-5")),
     ];
     for p in &stale {
@@ -668,7 +672,7 @@ fn stale_temporaries_of_crashed_writers_are_removed_and_live_ones_kept() {
     // Written while the new process runs: a live writer's, and one whose pid means nothing here
     // (a writer in another pid namespace).
     let fresh = [
-        env.chat_dir(&a).join(format!(".chat.json.tmp-{me}-10")),
+        env.chat_dir(&b).join(format!(".chat.json.tmp-{me}-10")),
         env.chats().join(format!(".index.json.tmp-{dead}-11")),
     ];
     for p in &fresh {
