@@ -610,3 +610,98 @@ fn a_snapshot_replaced_before_a_crash_is_the_version_the_chat_reopens_with() {
         common::file_id("a.txt", b"one, updated\n")
     );
 }
+
+/// Writes `path` (creating its parents) and dates it `age` back.
+fn plant(path: &std::path::Path, age: Duration) {
+    write_file(path, "partial");
+    let when = std::time::SystemTime::now() - age;
+    fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_modified(when))
+        .expect("set mtime");
+}
+
+/// A `kill -9` between writing an atomic write's temporary (`.<name>.tmp-<pid>-<n>`) and renaming
+/// it leaves the temporary, and they piled up (a chat's directory was swept when the chat was
+/// opened, but only of dead pids: a container's reused pid kept them; nothing swept `.bb7/`,
+/// `chats/` or `~/.bb7/`). `init` now removes, in the background, the ones whose writer is gone
+/// (its pid is dead, or names a process that started after the file was written) and that were
+/// written before this process started, in the project's `.bb7/` and `~/.bb7/` and their
+/// subdirectories; opening a chat (here the last active one, which `init` reopens) sweeps its
+/// directory, reused pids included. A concurrent writer's fresh temporary, anything else with a
+/// similar name, a symlink or a directory stays.
+#[test]
+fn stale_temporaries_of_crashed_writers_are_removed_and_live_ones_kept() {
+    let env = Env::new();
+    let mut s = env.spawn();
+    s.ok(json!({"action": "bb7_init", "project_root": env.proj_str()}));
+    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    let a = chat_id(&s.ok(json!({"action": "chat_new", "name": "a"})));
+    // The last active chat: `init` reopens it, sweeping its directory.
+    let b = chat_id(&s.ok(json!({"action": "chat_new", "name": "b"})));
+    s.shutdown();
+    // A pid no process can have (above the kernel's limit of 2^22), and this test's own, which
+    // is alive but started after the files dated two hours back.
+    let (dead, me) = (99_999_999, std::process::id());
+    let hours = Duration::from_secs(7200);
+    let global = env.home().join(".bb7");
+    let stale = [
+        env.bb7().join(format!(".tools.json.tmp-{dead}-1")),
+        env.chats().join(format!(".index.json.tmp-{dead}-2")),
+        env.chat_dir(&b).join(format!(".chat.json.tmp-{dead}-3")),
+        env.chat_dir(&b).join(format!(".chat.json.tmp-{me}-4")),
+        global.join(format!(".external-files.json.tmp-{dead}-5")),
+    ];
+    for p in &stale {
+        plant(p, hours);
+    }
+    let other = [
+        env.chat_dir(&a).join(format!("chat.json.tmp-{dead}-6")),
+        env.chat_dir(&a).join(".chat.json.tmp-x-7"),
+    ];
+    for p in &other {
+        plant(p, hours);
+    }
+    let link = env.chats().join(format!(".l.tmp-{dead}-8"));
+    std::os::unix::fs::symlink(env.chat_dir(&a).join("chat.json"), &link).unwrap();
+    let dir = env.chat_dir(&a).join(format!(".d.tmp-{dead}-9"));
+    fs::create_dir(&dir).unwrap();
+
+    let mut s = env.spawn();
+    // Written while the new process runs: a live writer's, and one whose pid means nothing here
+    // (a writer in another pid namespace).
+    let fresh = [
+        env.chat_dir(&b).join(format!(".chat.json.tmp-{me}-10")),
+        env.chats().join(format!(".index.json.tmp-{dead}-11")),
+    ];
+    for p in &fresh {
+        plant(p, Duration::ZERO);
+    }
+    s.ok(json!({"action": "init", "project_root": env.proj_str()}));
+    let sweeping = |pid: u32| {
+        fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|tasks| {
+                tasks.flatten().any(|t| {
+                    fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "bb7-sweep")
+                })
+            })
+            .unwrap_or(false)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while (stale.iter().any(|p| p.exists()) || sweeping(s.pid))
+        && std::time::Instant::now() < deadline
+    {
+        thread::sleep(Duration::from_millis(20));
+    }
+    for p in &stale {
+        assert!(!p.exists(), "{} is left", p.display());
+    }
+    for p in other.iter().chain(&fresh) {
+        assert!(p.exists(), "{} was removed", p.display());
+    }
+    assert!(link.symlink_metadata().is_ok() && dir.is_dir());
+    // The session works as before.
+    s.ok(json!({"action": "chat_select", "id": a}));
+    s.shutdown();
+}

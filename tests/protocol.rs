@@ -872,6 +872,46 @@ fn search_chats_matches_titles_and_content_with_an_excerpt() {
     s.shutdown();
 }
 
+/// A chat.json that `chat_select` cannot open (no `id`, a message without `role`, a name of the
+/// wrong type) is not a search hit: the search read such files for their text and offered hits
+/// the client could not open. A sound chat with the same words still is.
+#[test]
+fn search_chats_skips_chats_that_cannot_be_opened() {
+    let (env, mut s) = start();
+    let good = new_chat(&mut s, "good");
+    let broken: Vec<String> = (0..3).map(|i| new_chat(&mut s, &format!("b{i}"))).collect();
+    s.shutdown();
+    let message =
+        json!({"role": "user", "parts": [{"type": "text", "content": "the zebra-needle here"}]});
+    for id in broken.iter().chain([&good]) {
+        let mut chat = env.chat_json(id);
+        chat["messages"] = json!([message]);
+        env.put_chat_json(id, &chat);
+    }
+    let mut chat = env.chat_json(&broken[0]);
+    chat.as_object_mut().unwrap().remove("id");
+    env.put_chat_json(&broken[0], &chat);
+    let mut chat = env.chat_json(&broken[1]);
+    chat["messages"][0].as_object_mut().unwrap().remove("role");
+    env.put_chat_json(&broken[1], &chat);
+    let mut chat = env.chat_json(&broken[2]);
+    chat["name"] = json!(42);
+    env.put_chat_json(&broken[2], &chat);
+
+    let mut s = env.start();
+    for id in &broken {
+        s.err(json!({"action": "chat_select", "id": id}));
+    }
+    let r = s.ok(json!({"action": "search_chats", "query": "zebra-needle"}));
+    let ids: Vec<Value> = list(&r["results"])
+        .iter()
+        .map(|h| h["id"].clone())
+        .collect();
+    assert_eq!(ids, [json!(good)], "{r}");
+    s.ok(json!({"action": "chat_select", "id": good}));
+    s.shutdown();
+}
+
 #[test]
 fn add_system_message_appends_and_ignores_blank_ones() {
     let (env, mut s, id) = start_chat();

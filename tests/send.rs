@@ -10,7 +10,7 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::time::{Duration, Instant};
 
-use bb7_mock_llm::{MockServer, RecordedRequest, Reply, Script, ToolCall, Usage};
+use bb7_mock_llm::{LineEnds, MockServer, RecordedRequest, Reply, Script, ToolCall, Usage};
 use common::proto::*;
 use serde_json::{Value, json};
 
@@ -315,16 +315,48 @@ fn thread_names(pid: u32) -> Vec<String> {
 /// Issue 30: every streamed chunk cost a wake across tokio's two I/O workers (the connection
 /// task on one, the reply reading it on the other), and the tokenizer was built after the first
 /// reply even in sessions that never count. A session now runs one I/O worker beside the main
-/// thread and builds nothing ahead; a long reply still streams whole.
+/// thread and builds nothing ahead; a long reply still streams whole. And the runtime is started
+/// by the first action that needs one: until then the session is one thread, so end of input
+/// exits without waking (and waiting for) an idle worker.
 #[test]
 fn a_session_runs_one_io_worker_and_streams_whole() {
     let words: Vec<String> = (0..300).map(|i| format!("w{i} ")).collect();
     let mut t = setup(vec![Reply::text(words.clone())]);
-    assert_eq!(thread_names(t.s.pid), ["bb7", "bb7-io"]);
+    // (The sweep of stale temporaries `init` starts ends on its own.)
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while thread_names(t.s.pid) != ["bb7"] && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(thread_names(t.s.pid), ["bb7"]);
     let (evs, term) = t.send("go");
     assert_eq!(term["type"], "done", "{term}");
     assert_eq!(chunks(&evs), words);
     assert_eq!(msg_text(&t.messages()[1]), words.concat());
+    let names = thread_names(t.s.pid);
+    assert!(names.iter().any(|n| n == "bb7-io"), "{names:?}");
+    assert!(
+        names.iter().all(|n| n == "bb7" || n == "bb7-io"),
+        "{names:?}"
+    );
+    t.s.shutdown();
+}
+
+/// Lines may end with a bare CR (the SSE rules allow CR, LF or CRLF). Such a body ends with the
+/// CR of its last event's empty line, which the decoder held back waiting for an LF that never
+/// comes: the last event (here the one with the finish reason) was dropped and the reply failed
+/// as cut off. Now the end of the body ends that line, and the reply is whole.
+#[test]
+fn a_reply_with_bare_cr_line_ends_is_read_to_its_last_event() {
+    let mut t = setup(vec![
+        Reply::sse()
+            .contents(["Hel", "lo"])
+            .finish("stop")
+            .line_ends(LineEnds::Cr),
+    ]);
+    let (evs, term) = t.send("say hello");
+    assert_eq!(term["type"], "done", "{term}");
+    assert_eq!(chunks(&evs), ["Hel", "lo"]);
+    assert_eq!(msg_text(&t.messages()[1]), "Hello");
     t.s.shutdown();
 }
 

@@ -6,7 +6,9 @@
 //! the rest is the response body. Invariants:
 //! - nothing panics;
 //! - the SSE decoder gives the data of the same events as `eventsource-stream`, and fails where it
-//!   fails (a stream that is not UTF-8), whole and cut up;
+//!   fails (a stream that is not UTF-8), whole and cut up; a body ending in a bare CR is compared
+//!   with the same body and an LF ([`expected`]: the decoder ends that line at the end of the
+//!   stream, `eventsource-stream` drops it);
 //! - the plain-chunk reader the client tries first ([`bb7::llm::chunk::parse_plain`]) gives, when
 //!   it takes a payload the JSON tree reads too, exactly the events of [`bb7::llm::chunk::parse`];
 //! - the events do not depend on where the body was cut (the same body in one piece gives the same
@@ -62,12 +64,33 @@ fn reference(pieces: &[Vec<u8>]) -> (Vec<String>, bool) {
     }
 }
 
+/// [`reference`] as [`SseDecoder`] is held to it. `eventsource-stream` stops where the body
+/// does, or at its first byte that is not UTF-8 (with an error); a CR right before that point is a
+/// line end for our decoder (nothing can follow to make it a CRLF: WHATWG counts a bare CR as a
+/// line end), which may dispatch one last event, while `eventsource-stream` waits for an LF that
+/// never comes and drops it. The one deliberate difference: there, the reference reads the body up
+/// to that point with an LF after the CR.
+fn expected(pieces: &[Vec<u8>]) -> (Vec<String>, bool) {
+    let body = pieces.concat();
+    let stop = std::str::from_utf8(&body).map_or_else(|e| e.valid_up_to(), |_| body.len());
+    let (events, failed) = reference(pieces);
+    if stop == 0 || body[stop - 1] != b'\r' {
+        return (events, failed);
+    }
+    let mut cut = body[..stop].to_vec();
+    cut.push(b'\n');
+    (reference(&[cut]).0, failed)
+}
+
 /// The same from [`SseDecoder`], the client's framing.
 fn decoded(pieces: &[Vec<u8>]) -> (Vec<String>, bool) {
     let mut sse = SseDecoder::default();
     let mut out = Vec::new();
-    for p in pieces {
-        sse.push(p);
+    for p in pieces.iter().map(Some).chain([None]) {
+        match p {
+            Some(p) => sse.push(p),
+            None => sse.end(),
+        }
         loop {
             match sse.next_event() {
                 Ok(Some(data)) => out.push(data.to_string()),
@@ -89,14 +112,19 @@ fn read(pieces: Vec<Vec<u8>>) -> Read {
         let data = match sse.next_event() {
             Ok(Some(data)) => data,
             Err(_) => break Outcome::StreamError,
-            Ok(None) => match pieces.next() {
-                Some(p) => {
-                    sse.push(&p);
-                    continue;
+            Ok(None) => {
+                if sse.ended() {
+                    break match sse.finish() {
+                        Err(_) => Outcome::StreamError,
+                        Ok(()) => Outcome::Ended,
+                    };
                 }
-                None if sse.finish().is_err() => break Outcome::StreamError,
-                None => break Outcome::Ended,
-            },
+                match pieces.next() {
+                    Some(p) => sse.push(&p),
+                    None => sse.end(),
+                }
+                continue;
+            }
         };
         let data = data.trim();
         if data.is_empty() {
@@ -170,7 +198,7 @@ pub fn run(data: &[u8]) {
     let one = vec![body.to_vec()];
     assert_eq!(
         decoded(&one),
-        reference(&one),
+        expected(&one),
         "the SSE decoder and eventsource-stream disagree"
     );
     let step = (cut % 33) as usize;
@@ -180,7 +208,7 @@ pub fn run(data: &[u8]) {
     let pieces: Vec<Vec<u8>> = body.chunks(step).map(<[u8]>::to_vec).collect();
     assert_eq!(
         decoded(&pieces),
-        reference(&pieces),
+        expected(&pieces),
         "the SSE decoder and eventsource-stream disagree (every {step} bytes)"
     );
     let cut_up = read(pieces);

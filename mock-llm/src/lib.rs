@@ -7,7 +7,8 @@
 //! sees the stream as fragmented as the script says. It can misbehave the ways OpenRouter does:
 //! `: OPENROUTER PROCESSING` comments, `data:` without a space, events cut mid-line across writes,
 //! error chunks after HTTP 200, streams without a finish reason, connections closed mid-body,
-//! streams that stall, 401/402/429 with OpenRouter's error bodies and `Retry-After`.
+//! streams that stall, 401/402/429 with OpenRouter's error bodies and `Retry-After`; and, as other
+//! servers may, lines ended by a bare CR (`"line_ends": "cr"`, [`LineEnds`]).
 //!
 //! # Endpoints
 //!
@@ -101,7 +102,8 @@ mod server;
 
 pub use render::Envelope;
 pub use script::{
-    DEFAULT_STALL_TIMEOUT_MS, ErrorChunk, OPENROUTER_PROCESSING, Reply, Script, ScriptError, Split,
-    Step, ToolCall, ToolCallDelta, Usage, Weak, edit_file_arguments, insufficient_credits_message,
+    DEFAULT_STALL_TIMEOUT_MS, ErrorChunk, LineEnds, OPENROUTER_PROCESSING, Reply, Script,
+    ScriptError, Split, Step, ToolCall, ToolCallDelta, Usage, Weak, edit_file_arguments,
+    insufficient_credits_message,
 };
 pub use server::{DEFAULT_CREATED, MAX_REQUEST_BODY, MockServer, Outcome, RecordedRequest};

@@ -232,6 +232,27 @@ pub struct Reply {
     /// The chunks' `provider` (default `Mock`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
+    /// How a stream's lines end (default `lf`).
+    #[serde(default, skip_serializing_if = "LineEnds::is_lf")]
+    pub line_ends: LineEnds,
+}
+
+/// How the lines of a streamed reply end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LineEnds {
+    /// `\n`, as the steps write them.
+    #[default]
+    Lf,
+    /// A bare `\r` (a line end the SSE rules allow): every `\n` any step writes, a raw one's
+    /// included, is sent as `\r`, so an event ends with `\r\r`.
+    Cr,
+}
+
+impl LineEnds {
+    fn is_lf(&self) -> bool {
+        *self == LineEnds::Lf
+    }
 }
 
 fn default_status() -> u16 {
@@ -250,6 +271,7 @@ impl Default for Reply {
             model: None,
             created: None,
             provider: None,
+            line_ends: LineEnds::Lf,
         }
     }
 }
@@ -691,6 +713,12 @@ impl Reply {
     /// Sets the chunks' `id`.
     pub fn id(mut self, id: impl Into<String>) -> Reply {
         self.id = Some(id.into());
+        self
+    }
+
+    /// Sets how the stream's lines end ([`LineEnds::Cr`]: bare CRs).
+    pub fn line_ends(mut self, ends: LineEnds) -> Reply {
+        self.line_ends = ends;
         self
     }
 

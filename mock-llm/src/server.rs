@@ -27,7 +27,7 @@ use tracing::{debug, info, warn};
 
 use crate::placeholder::substitute_reply;
 use crate::render::{Action, Envelope, render};
-use crate::script::{Reply, Script};
+use crate::script::{LineEnds, Reply, Script};
 
 /// Request bodies larger than this are refused with 413 (the host never sends anything near it).
 pub const MAX_REQUEST_BODY: usize = 64 << 20;
@@ -651,7 +651,16 @@ fn respond(reply: Reply, envelope: &Envelope, ctx: StreamContext) -> Response<Mo
         StatusCode::INTERNAL_SERVER_ERROR
     });
     let (content_type, body) = if let Some(steps) = &reply.stream {
-        let actions = render(steps, envelope);
+        let mut actions = render(steps, envelope);
+        if reply.line_ends == LineEnds::Cr {
+            for action in &mut actions {
+                if let Action::Write(bytes) = action {
+                    for b in bytes.iter_mut().filter(|b| **b == b'\n') {
+                        *b = b'\r';
+                    }
+                }
+            }
+        }
         let body = MockBody::Stream(Box::new(SseStream {
             actions: actions.into(),
             sleep: None,

@@ -7,8 +7,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bb7_mock_llm::{
-    MockServer, OPENROUTER_PROCESSING, Outcome, Reply, Script, Step, ToolCall, ToolCallDelta,
-    Usage, Weak, insufficient_credits_message,
+    LineEnds, MockServer, OPENROUTER_PROCESSING, Outcome, Reply, Script, Step, ToolCall,
+    ToolCallDelta, Usage, Weak, insufficient_credits_message,
 };
 use client::{Chunk, Conn, chat_body, get, post_chat};
 use serde_json::{Value, json};
@@ -96,6 +96,34 @@ fn every_write_is_its_own_http_chunk_with_exact_bytes() {
         ]
     );
     assert!(r.complete);
+}
+
+#[test]
+fn cr_line_ends_send_every_line_end_as_a_bare_cr() {
+    let mock = server([Reply::sse()
+        .data_nospace(json!({"a": 1}))
+        .comment("keep-alive")
+        .raw("data: x\n\n")
+        .done()
+        .line_ends(LineEnds::Cr)]);
+    let r = post_chat(mock.addr(), &chat_body("hi"));
+    let chunks: Vec<&[u8]> = r.chunks.iter().map(Vec::as_slice).collect();
+    assert_eq!(
+        chunks,
+        [
+            b"data:{\"a\":1}\r\r".as_slice(),
+            b": keep-alive\r\r".as_slice(),
+            b"data: x\r\r".as_slice(),
+            b"data: [DONE]\r\r".as_slice(),
+        ]
+    );
+    assert!(r.complete);
+    // In a script: `"line_ends": "cr"`; the default is left out.
+    let script = Script::from_json(r#"{"replies": [{"stream": ["done"], "line_ends": "cr"}]}"#)
+        .expect("script");
+    assert_eq!(script.replies[0].line_ends, LineEnds::Cr);
+    let plain = serde_json::to_value(Reply::sse().done()).expect("json");
+    assert!(plain.get("line_ends").is_none(), "{plain}");
 }
 
 #[test]

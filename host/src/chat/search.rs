@@ -250,10 +250,12 @@ fn stamp_of(store: &ChatStore, id: &str) -> Option<Stamp> {
 
 /// Appends the text [`super::model::Chat::parse`] and [`super::model::Message::text_content`] give chat.json
 /// `bytes` — each message's text parts joined, then a newline, for every message with text — to
-/// `out`, reading only `messages` (with their `parts` and legacy `content`) and skipping every other
-/// field without building it: no tree, no map per part, no string but an escaped one. Malformed
-/// JSON, or `messages`, a message or a part of the wrong shape, is an error (as [`super::model::Chat::parse`]
-/// fails on it); the other fields are only checked to be JSON.
+/// `out`, keeping only `messages` (their `parts` and legacy `content`) and skipping every other
+/// field without building it: no tree, no map per part, no string but an escaped one. Exactly what
+/// [`super::model::Chat::parse`] rejects is an error (so search skips what `chat_list` and
+/// `chat_select` cannot open): malformed JSON, a missing `id` or message `role`, a field of the
+/// wrong type (a number for `name`, a null `role`, a context entry without `path`...), a field
+/// given twice; fields the model does not know are only checked to be JSON.
 fn chat_text(bytes: &[u8], out: &mut String) -> Result<(), serde_json::Error> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     serde::de::DeserializeSeed::deserialize(text::ChatText(out), &mut de)?;
@@ -264,15 +266,26 @@ fn chat_text(bytes: &[u8], out: &mut String) -> Result<(), serde_json::Error> {
 mod text {
     use std::borrow::Cow;
     use std::fmt;
+    use std::marker::PhantomData;
 
     use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-    /// The chat object: only `messages` is read.
+    /// The chat object: `messages` is read, and every other field [`super::super::model::Chat`]
+    /// knows is checked to have the type `Chat::parse` requires (`id` present, strings where
+    /// strings go, ...) without being kept, so a chat `Chat::parse` rejects is rejected here too.
     pub(super) struct ChatText<'o>(pub(super) &'o mut String);
 
     #[derive(serde::Deserialize)]
-    #[serde(field_identifier, rename_all = "lowercase")]
+    #[serde(field_identifier, rename_all = "snake_case")]
     enum ChatKey {
+        Version,
+        Id,
+        Name,
+        Created,
+        Model,
+        Draft,
+        ReasoningEffort,
+        ContextFiles,
         Messages,
         #[serde(other)]
         Other,
@@ -291,14 +304,43 @@ mod text {
             f.write_str("a chat object")
         }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            let mut seen = false;
+            let mut seen = Seen::default();
             while let Some(key) = map.next_key::<ChatKey>()? {
                 match key {
-                    ChatKey::Messages if seen => {
-                        return Err(serde::de::Error::duplicate_field("messages"));
+                    ChatKey::Version => {
+                        seen.once::<A::Error>(0, "version")?;
+                        map.next_value::<u64>()?;
+                    }
+                    ChatKey::Id => {
+                        seen.once::<A::Error>(1, "id")?;
+                        map.next_value::<Str>()?;
+                    }
+                    ChatKey::Name => {
+                        seen.once::<A::Error>(2, "name")?;
+                        map.next_value::<Str>()?;
+                    }
+                    ChatKey::Created => {
+                        seen.once::<A::Error>(3, "created")?;
+                        map.next_value::<Str>()?;
+                    }
+                    ChatKey::Model => {
+                        seen.once::<A::Error>(4, "model")?;
+                        map.next_value::<Str>()?;
+                    }
+                    ChatKey::Draft => {
+                        seen.once::<A::Error>(5, "draft")?;
+                        map.next_value::<Str>()?;
+                    }
+                    ChatKey::ReasoningEffort => {
+                        seen.once::<A::Error>(6, "reasoning_effort")?;
+                        map.next_value::<Str>()?;
+                    }
+                    ChatKey::ContextFiles => {
+                        seen.once::<A::Error>(7, "context_files")?;
+                        map.next_value::<Option<Seq<ContextFile>>>()?;
                     }
                     ChatKey::Messages => {
-                        seen = true;
+                        seen.once::<A::Error>(8, "messages")?;
                         map.next_value_seed(Messages(&mut *self.0))?;
                     }
                     ChatKey::Other => {
@@ -306,7 +348,199 @@ mod text {
                     }
                 }
             }
+            seen.required::<A::Error>(1, "id")
+        }
+    }
+
+    /// Which known fields of an object were read: a repeated one is an error (as in a derived
+    /// `Deserialize`), and so is a required one that is missing.
+    #[derive(Default)]
+    struct Seen(u32);
+
+    impl Seen {
+        fn once<E: serde::de::Error>(&mut self, bit: u32, name: &'static str) -> Result<(), E> {
+            if self.0 & 1 << bit != 0 {
+                return Err(E::duplicate_field(name));
+            }
+            self.0 |= 1 << bit;
             Ok(())
+        }
+
+        fn required<E: serde::de::Error>(&self, bit: u32, name: &'static str) -> Result<(), E> {
+            match self.0 & 1 << bit {
+                0 => Err(E::missing_field(name)),
+                _ => Ok(()),
+            }
+        }
+    }
+
+    /// A JSON string, checked and not kept (an escaped one is unescaped into the parser's
+    /// scratch buffer, not a new string).
+    struct Str;
+
+    impl<'de> serde::Deserialize<'de> for Str {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_str(StrVisitor)
+        }
+    }
+
+    struct StrVisitor;
+
+    impl Visitor<'_> for StrVisitor {
+        type Value = Str;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Str, E> {
+            Ok(Str)
+        }
+    }
+
+    /// A JSON array of `T`s, each checked, none kept.
+    struct Seq<T>(PhantomData<T>);
+
+    impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Seq<T> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_seq(SeqVisitor(PhantomData))
+        }
+    }
+
+    struct SeqVisitor<T>(PhantomData<T>);
+
+    impl<'de, T: serde::Deserialize<'de>> Visitor<'de> for SeqVisitor<T> {
+        type Value = Seq<T>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an array")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Seq<T>, A::Error> {
+            while seq.next_element::<T>()?.is_some() {}
+            Ok(Seq(PhantomData))
+        }
+    }
+
+    /// A context entry, checked as [`super::super::model::ContextFile`] reads it.
+    struct ContextFile;
+
+    #[derive(serde::Deserialize)]
+    #[serde(field_identifier, rename_all = "snake_case")]
+    enum ContextFileKey {
+        Path,
+        Readonly,
+        External,
+        Version,
+        StartLine,
+        EndLine,
+        #[serde(other)]
+        Other,
+    }
+
+    impl<'de> serde::Deserialize<'de> for ContextFile {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_map(ContextFileVisitor)
+        }
+    }
+
+    struct ContextFileVisitor;
+
+    impl<'de> Visitor<'de> for ContextFileVisitor {
+        type Value = ContextFile;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a context file object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ContextFile, A::Error> {
+            let mut seen = Seen::default();
+            while let Some(key) = map.next_key::<ContextFileKey>()? {
+                match key {
+                    ContextFileKey::Path => {
+                        seen.once::<A::Error>(0, "path")?;
+                        map.next_value::<Str>()?;
+                    }
+                    ContextFileKey::Readonly => {
+                        seen.once::<A::Error>(1, "readonly")?;
+                        map.next_value::<bool>()?;
+                    }
+                    ContextFileKey::External => {
+                        seen.once::<A::Error>(2, "external")?;
+                        map.next_value::<bool>()?;
+                    }
+                    ContextFileKey::Version => {
+                        seen.once::<A::Error>(3, "version")?;
+                        map.next_value::<Str>()?;
+                    }
+                    ContextFileKey::StartLine => {
+                        seen.once::<A::Error>(4, "start_line")?;
+                        map.next_value::<Option<u64>>()?;
+                    }
+                    ContextFileKey::EndLine => {
+                        seen.once::<A::Error>(5, "end_line")?;
+                        map.next_value::<Option<u64>>()?;
+                    }
+                    ContextFileKey::Other => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            seen.required::<A::Error>(0, "path")?;
+            Ok(ContextFile)
+        }
+    }
+
+    /// An entry of a message's `context_snapshot`, checked as
+    /// [`super::super::model::SnapshotEntry`] reads it.
+    struct SnapshotEntry;
+
+    #[derive(serde::Deserialize)]
+    #[serde(field_identifier, rename_all = "snake_case")]
+    enum SnapshotKey {
+        Path,
+        FileId,
+        StartLine,
+        EndLine,
+        #[serde(other)]
+        Other,
+    }
+
+    impl<'de> serde::Deserialize<'de> for SnapshotEntry {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_map(SnapshotVisitor)
+        }
+    }
+
+    struct SnapshotVisitor;
+
+    impl<'de> Visitor<'de> for SnapshotVisitor {
+        type Value = SnapshotEntry;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a context snapshot entry")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<SnapshotEntry, A::Error> {
+            let mut seen = Seen::default();
+            while let Some(key) = map.next_key::<SnapshotKey>()? {
+                match key {
+                    SnapshotKey::Path => {
+                        seen.once::<A::Error>(0, "path")?;
+                        map.next_value::<Str>()?;
+                    }
+                    SnapshotKey::FileId => {
+                        seen.once::<A::Error>(1, "file_id")?;
+                        map.next_value::<Str>()?;
+                    }
+                    SnapshotKey::StartLine => {
+                        seen.once::<A::Error>(2, "start_line")?;
+                        map.next_value::<Option<u64>>()?;
+                    }
+                    SnapshotKey::EndLine => {
+                        seen.once::<A::Error>(3, "end_line")?;
+                        map.next_value::<Option<u64>>()?;
+                    }
+                    SnapshotKey::Other => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            seen.required::<A::Error>(0, "path")?;
+            seen.required::<A::Error>(1, "file_id")?;
+            Ok(SnapshotEntry)
         }
     }
 
@@ -345,9 +579,14 @@ mod text {
     struct Message<'o>(&'o mut String);
 
     #[derive(serde::Deserialize)]
-    #[serde(field_identifier, rename_all = "lowercase")]
+    #[serde(field_identifier, rename_all = "snake_case")]
     enum MessageKey {
+        Role,
         Parts,
+        Model,
+        Timestamp,
+        ContextSnapshot,
+        OutputFiles,
         Content,
         #[serde(other)]
         Other,
@@ -370,12 +609,33 @@ mod text {
             let start = out.len();
             let mut parts: Option<usize> = None;
             let mut legacy: Option<Option<Cow<'de, str>>> = None;
+            let mut seen = Seen::default();
             while let Some(key) = map.next_key::<MessageKey>()? {
                 match key {
+                    MessageKey::Role => {
+                        seen.once::<A::Error>(0, "role")?;
+                        map.next_value::<Str>()?;
+                    }
                     MessageKey::Parts if parts.is_some() => {
                         return Err(serde::de::Error::duplicate_field("parts"));
                     }
                     MessageKey::Parts => parts = Some(map.next_value_seed(Parts(&mut *out))?),
+                    MessageKey::Model => {
+                        seen.once::<A::Error>(1, "model")?;
+                        map.next_value::<Option<Str>>()?;
+                    }
+                    MessageKey::Timestamp => {
+                        seen.once::<A::Error>(2, "timestamp")?;
+                        map.next_value::<Option<Str>>()?;
+                    }
+                    MessageKey::ContextSnapshot => {
+                        seen.once::<A::Error>(3, "context_snapshot")?;
+                        map.next_value::<Option<Seq<SnapshotEntry>>>()?;
+                    }
+                    MessageKey::OutputFiles => {
+                        seen.once::<A::Error>(4, "output_files")?;
+                        map.next_value::<Option<Seq<Str>>>()?;
+                    }
                     MessageKey::Content if legacy.is_some() => {
                         return Err(serde::de::Error::duplicate_field("content"));
                     }
@@ -385,6 +645,7 @@ mod text {
                     }
                 }
             }
+            seen.required::<A::Error>(0, "role")?;
             // A legacy `content` becomes the only part when there are none (Chat::parse).
             if parts.unwrap_or(0) == 0
                 && let Some(Some(s)) = legacy
@@ -767,6 +1028,76 @@ mod tests {
                 chat_text(bad.as_bytes(), &mut String::new()).is_err(),
                 "{bad}"
             );
+        }
+    }
+
+    /// `chat_text` refuses exactly the chat.json files [`Chat::parse`] refuses (which `chat_list`
+    /// skips and `chat_select` cannot open): a missing `id` or `role`, fields of the wrong type,
+    /// fields given twice. It searched them, and the hit could not be opened.
+    #[test]
+    fn chat_text_refuses_what_chat_parse_refuses() {
+        let cases = [
+            r#"{"messages":[]}"#,
+            r#"{"id":5,"messages":[]}"#,
+            r#"{"id":null}"#,
+            r#"{"id":"a","id":"b"}"#,
+            r#"{"\u0069d":"a","messages":[]}"#,
+            r#"{"id":"a","name":null}"#,
+            r#"{"id":"a","name":3}"#,
+            r#"{"id":"a","name":"n","name":"m"}"#,
+            r#"{"id":"a","created":{}}"#,
+            r#"{"id":"a","model":true}"#,
+            r#"{"id":"a","draft":[]}"#,
+            r#"{"id":"a","reasoning_effort":null}"#,
+            r#"{"id":"a","reasoning_effort":"high"}"#,
+            r#"{"id":"a","version":2}"#,
+            r#"{"id":"a","version":-1}"#,
+            r#"{"id":"a","version":2.0}"#,
+            r#"{"id":"a","version":"2"}"#,
+            r#"{"id":"a","version":null}"#,
+            r#"{"id":"a","context_files":null}"#,
+            r#"{"id":"a","context_files":[{"path":"x"}]}"#,
+            r#"{"id":"a","context_files":[{}]}"#,
+            r#"{"id":"a","context_files":[{"path":"x","path":"y"}]}"#,
+            r#"{"id":"a","context_files":[{"path":"x","readonly":"yes"}]}"#,
+            r#"{"id":"a","context_files":[{"path":"x","external":null}]}"#,
+            r#"{"id":"a","context_files":[{"path":"x","version":"v","start_line":null,"end_line":3,"more":[1]}]}"#,
+            r#"{"id":"a","context_files":[{"path":"x","start_line":-3}]}"#,
+            r#"{"id":"a","context_files":{"path":"x"}}"#,
+            r#"{"id":"a","context_files":[["x"]]}"#,
+            r#"{"id":"a","messages":[{"parts":[]}]}"#,
+            r#"{"id":"a","messages":[{"role":null}]}"#,
+            r#"{"id":"a","messages":[{"role":7}]}"#,
+            r#"{"id":"a","messages":[{"role":"tool"}]}"#,
+            r#"{"id":"a","messages":[{"role":"user","role":"user"}]}"#,
+            r#"{"id":"a","messages":[{"role":"user","model":null,"timestamp":"t"}]}"#,
+            r#"{"id":"a","messages":[{"role":"user","model":1}]}"#,
+            r#"{"id":"a","messages":[{"role":"user","timestamp":["t"]}]}"#,
+            r#"{"id":"a","messages":[{"role":"user","output_files":["a",1]}]}"#,
+            r#"{"id":"a","messages":[{"role":"user","output_files":null}]}"#,
+            r#"{"id":"a","messages":[{"role":"user","output_files":"a"}]}"#,
+            r#"{"id":"a","messages":[{"role":"user","context_snapshot":[{"path":"a"}]}]}"#,
+            r#"{"id":"a","messages":[{"role":"user","context_snapshot":[{"path":"a","file_id":"f","start_line":1,"x":{}}]}]}"#,
+            r#"{"id":"a","messages":[{"role":"user","context_snapshot":[{"path":"a","file_id":"f","end_line":"1"}]}]}"#,
+            r#"{"id":"a","messages":[{"role":"user","context_snapshot":null,"content":"c"}]}"#,
+            r#"{"id":"a","messages":[{"role":"user","parts":[{"type":"text","content":"x","type":"text"}]}]}"#,
+            r#"{"id":"a","unknown":{"x":[1,{"y":null}]},"messages":[{"role":"user","more":[[]]}]}"#,
+        ];
+        for c in cases {
+            let mut got = String::new();
+            let text = chat_text(c.as_bytes(), &mut got).map(|()| got);
+            let parsed = Chat::parse(c.as_bytes()).map(|(chat, _)| {
+                let mut s = String::new();
+                for m in &chat.messages {
+                    let t = m.text_content();
+                    if !t.is_empty() {
+                        s.push_str(&t);
+                        s.push('\n');
+                    }
+                }
+                s
+            });
+            assert_eq!(text.ok(), parsed.ok(), "{c}");
         }
     }
 

@@ -214,6 +214,13 @@ impl LlmClient {
                     on_event(&ev);
                 }
             }
+            if sse.ended() {
+                // The body ended and its last events are taken: what is left must be UTF-8.
+                if sse.finish().is_ok() {
+                    break;
+                }
+                return Err(LlmError::Truncated);
+            }
             let next = tokio::select! {
                 biased;
                 next = bytes.next() => next,
@@ -235,13 +242,14 @@ impl LlmClient {
                         )));
                     }
                 }
-                None if sse.finish().is_ok() => break,
+                // The end of the body: a CR last in it ends its line now, which may complete
+                // one more event (taken by the loop above).
+                None => sse.end(),
                 // A connection cut mid-body: the stream is incomplete.
                 Some(Err(e)) => {
                     tracing::debug!("stream error: {e}");
                     return Err(LlmError::Truncated);
                 }
-                None => return Err(LlmError::Truncated),
             }
         }
         let Some(finish_reason) = finish else {

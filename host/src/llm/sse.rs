@@ -9,7 +9,11 @@
 //! byte order mark is dropped; a line starting with `:` is a comment; `data: x` (one space after
 //! the colon dropped) adds `x` and a newline to the event's data; an empty line ends the event,
 //! which is dispatched without its last newline when it has data. Other fields (`event`, `id`,
-//! `retry`) are not used by the model stream and are skipped.
+//! `retry`) are not used by the model stream and are skipped. At the end of the stream
+//! ([`SseDecoder::end`]) a CR last in the body ends its line too (no LF can follow it), so a body
+//! whose last event ends with a bare CR (`data: x\r\r`) still gives that event; an event not ended
+//! by an empty line is dropped, as the rules say. `eventsource-stream` drops the event ended by a
+//! final bare CR: the one deliberate difference (the `sse` fuzz target allows exactly that one).
 
 /// The stream is not UTF-8 (every line must be).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,6 +35,8 @@ pub struct SseDecoder {
     data: String,
     /// `data` was lent out by the last `next_event`: clear it first.
     lent: bool,
+    /// No more bytes will come ([`SseDecoder::end`]).
+    ended: bool,
 }
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -68,7 +74,7 @@ impl SseDecoder {
         loop {
             let rest = &self.buf[self.pos..];
             if !self.started {
-                if rest.len() < BOM.len() && BOM.starts_with(rest) {
+                if !self.ended && rest.len() < BOM.len() && BOM.starts_with(rest) {
                     return Ok(None);
                 }
                 if rest.starts_with(BOM) {
@@ -83,12 +89,12 @@ impl SseDecoder {
             };
             let end = self.scanned + i;
             let next = match rest[end] {
-                b'\r' if end + 1 == rest.len() => {
+                b'\r' if end + 1 == rest.len() && !self.ended => {
                     // A CR last in the buffer may be the first half of a CRLF: wait.
                     self.scanned = end;
                     return Ok(None);
                 }
-                b'\r' if rest[end + 1] == b'\n' => end + 2,
+                b'\r' if rest.get(end + 1) == Some(&b'\n') => end + 2,
                 _ => end + 1,
             };
             let line = std::str::from_utf8(&rest[..end]).map_err(|_| NotUtf8)?;
@@ -111,6 +117,18 @@ impl SseDecoder {
                 self.data.push('\n');
             }
         }
+    }
+
+    /// Marks the end of the stream: no more bytes will come, so a CR last in the body ends its
+    /// line rather than waiting for an LF. Take the events [`SseDecoder::next_event`] still has
+    /// (at most the one that line completes), then call [`SseDecoder::finish`].
+    pub fn end(&mut self) {
+        self.ended = true;
+    }
+
+    /// Whether [`SseDecoder::end`] was called.
+    pub fn ended(&self) -> bool {
+        self.ended
     }
 
     /// At the end of the stream: the bytes left over (an unfinished line or event, which is
@@ -146,8 +164,11 @@ mod tests {
     fn events(pieces: &[&[u8]]) -> (Vec<String>, Result<(), NotUtf8>) {
         let mut d = SseDecoder::default();
         let mut out = Vec::new();
-        for p in pieces {
-            d.push(p);
+        for p in pieces.iter().map(Some).chain([None]) {
+            match p {
+                Some(p) => d.push(p),
+                None => d.end(),
+            }
             loop {
                 match d.next_event() {
                     Ok(Some(e)) => out.push(e.to_string()),
@@ -157,6 +178,33 @@ mod tests {
             }
         }
         (out, d.finish())
+    }
+
+    /// A body whose last event ends with a bare CR (the empty line that ends it is a lone CR,
+    /// last in the body) gives that event, whole or cut anywhere (the CR alone in the last
+    /// piece); an event not ended by an empty line is still dropped at the end.
+    #[test]
+    fn a_bare_cr_last_in_the_body_ends_its_line() {
+        for body in [
+            &b"data: a\r\rdata: x\r\r"[..],
+            b"data: a\n\ndata: x\n\r",
+            b"data: a\r\n\r\ndata: x\r\n\r",
+        ] {
+            for step in 1..=body.len() {
+                let pieces: Vec<&[u8]> = body.chunks(step).collect();
+                assert_eq!(
+                    events(&pieces),
+                    (vec!["a".to_string(), "x".to_string()], Ok(())),
+                    "{body:?} every {step} bytes"
+                );
+            }
+        }
+        for body in [&b"data: a\r\rdata: x\r"[..], b"data: a\r\rdata: x"] {
+            assert_eq!(events(&[body]), (vec!["a".to_string()], Ok(())));
+        }
+        // A lone CR, or the start of a byte order mark, at the end.
+        assert_eq!(events(&[b"\r"]), (vec![], Ok(())));
+        assert_eq!(events(&[b"\xEF\xBB"]).1, Err(NotUtf8));
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod codec;
 pub mod events;
 pub mod inflight;
 pub mod request;
+pub mod runtime;
 
 use std::io::{self, BufReader};
 use std::process::ExitCode;
@@ -39,8 +40,9 @@ pub struct Ctx {
     pub workspace: Arc<Mutex<Workspace>>,
     /// Stdout, where every reply and event is written.
     pub out: Output,
-    /// The runtime that background work (model requests, remote fetches) is spawned on.
-    pub rt: tokio::runtime::Handle,
+    /// The runtime that background work (model requests, remote fetches) is spawned on, started
+    /// by the first action that needs it ([`Ctx::rt`]).
+    runtime: Arc<runtime::LazyRuntime>,
     /// The slot of the one model request in flight, which `cancel` reaches.
     pub inflight: Arc<inflight::InFlight>,
 }
@@ -50,6 +52,11 @@ impl Ctx {
     /// is never poisoned by one; recover anyway rather than stop serving.
     pub fn lock(&self) -> MutexGuard<'_, Workspace> {
         self.workspace.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The runtime background work is spawned on (started on first use; see [`runtime`]).
+    pub fn rt(&self) -> Result<&tokio::runtime::Handle, String> {
+        self.runtime.handle().map_err(|e| e.to_string())
     }
 }
 
@@ -105,26 +112,12 @@ pub fn serve() -> ExitCode {
     }
     std::panic::set_hook(Box::new(|info| tracing::error!("panic: {info}")));
     let out = Output::new(io::stdout());
-    // One worker: a streamed reply's connection task and the task reading its body then run on the
-    // same thread, so no chunk costs a cross-thread wake (a futex and a context switch each). Still
-    // the multi-thread flavour, because `block_in_place` (sandbox calls) needs it; blocking work goes
-    // to the blocking pool, so one worker never waits on another.
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("bb7-io")
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            let _ = out.send(&error_reply(None, &format!("Cannot start: {e}")));
-            return ExitCode::FAILURE;
-        }
-    };
+    // No runtime yet: the first action that spawns background work starts it (`Ctx::rt`), so a
+    // session that never needs one exits as a single thread.
     let ctx = Ctx {
         workspace: Arc::new(Mutex::new(Workspace::new())),
         out: out.clone(),
-        rt: rt.handle().clone(),
+        runtime: Arc::default(),
         inflight: Arc::default(),
     };
     let stdin = io::stdin();
@@ -181,7 +174,9 @@ pub fn serve() -> ExitCode {
     // Every reply was flushed when sent and every state write is atomic, so nothing is lost by
     // exiting now rather than joining the runtime's idle threads (the editor waits on our exit;
     // this halves the time from end of input to exit). A background title save cut short leaves
-    // the chat as it was.
-    drop(ctx);
+    // the chat as it was. Nothing is dropped either: dropping the last `Ctx` would drop the
+    // runtime, which joins its threads, and freeing the workspace piece by piece is work the
+    // exit does at once.
+    std::mem::forget(ctx);
     std::process::exit(0);
 }

@@ -12,6 +12,7 @@
 pub mod index;
 pub mod lock;
 pub mod project;
+pub mod temps;
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -661,7 +662,8 @@ pub fn remove_file_if_exists(dir: &Dir, rel: impl AsRef<Path>) -> io::Result<()>
 }
 
 /// Removes, under `dir` (recursively, never through symlinks), the temporary files of atomic writes
-/// (`.<name>.tmp-<pid>-<n>`) whose process is gone: what a crash between writing and renaming leaves.
+/// (`.<name>.tmp-<pid>-<n>`) whose writer is gone ([`temps::writer_gone`]: its process died, or
+/// its pid now names a later process): what a crash between writing and renaming leaves.
 /// Best effort: a file that cannot be listed or removed is left for the next time. Returns how many
 /// were removed.
 pub fn sweep_dead_temps(dir: &Dir) -> usize {
@@ -678,31 +680,16 @@ pub fn sweep_dead_temps(dir: &Dir) -> usize {
             if let Ok(sub) = project::open_dir_nofollow(dir, &name, &name) {
                 removed += sweep_dead_temps(&sub);
             }
-        } else if ft.is_file() && temp_owner(&name).is_some_and(|pid| !process_alive(pid)) {
+        } else if ft.is_file()
+            && temps::temp_owner(&name).is_some()
+            && e.metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|m| temps::writer_gone(&name, m.into_std()))
+        {
             removed += usize::from(dir.remove_file(&name).is_ok());
         }
     }
     removed
-}
-
-/// The pid in a temporary file name of [`Prepared`] (`.<name>.tmp-<pid>-<n>`).
-fn temp_owner(name: &str) -> Option<i32> {
-    if !name.starts_with('.') {
-        return None;
-    }
-    let (_, tail) = name.rsplit_once(".tmp-")?;
-    let (pid, seq) = tail.split_once('-')?;
-    seq.parse::<u64>().ok()?;
-    pid.parse().ok().filter(|p| *p > 0)
-}
-
-fn process_alive(pid: i32) -> bool {
-    if pid == std::process::id() as i32 {
-        return true;
-    }
-    // SAFETY: kill with signal 0 sends nothing; it only checks that the process exists.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 #[cfg(test)]

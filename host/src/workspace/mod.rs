@@ -132,6 +132,11 @@ impl Workspace {
         self.initialized = true;
         self.resolve_interrupted_moves();
         self.restore_last_active();
+        let states = self
+            .project_store
+            .iter()
+            .map(|s| s.state.path().to_path_buf());
+        crate::store::temps::sweep_in_background(states.chain(crate::paths::state_dir()).collect());
         Ok(())
     }
 

@@ -18,7 +18,7 @@ pub fn get_models(ctx: &Ctx, req: &Request) -> Handled {
         )
     };
     let (ctx2, id) = (ctx.clone(), req.id.clone());
-    ctx.rt.spawn(async move {
+    ctx.rt()?.spawn(async move {
         let state = crate::paths::state_dir();
         match crate::llm::meta::models(&p, &base_url, state.as_deref()).await {
             Ok(models) => events::emit(
@@ -34,7 +34,7 @@ pub fn get_models(ctx: &Ctx, req: &Request) -> Handled {
 pub fn get_balance(ctx: &Ctx, req: &Request) -> Handled {
     let p = LlmClient::from_config(&ctx.lock().config)?;
     let (ctx2, id) = (ctx.clone(), req.id.clone());
-    ctx.rt.spawn(async move {
+    ctx.rt()?.spawn(async move {
         match crate::llm::meta::balance(&p).await {
             Ok(b) => events::emit(&ctx2, &events::event("balance", id.as_deref(), json!(b))),
             Err(e) => error_later(

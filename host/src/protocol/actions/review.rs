@@ -49,7 +49,7 @@ pub fn get_hunks(ctx: &Ctx, req: &Request) -> Handled {
         rebased,
     } = source;
     let (ctx2, id) = (ctx.clone(), req.id.clone());
-    ctx.rt.spawn_blocking(move || {
+    ctx.rt()?.spawn_blocking(move || {
         let shaped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             review::get_hunks(&project, &chat_dir, &path)
                 .map_err(|e| e.to_string())

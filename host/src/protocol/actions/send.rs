@@ -59,6 +59,7 @@ pub(super) fn start(
     req: &Request,
     begin: impl FnOnce(&mut Workspace) -> Result<StartedReply, String>,
 ) -> Handled {
+    let rt = ctx.rt().inspect_err(|_| ctx.inflight.release())?;
     let mut s = ctx.lock();
     let stale = s.stale_context();
     let mut started = match begin(&mut s) {
@@ -75,8 +76,7 @@ pub(super) fn start(
     let message = started.message.take();
     let ctx2 = ctx.clone();
     let id = req.id.clone();
-    ctx.rt
-        .spawn(async move { finish_send(ctx2, id, started).await });
+    rt.spawn(async move { finish_send(ctx2, id, started).await });
     // The model request goes out while the user message is fsynced and put in place, under the
     // workspace lock: the reply's record waits for it.
     if let Some(m) = message {

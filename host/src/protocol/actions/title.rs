@@ -54,7 +54,8 @@ pub fn generate_title(ctx: &Ctx, req: &Request) -> Handled {
         (p, s.config.config().clone(), job)
     };
     let ctx2 = ctx.clone();
-    ctx.rt.spawn(async move { run(ctx2, p, config, job).await });
+    ctx.rt()?
+        .spawn(async move { run(ctx2, p, config, job).await });
     Ok(ok())
 }
 
