@@ -1206,6 +1206,175 @@ fn hostile_single_name_nofollow_opens_refuse_every_link() {
     l.assert_outside_unchanged(&before, "single-name no-follow opens");
 }
 
+fn host_read(dir: &str, name: &str, max: Value) -> Value {
+    json!({"op": "host_read", "dir": dir, "path": name, "max": max})
+}
+
+/// `bb7:host/files`' `read-file-at` (`sandbox/hostfiles.rs`), called directly by a hostile guest:
+/// a link in the name's place (to a file or directory outside, dangling, looping, `/`, `..`), a
+/// path of more than one name (`..`, `.`, absolute, `sub/../../secret`), a directory, a FIFO (not
+/// waited on), a socket and a `max` over the limit are all refused, and a huge (sparse) file is
+/// reported larger than `max` without being read; real files read whole (controls).
+#[test]
+fn hostile_host_read_file_at_refuses_links_paths_and_special_files() {
+    let l = Layout::new();
+    l.plant_fifo("pipe");
+    let _sock = std::os::unix::net::UnixListener::bind(l.grant.join("sock")).unwrap();
+    std::fs::File::create(l.grant.join("huge.bin"))
+        .and_then(|f| f.set_len(5 << 30))
+        .unwrap();
+    let before = l.outside_snapshot();
+    let abs_secret = l.outside("secret").display().to_string();
+    let mut ops = Vec::new();
+    for name in [
+        "file_link",
+        "abs_file_link",
+        "parent_secret_link",
+        "dangling_link",
+        "self_loop",
+        "root_link",
+        "up_link",
+        "dir_link",
+        "abs_dir_link",
+        "chain_a",
+        "dotdot_link",
+        "reenter_link",
+        "ok_link",
+        "..",
+        ".",
+        "",
+        "/",
+        "/etc/passwd",
+        abs_secret.as_str(),
+        "../secret",
+        "../outside/secret",
+        "sub/../../secret",
+        "sub/file.txt",
+        "root_link/etc/passwd",
+        "sub",
+        "pipe",
+        "sock",
+    ] {
+        ops.push(host_read("", name, json!(1 << 20)));
+    }
+    for name in ["escape_via_up", "tricky", "chain_c", ".."] {
+        ops.push(host_read("sub", name, json!(1 << 20)));
+    }
+    // Over the limit (4 MiB), even for a small file.
+    ops.push(host_read("", "inside.txt", json!((4u64 << 20) + 1)));
+    ops.push(host_read("", "inside.txt", json!(u64::MAX)));
+    let n = ops.len();
+    ops.push(host_read("", "inside.txt", json!(1 << 20)));
+    ops.push(host_read("sub", "file.txt", json!(1 << 20)));
+    ops.push(host_read("", "huge.bin", json!(4u64 << 20)));
+    ops.push(host_read("", "inside.txt", json!(4)));
+    ops.push(host_read("", "inside.txt", json!(INSIDE.len())));
+    let results = fs_attack(&l, true, ops);
+    assert_results_no_leak(&results, "read-file-at");
+    assert_all_failed(
+        &results[..n],
+        "read-file-at of a link, a path or a special file",
+    );
+    for (i, r) in results[..n].iter().enumerate() {
+        let e = r.raw["error"].as_str().unwrap_or("");
+        let want = match r.path.as_str() {
+            // The last two: `max` over the limit.
+            _ if i + 2 >= n => "invalid",
+            "sub" => "is-directory",
+            "pipe" | "sock" => "",
+            p if p.contains('/') || p.is_empty() || p == "." || p == ".." => "invalid",
+            _ => "loop",
+        };
+        assert!(
+            !e.is_empty() && (want.is_empty() || e == want),
+            "want {want:?}: {r}"
+        );
+    }
+    let inside = &results[n];
+    assert!(inside.ok, "control: {inside}");
+    assert_eq!(inside.raw["data"]["read"], INSIDE, "control: {inside}");
+    assert_eq!(
+        results[n + 1].raw["data"]["read"],
+        "SUB-FILE-CONTENT\n",
+        "control: {}",
+        results[n + 1]
+    );
+    for r in [&results[n + 2], &results[n + 3]] {
+        assert_eq!(r.raw["data"], json!({"larger": true}), "{r}");
+    }
+    assert_eq!(
+        results[n + 4].raw["data"]["len"],
+        INSIDE.len(),
+        "exactly max"
+    );
+    l.assert_outside_unchanged(&before, "read-file-at");
+}
+
+/// `read-file-at` of a name a guest swaps for a link between two calls: the second call refuses
+/// the link (whether to a file outside, to a directory or dangling) instead of following it; and
+/// `read-directory-entries` reports links as links and never lists what is outside.
+#[test]
+fn hostile_host_files_see_a_swapped_link_as_a_link() {
+    let l = Layout::new();
+    let before = l.outside_snapshot();
+    let mut ops = vec![host_read("", "victim1.txt", json!(1 << 20))];
+    for (victim, target) in [
+        ("victim1.txt", "../outside/secret"),
+        ("victim2.txt", "../outside/dir"),
+        ("victim3.txt", "../secret"),
+        ("victim4.txt", ".."),
+    ] {
+        ops.push(op("remove_file", victim));
+        ops.push(json!({"op": "symlink", "path": victim, "target": target}));
+        ops.push(host_read("", victim, json!(1 << 20)));
+    }
+    ops.push(json!({"op": "host_list", "dir": ""}));
+    ops.push(json!({"op": "host_list", "dir": "sub"}));
+    ops.push(json!({"op": "host_list", "dir": "dir_link"}));
+    ops.push(json!({"op": "host_list", "dir": "sub/escape_via_up"}));
+    let results = fs_attack(&l, false, ops);
+    assert_results_no_leak(&results, "host files after a swap");
+    assert_eq!(
+        results[0].raw["data"]["read"], "victim 1\n",
+        "control: {}",
+        results[0]
+    );
+    for i in 0..4 {
+        let (rm, link, read) = (
+            &results[1 + 3 * i],
+            &results[2 + 3 * i],
+            &results[3 + 3 * i],
+        );
+        assert!(rm.ok && link.ok, "the swap itself: {rm} / {link}");
+        assert!(
+            !read.ok,
+            "SANDBOX ESCAPE: read-file-at followed a swapped-in link: {read}"
+        );
+        assert_eq!(read.raw["error"], "loop", "{read}");
+    }
+    assert!(results[13].ok, "{}", results[13]);
+    let root = results[13].raw["data"].to_string();
+    for line in [
+        "inside.txt RegularFile",
+        "sub Directory",
+        "file_link SymbolicLink",
+        "dir_link SymbolicLink",
+        "root_link SymbolicLink",
+        "victim1.txt SymbolicLink",
+        "victim5.txt RegularFile",
+    ] {
+        assert!(root.contains(line), "{line} in {root}");
+    }
+    let sub = results[14].raw["data"].to_string();
+    assert!(
+        sub.contains("file.txt RegularFile") && sub.contains("tricky SymbolicLink"),
+        "{sub}"
+    );
+    assert!(!results[15].ok, "a listing through a link: {}", results[15]);
+    assert!(!results[16].ok, "a listing through a link: {}", results[16]);
+    l.assert_outside_unchanged(&before, "host files after a swap");
+}
+
 /// Symlinks the guest creates itself cannot be used to get out either.
 #[test]
 fn hostile_guest_created_symlinks_cannot_escape() {

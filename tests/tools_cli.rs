@@ -88,8 +88,10 @@ fn audit_json_pins_every_component_and_its_grants() {
             imports
                 .iter()
                 .map(|i| i.as_str().unwrap())
-                .all(|i| i.starts_with("wasi:") || i == "bb7:tool/types@0.1.0"),
-            "only WASI and the contract's types-only interface: {imports:?}"
+                .all(|i| i.starts_with("wasi:")
+                    || i == "bb7:tool/types@0.1.0"
+                    || i == "bb7:host/files@0.1.0"),
+            "only WASI, the contract's types-only interface and bb7:host/files: {imports:?}"
         );
         assert!(
             !imports

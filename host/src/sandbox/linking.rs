@@ -2,8 +2,9 @@
 //! A component that imports no `wasi:sockets` gets a linker without them; one that imports them is
 //! linked with them, and without a network grant its call's WASI context denies every socket
 //! operation (`state.rs`). `wasi:http` is linked only for a component whose manifest requests
-//! `http` origins (each request is then checked against the granted ones, `http.rs`); anything
-//! outside WASI is never offered. The checks here word the refusal, naming the import, before
+//! `http` origins (each request is then checked against the granted ones, `http.rs`). Besides WASI
+//! every component is offered `bb7:host/files` (`hostfiles.rs`), which adds no capability; anything
+//! else is never offered. The checks here word the refusal, naming the import, before
 //! wasmtime's linker would fail.
 
 use wasmtime::Engine;
@@ -29,6 +30,7 @@ pub fn linker(engine: &Engine, network: bool) -> anyhow::Result<Linker<CallState
     super::hostcalls::shadow(&mut linker)
         .and_then(|()| super::readdir::shadow(&mut linker))
         .and_then(|()| super::fileread::shadow(&mut linker))
+        .and_then(|()| super::hostfiles::add(&mut linker))
         .map_err(|e| anyhow::anyhow!("linking WASI: {e}"))?;
     Ok(linker)
 }
@@ -78,9 +80,9 @@ fn add_without_sockets(l: &mut Linker<CallState>) -> wasmtime::Result<()> {
 
 /// Why `import` cannot be offered to a component whose grant has (`network`) or lacks network
 /// access and whose manifest requests (`http`) or does not request HTTP origins; `None` when it
-/// can. `own_types` is the contract's types-only interface.
+/// can. `own_types` is the contract's types-only interface; `bb7:host/files` is always offered.
 pub fn refusal(import: &str, network: bool, http: bool, own_types: &str) -> Option<String> {
-    if import == own_types {
+    if import == own_types || import == super::hostfiles::INTERFACE {
         return None;
     }
     if import.starts_with("wasi:sockets/") {

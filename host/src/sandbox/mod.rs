@@ -32,6 +32,7 @@ pub mod grant;
 pub mod hints;
 pub mod hook_engine;
 pub mod hostcalls;
+pub mod hostfiles;
 pub mod http;
 pub mod limits;
 pub mod linking;

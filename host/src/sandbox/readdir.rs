@@ -128,7 +128,7 @@ fn error_code(e: std::io::Error) -> ErrorCode {
 }
 
 /// The WASI type of a file type.
-fn descriptor_type(t: FileType) -> DescriptorType {
+pub(super) fn descriptor_type(t: FileType) -> DescriptorType {
     match t {
         FileType::RegularFile => DescriptorType::RegularFile,
         FileType::Directory => DescriptorType::Directory,

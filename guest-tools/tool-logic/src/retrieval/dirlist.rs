@@ -17,8 +17,12 @@
 //! a `metadata-hash-at` call, which makes the host `stat` the entry by path, and its `open` asks the
 //! host for the new descriptor's type — host calls and `stat`s nothing here uses (a 20,000-file
 //! search made ~48,000 `statx` calls). Inside a component this module therefore goes through the
-//! WASI Preview 2 interface directly: `open-at` without following links, `read-directory`, and
-//! positioned `read`s. Natively (the host's project view, tests, benchmarks) it is `openat(2)`
+//! WASI Preview 2 interface directly: `open-at` without following links and positioned `read`s;
+//! and, since each host call costs more than the system calls behind it, through bb7's own
+//! `bb7:host/files` (wit/host-v0.1.0) for the two things a walk does most: a directory's whole
+//! listing (`read-directory-entries`, one call instead of one per entry) and a small file read
+//! whole (`read-file-at`: open without following a link, read, close in one call instead of
+//! three). Natively (the host's project view, tests, benchmarks) it is `openat(2)`
 //! through rustix.
 
 use std::io;
@@ -147,14 +151,20 @@ impl Tree {
 
     /// Reads file `rel` into `buf` (replacing its contents) if it holds at most `cap` bytes:
     /// `Some(len)`, or `None` when it holds more (at most `cap + 1` bytes are read to find out).
-    /// Reads go on until the real end of the file, however short each read comes back.
+    /// Reads go on until the real end of the file, however short each read comes back. Inside a
+    /// component a file of at most 4 MiB is one host call (`bb7:host/files`' `read-file-at`).
     pub fn read_capped(
         &mut self,
         rel: &str,
         cap: usize,
         buf: &mut Vec<u8>,
     ) -> io::Result<Option<usize>> {
-        let mut file = self.open_file(rel)?;
+        let (parent, name) = split(rel);
+        let dir = self.dir(parent)?;
+        if let Some(read) = sys::read_whole(dir, name, cap, buf) {
+            return read;
+        }
+        let mut file = sys::open_file(dir, name)?;
         buf.clear();
         let limit = (cap as u64).saturating_add(1);
         let mut want = FIRST_READ;
@@ -318,6 +328,16 @@ mod sys {
         Ok(out)
     }
 
+    /// Natively a file is read through [`open_file`] and reads (`None`: not done here).
+    pub fn read_whole(
+        _dir: &Handle,
+        _name: &str,
+        _cap: usize,
+        _buf: &mut Vec<u8>,
+    ) -> Option<io::Result<Option<usize>>> {
+        None
+    }
+
     pub fn open_file(dir: &Handle, name: &str) -> io::Result<super::OpenFile> {
         let fd = rustix::fs::openat(
             dir,
@@ -380,6 +400,25 @@ mod sys {
 
     pub type Handle = Descriptor;
     pub type File = Descriptor;
+
+    /// Bindings of `bb7:host/files` (wit/host-v0.1.0), over wasip2's WASI types.
+    mod host {
+        wit_bindgen::generate!({
+            path: "../../wit/host-v0.1.0",
+            world: "host-files",
+            with: {
+                "wasi:filesystem/types@0.2.12": wasip2::filesystem::types,
+                "wasi:io/streams@0.2.12": wasip2::io::streams,
+                "wasi:io/error@0.2.12": wasip2::io::error,
+                "wasi:io/poll@0.2.12": wasip2::io::poll,
+                "wasi:clocks/wall-clock@0.2.12": wasip2::clocks::wall_clock,
+            },
+        });
+    }
+    use host::bb7::host::files;
+
+    /// The largest file `read-file-at` reads (its `max` limit).
+    const READ_FILE_AT_MAX: u64 = 4 << 20;
 
     thread_local! {
         /// The component's preopened directories, asked for once (each call would hand out new
@@ -472,18 +511,44 @@ mod sys {
         Ok(kind_of(st.type_))
     }
 
+    /// The whole listing in one host call (`read-directory-entries`; names that are not UTF-8
+    /// are left out, as natively).
     pub fn list(dir: &Handle) -> io::Result<Vec<(String, Option<Kind>)>> {
-        let stream = dir.read_directory().map_err(to_io)?;
-        let mut out = Vec::new();
-        while let Some(ent) = stream.read_directory_entry().map_err(to_io)? {
-            let kind = match ent.type_ {
-                DescriptorType::Directory => Some(Kind::Dir),
-                DescriptorType::RegularFile => Some(Kind::File),
-                _ => None,
-            };
-            out.push((ent.name, kind));
-        }
-        Ok(out)
+        let entries = files::read_directory_entries(dir).map_err(to_io)?;
+        Ok(entries
+            .into_iter()
+            .map(|ent| {
+                let kind = match ent.type_ {
+                    DescriptorType::Directory => Some(Kind::Dir),
+                    DescriptorType::RegularFile => Some(Kind::File),
+                    _ => None,
+                };
+                (ent.name, kind)
+            })
+            .collect())
+    }
+
+    /// Reads regular file `name` of `dir` whole into `buf` in one host call (`read-file-at`: opened
+    /// without following a link, only a regular file) when `cap` is within what that call takes:
+    /// `Some(len)`, or `None` when it holds more than `cap` bytes. `None` (not done here) for a
+    /// larger `cap`.
+    pub fn read_whole(
+        dir: &Handle,
+        name: &str,
+        cap: usize,
+        buf: &mut Vec<u8>,
+    ) -> Option<io::Result<Option<usize>>> {
+        let max = u64::try_from(cap).ok().filter(|&m| m <= READ_FILE_AT_MAX)?;
+        Some(match files::read_file_at(dir, name, max) {
+            Ok(Some(data)) => {
+                let n = data.len();
+                // Its bytes are kept where the host put them.
+                *buf = data;
+                Ok(Some(n))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(nofollow_error(e, dir, name)),
+        })
     }
 
     pub fn open_file(dir: &Handle, name: &str) -> io::Result<super::OpenFile> {
