@@ -128,14 +128,17 @@ fn main() {
          /// Hex sha256 of the component's WebAssembly bytes, computed at build time.\n\
          pub const BUILTIN_SHA256: &str = {sha:?};\n\
          /// The component's native code, precompiled at build time for an engine whose configuration\n\
-         /// digest is [`PRECOMPILED_FOR`].\n\
-         pub static BUILTIN_PRECOMPILED: &[u8] = include_bytes!({cwasm:?});\n\
+         /// digest is [`PRECOMPILED_FOR`]; page-aligned in the binary's read-only data, so that it can\n\
+         /// run where it is (`sandbox::engine::host_engine`).\n\
+         pub static BUILTIN_PRECOMPILED: &[u8] = &PRECOMPILED_PAGES.0;\n\
+         static PRECOMPILED_PAGES: PageAligned<[u8; {native_len}]> = PageAligned(*include_bytes!({cwasm:?}));\n\
          /// The built-in tools, all in that one component, in the order they are offered.\n\
          pub static BUILTIN_COMPONENTS: &[EmbeddedComponent] = &[\n",
         digest = compatibility_digest(&engine),
         len = bytes.len(),
         dest = dest.display().to_string(),
         cwasm = cwasm.display().to_string(),
+        native_len = native.len(),
     );
     for tool in TOOLS {
         generated.push_str(&format!(

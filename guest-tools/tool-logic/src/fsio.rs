@@ -42,6 +42,37 @@ fn write_file(file: &mut fs::File, data: &[u8]) -> std::io::Result<()> {
     }
 }
 
+/// Reads a whole file of expected size `hint` with positioned reads: `pread(spare, offset)` fills
+/// (part of) the uninitialised `spare` from `offset` and returns how many bytes it wrote, 0 at the
+/// end. The buffer is reserved once for exactly `hint` bytes plus one (so the read that finds the
+/// end needs no larger buffer) and is never zero-filled; only a file that grew past `hint` makes it
+/// grow. Interrupted reads are retried.
+#[cfg_attr(not(target_os = "wasi"), allow(dead_code))]
+fn read_to_end_at(
+    hint: usize,
+    mut pread: impl FnMut(&mut [std::mem::MaybeUninit<u8>], u64) -> std::io::Result<usize>,
+) -> std::io::Result<Vec<u8>> {
+    let mut buf: Vec<u8> = Vec::with_capacity(hint.saturating_add(1));
+    loop {
+        if buf.len() == buf.capacity() {
+            buf.reserve(buf.capacity().max(4096));
+        }
+        let len = buf.len();
+        let spare = buf.spare_capacity_mut();
+        let room = spare.len();
+        let n = match pread(spare, len as u64) {
+            Ok(n) => n.min(room),
+            Err(e) if e.kind() == IoKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            return Ok(buf);
+        }
+        // SAFETY: `pread` initialised the first `n` spare bytes (`n <= room`).
+        unsafe { buf.set_len(len + n) };
+    }
+}
+
 /// Positioned reads and writes through wasi-libc (`pread`/`pwrite` map to WASI p2's
 /// `descriptor.read`/`descriptor.write`, one host call for the whole buffer).
 #[cfg(target_os = "wasi")]
@@ -55,30 +86,19 @@ mod wasi_io {
         fn pwrite(fd: i32, buf: *const u8, n: usize, off: i64) -> isize;
     }
 
+    /// Reads all of `f`, whose size is expected to be `hint` bytes (see [`super::read_to_end_at`]).
     pub fn read_all(f: &File, hint: usize) -> io::Result<Vec<u8>> {
         let fd = f.as_raw_fd();
-        let mut buf: Vec<u8> = vec![0; hint.max(4096)];
-        let mut len = 0usize;
-        loop {
-            if len == buf.len() {
-                buf.resize(buf.len() * 2, 0);
-            }
-            let spare = &mut buf[len..];
-            // SAFETY: `spare` is a valid, writable buffer of `spare.len()` bytes for the call.
-            let n = unsafe { pread(fd, spare.as_mut_ptr(), spare.len(), len as i64) };
+        super::read_to_end_at(hint, |spare, offset| {
+            // SAFETY: `spare` is valid for writes of `spare.len()` bytes for the call; `pread`
+            // writes at most that many and returns how many it wrote.
+            let n = unsafe { pread(fd, spare.as_mut_ptr().cast(), spare.len(), offset as i64) };
             if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(n as usize)
             }
-            if n == 0 {
-                buf.truncate(len);
-                return Ok(buf);
-            }
-            len += n as usize;
-        }
+        })
     }
 
     pub fn write_all(f: &File, data: &[u8]) -> io::Result<()> {
@@ -200,6 +220,44 @@ mod tests {
         );
         let leftovers: Vec<_> = fs::read_dir(grant.path().join("a/b")).unwrap().collect();
         assert_eq!(leftovers.len(), 1);
+    }
+
+    /// The whole-file read reserves the file's size plus one byte once: no zero-filled buffer
+    /// grown by doubling (a 1 MiB file used to take a 2 MiB buffer, copied into at exactly full),
+    /// and two reads (the data, then the end).
+    #[test]
+    fn a_whole_file_read_reserves_its_size_once() {
+        let file: Vec<u8> = (0..(1usize << 20) + 7).map(|i| (i % 251) as u8).collect();
+        let mut reads = 0;
+        let got = read_to_end_at(file.len(), |spare, offset| {
+            reads += 1;
+            let rest = &file[(offset as usize).min(file.len())..];
+            let n = rest.len().min(spare.len()).min(300 << 10);
+            for (d, s) in spare.iter_mut().zip(&rest[..n]) {
+                d.write(*s);
+            }
+            Ok(n)
+        })
+        .unwrap();
+        assert_eq!(got, file);
+        assert_eq!(got.capacity(), file.len() + 1, "reserved exactly once");
+        assert_eq!(reads, 5, "four reads of at most 300 KiB, then the end");
+        // A file that grew past its size still reads whole; an interrupted read is retried.
+        let (mut calls, grown) = (0, vec![7u8; 10_000]);
+        let got = read_to_end_at(100, |spare, offset| {
+            calls += 1;
+            if calls == 1 {
+                return Err(std::io::Error::from(IoKind::Interrupted));
+            }
+            let rest = &grown[offset as usize..];
+            let n = rest.len().min(spare.len());
+            for (d, s) in spare.iter_mut().zip(&rest[..n]) {
+                d.write(*s);
+            }
+            Ok(n)
+        })
+        .unwrap();
+        assert_eq!(got, grown);
     }
 
     #[test]

@@ -26,6 +26,11 @@ pub struct EmbeddedComponent {
     pub sha256: &'static str,
 }
 
+/// Bytes aligned to a 4 KiB page, as the built-ins' precompiled code is embedded (its executable
+/// section starts on a page boundary within it, so it can be made executable where it is).
+#[repr(C, align(4096))]
+pub struct PageAligned<T: ?Sized>(pub T);
+
 include!(concat!(env!("OUT_DIR"), "/builtin_components.rs"));
 
 /// A component's WebAssembly bytes as [`Registry::prepare`] gets them.
@@ -51,20 +56,54 @@ impl<'a> WasmBytes<'a> {
     fn get(self) -> anyhow::Result<std::borrow::Cow<'a, [u8]>> {
         match self {
             WasmBytes::Plain(b) => Ok(std::borrow::Cow::Borrowed(b)),
-            WasmBytes::Builtin => builtin_wasm().map(std::borrow::Cow::Owned),
+            WasmBytes::Builtin => Ok(std::borrow::Cow::Owned(builtin_wasm()?)),
         }
     }
 }
 
-/// The built-in component's WebAssembly bytes, decompressed from [`BUILTIN_WASM_ZST`].
-fn builtin_wasm() -> anyhow::Result<Vec<u8>> {
-    let bytes = zstd::bulk::decompress(BUILTIN_WASM_ZST, BUILTIN_WASM_LEN)
-        .map_err(|e| anyhow::anyhow!("decompressing the built-in component: {e}"))?;
-    anyhow::ensure!(
-        bytes.len() == BUILTIN_WASM_LEN,
-        "the built-in component decompressed to {} bytes, not {BUILTIN_WASM_LEN}",
-        bytes.len()
-    );
+/// The built-in component's WebAssembly bytes, decompressed from [`BUILTIN_WASM_ZST`] and checked
+/// against the digest the build script computed ([`BUILTIN_SHA256`]).
+fn builtin_wasm() -> Result<Vec<u8>, EmbeddedError> {
+    unpack(BUILTIN_WASM_ZST, BUILTIN_WASM_LEN, BUILTIN_SHA256)
+}
+
+/// Why the embedded built-in component cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbeddedError {
+    /// zstd refused the embedded bytes.
+    #[error("decompressing the built-in component: {0}")]
+    Decompress(std::io::Error),
+    /// They decompressed to another length than the build script's.
+    #[error("the built-in component decompressed to {got} bytes, not {want}")]
+    Length {
+        /// The length found.
+        got: usize,
+        /// The length recorded at build time.
+        want: usize,
+    },
+    /// They decompressed to other bytes than the build script embedded.
+    #[error("the built-in component is corrupted: its sha256 is {got}, not {want} (reinstall bb7)")]
+    Digest {
+        /// The digest found.
+        got: String,
+        /// The digest recorded at build time.
+        want: &'static str,
+    },
+}
+
+/// `packed` decompressed, if it is exactly `len` bytes whose hex sha256 is `sha256`.
+fn unpack(packed: &[u8], len: usize, sha256: &'static str) -> Result<Vec<u8>, EmbeddedError> {
+    let bytes = zstd::bulk::decompress(packed, len).map_err(EmbeddedError::Decompress)?;
+    if bytes.len() != len {
+        return Err(EmbeddedError::Length {
+            got: bytes.len(),
+            want: len,
+        });
+    }
+    let got = hex::encode(Sha256::digest(&bytes));
+    if got != sha256 {
+        return Err(EmbeddedError::Digest { got, want: sha256 });
+    }
     Ok(bytes)
 }
 
@@ -365,11 +404,7 @@ impl Registry {
         let t0 = Instant::now();
         let (component, cache) = match &origin {
             Origin::Builtin(native) if self.precompiled_usable => {
-                // SAFETY: `native` was produced by `Engine::precompile_component` in this binary's
-                // build script, for an engine whose compatibility digest equals this engine's
-                // (checked once in `Registry::new`); it is embedded in the binary, not read from
-                // anywhere a tool or a user file could change. wasmtime also checks its header.
-                match unsafe { Component::deserialize(&self.engine, native) } {
+                match load_embedded(&self.engine, native) {
                     Ok(c) => (c, CacheOutcome::Embedded),
                     Err(_) => self.load_bounded(&sha256, &bytes.get()?, None)?,
                 }
@@ -479,6 +514,41 @@ pub fn read_component(path: &Path) -> anyhow::Result<Vec<u8>> {
         .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))
 }
 
+/// The built-ins' component as loaded in place, with the engine that loaded it. wasmtime registers
+/// loaded code process-wide by its address, so one address can hold one live load at a time: the
+/// in-place load is made once and shared by every registry on that engine (the process-wide one,
+/// [`super::engine::shared`]); a registry on another engine gets a copy.
+static IN_PLACE: std::sync::Mutex<Option<(Engine, Component)>> = std::sync::Mutex::new(None);
+
+/// The built-ins' precompiled code `native` (embedded in the binary) as a component of `engine`: run
+/// where it is when the engine publishes code in place (see [`super::engine::host_engine`]) and no
+/// other engine holds it there ([`IN_PLACE`]), else copied.
+fn load_embedded(engine: &Engine, native: &'static [u8]) -> wasmtime::Result<Component> {
+    if super::engine::runs_in_place(native)
+        && let Ok(mut held) = IN_PLACE.lock()
+    {
+        match &*held {
+            Some((e, c)) if Engine::same(e, engine) => return Ok(c.clone()),
+            Some(_) => {}
+            None => {
+                // SAFETY: `native` was produced by `Engine::precompile_component` in this binary's
+                // build script, for an engine whose compatibility digest equals this engine's
+                // (checked once in `Registry::new`); wasmtime also checks its header. It is a
+                // `'static` in the binary's read-only data: it lives as long as the process and
+                // no mapping of it is ever writable, so nothing (no tool, no user file) can change
+                // it while the component uses it.
+                let raw = std::ptr::NonNull::from(native);
+                if let Ok(c) = unsafe { Component::deserialize_raw(engine, raw) } {
+                    *held = Some((engine.clone(), c.clone()));
+                    return Ok(c);
+                }
+            }
+        }
+    }
+    // SAFETY: as above; wasmtime copies the bytes into memory of its own.
+    unsafe { Component::deserialize(engine, native) }
+}
+
 fn imports_of(engine: &Engine, component: &Component) -> Vec<String> {
     let mut v: Vec<String> = component
         .component_type()
@@ -513,6 +583,27 @@ mod tests {
             BUILTIN_WASM_ZST.len(),
             bytes.len()
         );
+    }
+
+    /// The decompressed built-in component is checked against the digest computed at build time,
+    /// not only its length: bytes of the right length that are not the component are refused.
+    #[test]
+    fn a_corrupted_embedding_is_refused() {
+        let mut bytes = builtin_wasm().expect("the embedded component is intact");
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0x5a;
+        let packed = zstd::bulk::compress(&bytes, 1).expect("compresses");
+        let refused = unpack(&packed, BUILTIN_WASM_LEN, BUILTIN_SHA256);
+        assert!(
+            matches!(refused, Err(EmbeddedError::Digest { .. })),
+            "a corrupted component of the right length: {refused:?}"
+        );
+        let short = zstd::bulk::compress(&bytes[..mid], 1).expect("compresses");
+        assert!(matches!(
+            unpack(&short, BUILTIN_WASM_LEN, BUILTIN_SHA256),
+            Err(EmbeddedError::Length { .. })
+        ));
+        assert!(unpack(BUILTIN_WASM_ZST, BUILTIN_WASM_LEN, BUILTIN_SHA256).is_ok());
     }
 
     /// Where the embedded native code does not fit the engine, the built-ins are compiled from the

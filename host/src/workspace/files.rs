@@ -51,6 +51,7 @@ impl Workspace {
     ) -> Result<(), WorkspaceError> {
         let cp = self.active_path(path)?;
         let scope = self.external_scope(self.active()?.global);
+        self.prewarm_for_context(&cp, readonly);
         self.change_active(|chat, dir| {
             context::add_file(chat, dir, &scope, &cp, content.as_bytes(), readonly)
         })

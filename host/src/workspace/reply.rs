@@ -185,6 +185,25 @@ impl Workspace {
     }
 }
 
+impl Workspace {
+    /// Starts setting up the sandbox for `edit_file` ([`crate::toolhost::ToolHost::prewarm`]) when
+    /// a file the model may edit joins the context (`context_add` of `path`, not `readonly`, in a
+    /// project chat, which offers the edit tools): the reply that follows would start it at its
+    /// send anyway ([`likely_to_edit`]), and starting here overlaps it with the rest of the
+    /// `context_add` and the send's own preparation too.
+    pub(super) fn prewarm_for_context(
+        &self,
+        path: &crate::chat::paths::ClientPath,
+        readonly: bool,
+    ) {
+        let project_chat = self.active().is_ok_and(|a| !a.global);
+        if project_chat && !readonly && matches!(path, crate::chat::paths::ClientPath::Internal(_))
+        {
+            self.tools.prewarm(&["edit_file"]);
+        }
+    }
+}
+
 /// Whether a reply's first tool call is likely near, so its sandbox is set up while the model is
 /// asked ([`crate::toolhost::ToolHost::prewarm`]): tools are offered, and it is an agent reply or
 /// the chat has a file in context it may edit. A reply in a chat without one (a question) sets up
@@ -323,6 +342,26 @@ mod tests {
         ws.record_reply(&started.target, "m", &outcome)
             .expect("record_reply");
         assert_eq!(on_disk(), 1, "the reply's record saved the message");
+    }
+
+    /// A file the model may edit joining a project chat's context starts setting up the sandbox
+    /// at once, before any send (the send that follows would wait for less of it); a read-only
+    /// file does not.
+    #[test]
+    fn an_editable_file_joining_the_context_sets_up_the_sandbox_ahead() {
+        let (_t, mut ws) = with_chat();
+        ws.add_context_file("notes.txt", "read me\n", true)
+            .expect("context_add readonly");
+        assert!(
+            !ws.tools.sandbox_requested(),
+            "a read-only file sets up nothing"
+        );
+        ws.add_context_file("a.txt", "hello\n", false)
+            .expect("context_add");
+        assert!(
+            ws.tools.sandbox_requested(),
+            "the sandbox is being set up once an editable file is in context"
+        );
     }
 
     /// A send in a chat with a file it may edit sets up the sandbox (and loads `edit_file`) in

@@ -228,11 +228,26 @@ pub fn call(root: &Root, settings: &Settings, args: &str) -> Result<Value, ToolE
 struct Staged {
     path: String,
     base_id: String,
+    /// The base version's text.
     original: String,
-    text: String,
+    /// The text after this call's edits so far; `None` until the first edit (the text is then
+    /// `original`, which is not copied).
+    edited: Option<String>,
     edits: usize,
     /// The file did not exist: an edit with an empty old_string creates it (as write_file would).
     created: bool,
+}
+
+impl Staged {
+    /// The file's text as this call's edits so far left it.
+    fn text(&self) -> &str {
+        self.edited.as_deref().unwrap_or(&self.original)
+    }
+
+    /// Whether the file must be written: it is new, or its text differs from the base version's.
+    fn changed(&self) -> bool {
+        self.created || self.edited.as_ref().is_some_and(|t| *t != self.original)
+    }
 }
 
 /// Prefixes `e`'s message with `ctx` (e.g. `edit_file: edits[2]: `).
@@ -281,7 +296,7 @@ fn create(root: &Root, rel: &str, given_id: &str) -> Result<Staged, ToolError> {
         path: rel.to_string(),
         base_id: given_id.trim().to_string(),
         original: String::new(),
-        text: String::new(),
+        edited: None,
         edits: 0,
         created: true,
     })
@@ -314,8 +329,8 @@ fn load(root: &Root, settings: &Settings, rel: &str, given_id: &str) -> Result<S
     let staged = Staged {
         path: rel.to_string(),
         base_id,
-        original: text.clone(),
-        text,
+        original: text,
+        edited: None,
         edits: 0,
         created: false,
     };
@@ -353,8 +368,8 @@ fn commit(
     notes: Vec<String>,
 ) -> Result<Value, ToolError> {
     for f in &files {
-        if f.text != f.original || f.created {
-            fsio::write_atomic(root, &f.path, f.text.as_bytes())
+        if f.changed() {
+            fsio::write_atomic(root, &f.path, f.text().as_bytes())
                 .map_err(|e| with("edit_file: ", e))?;
         }
     }
@@ -364,7 +379,7 @@ fn commit(
         .map(|f| {
             let mut v = json!({"path": f.path, "edits": f.edits});
             if settings.result_file_ids {
-                v["file_id"] = json!(file_id(&f.path, f.text.as_bytes()));
+                v["file_id"] = json!(file_id(&f.path, f.text().as_bytes()));
             }
             v
         })
@@ -449,7 +464,7 @@ fn call_multi(root: &Root, settings: &Settings, args: &str) -> Result<Value, Too
         };
         let f = &mut files[idx];
         let replace_all = e.replace_all.unwrap_or(false);
-        let r = edit::replace(&f.text, &e.old_string, &e.new_string, replace_all)
+        let r = edit::replace(f.text(), &e.old_string, &e.new_string, replace_all)
             .map_err(|m| match_error(&format!("edit_file: edits[{i}] ({rel}): "), m))?;
         edit_notes(
             &format!("edits[{i}] ({rel}): "),
@@ -458,7 +473,7 @@ fn call_multi(root: &Root, settings: &Settings, args: &str) -> Result<Value, Too
             replace_all,
             &mut notes,
         );
-        f.text = r.text;
+        f.edited = Some(r.text);
         f.edits += 1;
     }
     commit(root, settings, files, notes)
@@ -481,11 +496,11 @@ fn call_single(root: &Root, settings: &Settings, args: &str) -> Result<Value, To
     }
     .map_err(|err| with(ctx, err))?;
     let replace_all = e.replace_all.unwrap_or(false);
-    let r = edit::replace(&f.text, &e.old_string, &e.new_string, replace_all)
+    let r = edit::replace(f.text(), &e.old_string, &e.new_string, replace_all)
         .map_err(|m| match_error(&format!("edit_file: {rel}: "), m))?;
     let mut notes = Vec::new();
     edit_notes(&format!("{rel}: "), f.created, &r, replace_all, &mut notes);
-    f.text = r.text;
+    f.edited = Some(r.text);
     f.edits = 1;
     commit(root, settings, vec![f], notes)
 }
@@ -507,7 +522,7 @@ fn call_anchored(root: &Root, settings: &Settings, args: &str) -> Result<Value, 
             content: c.content,
         })
         .collect();
-    let out = edit::apply_anchored(&f.text, &changes).map_err(|e| {
+    let out = edit::apply_anchored(f.text(), &changes).map_err(|e| {
         let kind = match e.kind {
             AnchorErrorKind::NotFound(_)
             | AnchorErrorKind::NotUnique(..)
@@ -532,7 +547,7 @@ fn call_anchored(root: &Root, settings: &Settings, args: &str) -> Result<Value, 
             },
         )
     })?;
-    f.text = out;
+    f.edited = Some(out);
     f.edits = changes.len();
     commit(root, settings, vec![f], Vec::new())
 }
