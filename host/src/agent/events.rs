@@ -262,11 +262,10 @@ fn now() -> String {
 
 /// A new job id: UTC time plus random hex (sortable, unique enough per chat).
 pub fn new_job_id() -> String {
-    use rand::Rng;
     format!(
         "job-{}-{:06x}",
         chrono::Utc::now().format("%Y%m%dT%H%M%S%3f"),
-        rand::rng().random_range(0..0x1000000u32)
+        rand::random_range(0..0x1000000u32)
     )
 }
 

@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use rand::Rng;
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -356,7 +355,7 @@ impl LlmClient {
             .saturating_mul(1u32 << attempt.min(16))
             .min(self.settings.backoff_cap);
         let ms = step.as_millis() as u64;
-        Duration::from_millis(rand::rng().random_range(ms / 2..=ms.max(1)))
+        Duration::from_millis(rand::random_range(ms / 2..=ms.max(1)))
     }
 }
 
