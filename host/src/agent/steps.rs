@@ -165,8 +165,7 @@ pub async fn run(mut job: ReplyJob, policy: Policy, sink: &mut dyn ReplySink) ->
         ..Default::default()
     };
     let ending = steps(&mut job, &policy, &mut events, &mut gate, &mut acc, &mut st).await;
-    let (ending, written) =
-        stream::commit(job.tools.as_ref(), &job.chat_dir, ending, !events.live());
+    let (ending, written) = stream::commit(job.tools.as_ref(), &job.chat_dir, ending);
     if let Some(plan) = st.summary.plan.as_ref().filter(|_| ending.answered()) {
         events.emit(acc.sink, super::plan::proposed_event(plan), None);
     }

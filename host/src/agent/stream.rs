@@ -98,27 +98,18 @@ pub async fn stream_once(
 }
 
 /// Commits the staged changes when the reply is done, and on a cancel (SPEC.md: writes that
-/// completed before it stay). A failed commit turns a done reply into a failed one. With
-/// `background`, the files are written here and fsynced and put in place while the reply is
-/// recorded ([`ToolRunner::commit_in_background`]): for a reply that announces nothing about its
-/// files before its record (chat mode; agent mode's `edits.proposed` follows the commit).
+/// completed before it stay). A failed commit turns a done reply into a failed one.
 pub fn commit(
     tools: Option<&ToolRunner>,
     chat_dir: &Dir,
     ending: Ending,
-    background: bool,
 ) -> (Ending, Vec<Written>) {
     let mut ending = ending;
     let mut written = Vec::new();
     if matches!(ending, Ending::Done | Ending::Cancelled)
         && let Some(tools) = tools
     {
-        let committed = if background {
-            tools.commit_in_background(chat_dir)
-        } else {
-            tools.commit(chat_dir)
-        };
-        match committed {
+        match tools.commit(chat_dir) {
             Ok(w) => written = w,
             Err(e) if ending == Ending::Done => ending = Ending::Failed(e.0),
             Err(e) => tracing::warn!("cancelled reply: {e}"),

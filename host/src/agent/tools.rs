@@ -580,22 +580,6 @@ impl ToolRunner {
         Ok(written)
     }
 
-    /// [`Self::commit`] up to the writes, which is where a full disk shows: the fsyncs and the
-    /// renames then run on a thread of their own ([`crate::store::defer`]) while the reply is
-    /// recorded, and the chat.json that records it waits for them before it is put in place
-    /// ([`crate::store::write_atomic_after_deferred`]): the outputs are durable before the chat
-    /// names them, as with [`Self::commit`], and the two fsyncs wait for the disk together.
-    pub fn commit_in_background(&self, chat_dir: &Dir) -> Result<Vec<Written>, CommitError> {
-        let (written, publish) = self.prepare_commit(chat_dir)?;
-        if !publish.pending.is_empty() {
-            crate::store::defer(chat_dir, move || {
-                publish.run().map_err(|e| std::io::Error::other(e.0))
-            })
-            .map_err(|e| CommitError(e.to_string()))?;
-        }
-        Ok(written)
-    }
-
     fn prepare_commit(&self, chat_dir: &Dir) -> Result<(Vec<Written>, Publish), CommitError> {
         if self.tainted {
             return Err(CommitError(format!("Cannot commit: {TAINTED}")));
@@ -941,54 +925,5 @@ mod host_tests {
         let written = runner.commit(&chat_dir).unwrap();
         assert_eq!(&*written[0].content, b"one\nthree\n");
         assert_eq!(written[0].prev_version.as_deref(), Some("0badc0de"));
-    }
-
-    /// Issue 30 (a 1 MB edit): a chat-mode reply's commit only writes its output files; their
-    /// fsyncs and renames run on a thread of their own while the reply is recorded, and the
-    /// chat's next save waits for them (they are counted there). The bytes published are the
-    /// ones the runner kept, shared, not copied.
-    #[test]
-    fn a_background_commit_writes_here_and_publishes_before_the_chat_is_saved() {
-        use crate::store::fsyncs;
-        let project = tempfile::tempdir().unwrap();
-        let chat = tempfile::tempdir().unwrap();
-        let chat_dir = Dir::open_ambient_dir(chat.path(), cap_std::ambient_authority()).unwrap();
-        let mut runner = ToolRunner::new(
-            Arc::new(ToolHost::with_audit(None)),
-            DiffMode::SearchReplaceMulti,
-            project.path(),
-            chat_dir.try_clone().unwrap(),
-            &[],
-        )
-        .unwrap();
-        let args = json!({"path": "new.txt", "content": "hello\n"});
-        runner
-            .run(&ToolCall {
-                id: "c1".into(),
-                name: "write_file".into(),
-                arguments_raw: args.to_string(),
-                arguments: Ok(args),
-            })
-            .unwrap();
-        let before = fsyncs();
-        let written = runner.commit_in_background(&chat_dir).unwrap();
-        assert_eq!(fsyncs() - before, 0, "no fsync on the replying thread");
-        assert!(Arc::ptr_eq(&written[0].content, &runner.pending()[0].1));
-        // The save that records the reply: chat.json goes in place after the output does.
-        crate::store::write_atomic_after_deferred(&chat_dir, "chat.json", b"{}").unwrap();
-        assert_eq!(
-            fsyncs() - before,
-            4,
-            "output file and output/, chat.json and its directory"
-        );
-        assert_eq!(
-            std::fs::read(chat.path().join("output/new.txt")).unwrap(),
-            b"hello\n"
-        );
-        let left: Vec<_> = std::fs::read_dir(chat.path().join("output"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(left, ["new.txt"], "no temporary file left");
     }
 }

@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use super::error::ChatError;
 use super::model::{CHAT_VERSION, Chat, now};
 use crate::store::index::{self, Index, IndexEntry};
-use crate::store::{StateDir, lock};
+use crate::store::{StateDir, lock, write_atomic};
 
 /// The chats of one store.
 #[derive(Debug)]
@@ -237,16 +237,8 @@ impl ChatStore {
     }
 
     /// Writes chat.json atomically and keeps the index name in step.
-    ///
-    /// The output files a reply of the chat publishes in the background
-    /// ([`crate::agent::tools::ToolRunner::commit_in_background`]) are in place and durable
-    /// before the chat.json that names them is: it is written and fsynced meanwhile.
     pub fn save(&self, chat: &Chat) -> io::Result<()> {
-        crate::store::write_atomic_after_deferred(
-            self.chats.dir(),
-            chat_json(chat)?,
-            &chat.to_json(),
-        )
+        write_atomic(self.chats.dir(), chat_json(chat)?, &chat.to_json())
     }
 
     /// Writes `chat` under a temporary name in its directory, to be fsynced and put in place by

@@ -150,7 +150,6 @@ pub fn update_stored(dir: &Dir, id: &str, f: impl FnOnce(&mut Chat)) -> Result<(
         .map_err(ChatError::io(format!("Cannot read chat {id}")))?;
     let (mut chat, _) = Chat::parse(&bytes).map_err(ChatError::Corrupt)?;
     f(&mut chat);
-    // After the reply's output files, which may still be put in place in the background.
-    crate::store::write_atomic_after_deferred(dir, "chat.json", &chat.to_json())
+    crate::store::write_atomic(dir, "chat.json", &chat.to_json())
         .map_err(ChatError::io("Failed to save chat"))
 }

@@ -234,11 +234,6 @@ impl Prepared {
         Ok(p)
     }
 
-    /// The directory the file is put in.
-    pub fn dir(&self) -> &Dir {
-        &self.dir
-    }
-
     /// Renames the file into place and makes the rename durable (fsyncing the file first when it
     /// was written unsynced).
     pub fn commit(mut self) -> io::Result<()> {
@@ -275,8 +270,8 @@ pub fn prepare_atomic(dir: &Dir, rel: impl AsRef<Path>, bytes: &[u8]) -> io::Res
 }
 
 /// [`prepare_atomic`] without the fsync of the file's bytes: they are written (a full disk shows
-/// here), and [`Prepared::commit`] fsyncs them before the rename, e.g. on a thread of its own
-/// (see [`defer`]).
+/// here), and [`Prepared::commit`] fsyncs them before the rename, so that a commit of several
+/// files writes them all before it waits for the disk.
 pub fn prepare_atomic_unsynced(
     dir: &Dir,
     rel: impl AsRef<Path>,
@@ -284,100 +279,6 @@ pub fn prepare_atomic_unsynced(
 ) -> io::Result<Prepared> {
     let (parent, name) = parent_and_name(dir, rel.as_ref())?;
     Prepared::write(parent, &name, bytes, None, Durability::Durable, false)
-}
-
-/// [`write_atomic`] of a file that must not be put in place before the work [`defer`]red for its
-/// directory is done (a chat.json naming output files a reply publishes in the background): it
-/// is written and fsynced meanwhile, and renamed only once that work succeeded. An error of that
-/// work is returned (and nothing is renamed).
-pub fn write_atomic_after_deferred(
-    dir: &Dir,
-    rel: impl AsRef<Path>,
-    bytes: &[u8],
-) -> io::Result<()> {
-    let p = prepare_atomic(dir, rel, bytes)?;
-    settle(p.dir())?;
-    p.commit()
-}
-
-/// Durability work running on threads of their own, keyed by the directory (device and inode)
-/// whose later writes wait for it.
-type Deferred = Vec<((u64, u64), std::thread::JoinHandle<(io::Result<()>, u64)>)>;
-
-static DEFERRED: std::sync::Mutex<Deferred> = std::sync::Mutex::new(Vec::new());
-
-fn dir_key(dir: &Dir) -> io::Result<(u64, u64)> {
-    use cap_std::fs::MetadataExt;
-    let m = dir.dir_metadata()?;
-    Ok((m.dev(), m.ino()))
-}
-
-/// Runs `work` (the fsyncs and renames that publish files under `dir`) on a thread of its own,
-/// so that what follows is prepared while the disk works; [`settle`] of `dir` (and every
-/// [`write_atomic_after_deferred`] there) waits for it and returns its error. Runs `work` here
-/// when no thread can be made (or `dir` cannot be identified) and returns its result then.
-pub fn defer(dir: &Dir, work: impl FnOnce() -> io::Result<()> + Send + 'static) -> io::Result<()> {
-    let Ok(key) = dir_key(dir) else {
-        return work();
-    };
-    let cell = std::sync::Arc::new(std::sync::Mutex::new(Some(work)));
-    let theirs = std::sync::Arc::clone(&cell);
-    let spawned = std::thread::Builder::new()
-        .name("bb7-publish".into())
-        .spawn(move || {
-            let work = theirs.lock().unwrap_or_else(|p| p.into_inner()).take();
-            (work.map_or(Ok(()), |w| w()), thread_fsyncs())
-        });
-    match spawned {
-        Ok(handle) => {
-            // Kept until its directory is settled, even once finished: its error must reach the
-            // write that waits for it. (Work whose chat is never saved again stays: a finished
-            // thread's handle, only after a reply that could not be recorded.)
-            DEFERRED
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push((key, handle));
-            Ok(())
-        }
-        Err(_) => {
-            let work = cell.lock().unwrap_or_else(|p| p.into_inner()).take();
-            work.map_or(Ok(()), |w| w())
-        }
-    }
-}
-
-/// Waits for the work [`defer`]red for `dir` and returns the first error it met. Cheap when
-/// nothing was deferred.
-pub fn settle(dir: &Dir) -> io::Result<()> {
-    let mut pending = DEFERRED.lock().unwrap_or_else(|p| p.into_inner());
-    if pending.is_empty() {
-        return Ok(());
-    }
-    let key = dir_key(dir)?;
-    let mut mine = Vec::new();
-    let mut i = 0;
-    while i < pending.len() {
-        if pending[i].0 == key {
-            mine.push(pending.swap_remove(i).1);
-        } else {
-            i += 1;
-        }
-    }
-    drop(pending);
-    let mut result = Ok(());
-    for h in mine {
-        let r = match h.join() {
-            Ok((r, n)) => {
-                count_fsyncs(n);
-                r
-            }
-            Err(_) => Err(io::Error::other("a background write failed")),
-        };
-        if result.is_ok() {
-            result = r;
-        }
-    }
-    result
 }
 
 fn parent_and_name(dir: &Dir, rel: &Path) -> io::Result<(Dir, String)> {
@@ -717,42 +618,6 @@ mod tests {
         assert!(d.exists(format!("output/{live}")));
         assert!(d.exists("output/.c.tmp-x-1"));
         assert!(d.exists("output/src/a.rs"));
-    }
-
-    /// A write that must follow work deferred for its directory (a chat.json naming the output
-    /// files a reply publishes in the background) is not put in place before that work is done,
-    /// and not at all when it failed: its error is returned, and no temporary file is left.
-    #[test]
-    fn a_write_after_deferred_work_waits_for_it_and_fails_with_it() {
-        let t = tempfile::tempdir().unwrap();
-        let d = Dir::open_ambient_dir(t.path(), cap_std::ambient_authority()).unwrap();
-        let other = tempfile::tempdir().unwrap();
-        let o = Dir::open_ambient_dir(other.path(), cap_std::ambient_authority()).unwrap();
-        let (go, wait) = std::sync::mpsc::channel::<()>();
-        defer(&d, move || {
-            let _ = wait.recv();
-            Err(io::Error::other("the disk went away"))
-        })
-        .unwrap();
-        // Another directory's writes do not wait for it.
-        write_atomic_after_deferred(&o, "chat.json", b"other").unwrap();
-        let saver = std::thread::spawn({
-            let d = d.try_clone().unwrap();
-            move || write_atomic_after_deferred(&d, "chat.json", b"new")
-        });
-        // The deferred work has not run yet, so the save cannot be in place whatever it reached.
-        assert!(!t.path().join("chat.json").exists());
-        go.send(()).unwrap();
-        let e = saver.join().unwrap().expect_err("the deferred work failed");
-        assert_eq!(e.to_string(), "the disk went away");
-        assert_eq!(
-            std::fs::read_dir(t.path()).unwrap().count(),
-            0,
-            "nothing left"
-        );
-        // Settled: the next write goes through.
-        write_atomic_after_deferred(&d, "chat.json", b"new").unwrap();
-        assert_eq!(std::fs::read(t.path().join("chat.json")).unwrap(), b"new");
     }
 
     #[test]

@@ -50,6 +50,13 @@ pub(super) fn writer_gone(name: &str, modified: SystemTime) -> bool {
     let Some(pid) = temp_owner(name) else {
         return false;
     };
+    // Ours is never gone: a temporary of this process may be in flight (a chat's sweep can run
+    // while a reply of that chat writes), and the start-time test below leans on the wall clock,
+    // which a step (NTP, a resumed VM) can move past what we wrote. A leftover of an earlier
+    // process that had our pid is removed by the next process with another one.
+    if pid == std::process::id() as i32 {
+        return false;
+    }
     if !process_alive(pid) {
         return true;
     }
@@ -201,6 +208,12 @@ mod tests {
         let d = Dir::open_ambient_dir(t.path(), cap_std::ambient_authority()).expect("dir");
         d.create_dir_all("chats/c1/context").expect("dirs");
         let me = std::process::id();
+        // A process started now: its pid on a file written before names an earlier process.
+        let mut later = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let reused = later.id();
         let hour = Duration::from_secs(3600);
         // A pid that cannot exist (above the kernel's pid_max limit of 2^22).
         let dead = 99_999_999;
@@ -208,8 +221,8 @@ mod tests {
             format!(".index.json.tmp-{dead}-1"),
             format!("chats/.index.json.tmp-{dead}-2"),
             format!("chats/.a.json.tmp-{dead}-3"),
-            // Ours by pid, but older than this process: an earlier process with the same pid.
-            format!("chats/.b.json.tmp-{me}-4"),
+            // A live pid's, older than its process: an earlier process with the same pid.
+            format!("chats/.b.json.tmp-{reused}-4"),
         ];
         for name in &gone {
             planted(&d, name, 2 * hour);
@@ -221,6 +234,8 @@ mod tests {
             format!("chats/.index.json.tmp-x-6"),
             format!("chats/index.json.tmp-{dead}-7"),
             "chats/c1/chat.json".to_string(),
+            // This process's own is never taken for a leftover, however old it looks.
+            format!("chats/.c.json.tmp-{me}-12"),
         ];
         for name in &kept_old {
             planted(&d, name, 2 * hour);
@@ -255,17 +270,26 @@ mod tests {
             d.symlink_metadata(format!("chats/.l.tmp-{dead}-11"))
                 .is_ok()
         );
+        let _ = later.kill();
+        let _ = later.wait();
     }
 
     /// A pid names the writer only if its process started before the file was last written.
     #[test]
     fn a_reused_pid_is_no_writer() {
+        let mut later = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let theirs = format!(".a.json.tmp-{}-1", later.id());
         let mine = format!(".a.json.tmp-{}-1", std::process::id());
-        assert!(!writer_gone(&mine, SystemTime::now()));
-        assert!(writer_gone(
-            &mine,
-            SystemTime::now() - Duration::from_secs(3600)
-        ));
+        let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+        assert!(writer_gone(&theirs, hour_ago));
+        assert!(!writer_gone(&theirs, SystemTime::now() + MARGIN));
+        // Ours never, whatever the clock says.
+        assert!(!writer_gone(&mine, hour_ago));
+        let _ = later.kill();
+        let _ = later.wait();
         assert!(writer_gone(".a.json.tmp-99999999-1", SystemTime::now()));
         assert!(!writer_gone(
             "a.json.tmp-99999999-1",
