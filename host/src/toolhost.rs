@@ -5,7 +5,8 @@
 //! [`crate::sandbox`]. Nothing here knows of a reply or of the protocol: the workspace holds one
 //! and passes it to each reply, the CLI (`bb7 tools`) makes its own with [`ToolHost::with_audit`],
 //! and later hosts (`bb7 mcp`, hooks) can hold theirs. The sandbox is created on the first tool
-//! call, never up front: a reply that calls no tool never sets it up.
+//! call, or ahead of it ([`ToolHost::prewarm`]) when a file the model may edit joins a project
+//! chat's context or a reply likely to edit is sent; a session that does neither never sets it up.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

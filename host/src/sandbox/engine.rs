@@ -1,7 +1,7 @@
 //! The process-wide wasmtime engine: pooling allocator, epoch interruption and its ticker thread,
 //! and the code publisher that lets the built-ins' precompiled code run where the binary holds it.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::thread;
 
 use wasmtime::Engine;
@@ -10,24 +10,32 @@ use super::limits::{EPOCH_TICK, Limits};
 
 include!("engine_config.rs");
 
+static ENGINE: OnceLock<Engine> = OnceLock::new();
+
+/// Whether `engine` is the process-wide one ([`shared`]): the only engine the built-ins' code is
+/// loaded in place for (it is never dropped, so neither is that load).
+pub(crate) fn is_shared(engine: &Engine) -> bool {
+    ENGINE.get().is_some_and(|e| Engine::same(e, engine))
+}
+
 /// One engine per process, created on first use, with a ticker thread that advances its epoch every
 /// [`EPOCH_TICK`] so that wall-time limits interrupt runaway guests.
 pub fn shared(limits: &Limits) -> anyhow::Result<Engine> {
-    static ENGINE: OnceLock<Engine> = OnceLock::new();
     if let Some(e) = ENGINE.get() {
+        start_ticker(e)?;
         return Ok(e.clone());
     }
     let engine = host_engine(limits.memory_bytes as usize)
         .map_err(|e| anyhow::anyhow!("cannot start the wasm engine: {e}"))?;
     let engine = ENGINE.get_or_init(|| engine).clone();
-    start_ticker(&engine);
+    start_ticker(&engine)?;
     Ok(engine)
 }
 
 /// [`new_engine`] with native code published by this module's in-place publisher (where it is
 /// supported: see `in_place`), so that [`super::registry::Registry`] can run the built-ins'
 /// precompiled code in place: the engine of every sandbox of the process.
-pub fn host_engine(memory_bytes: usize) -> wasmtime::Result<Engine> {
+pub(crate) fn host_engine(memory_bytes: usize) -> wasmtime::Result<Engine> {
     let config = |pooled| {
         let mut cfg = engine_config(memory_bytes, pooled);
         in_place::publish_with(&mut cfg);
@@ -145,9 +153,9 @@ mod in_place {
     pub use imp::{publish_with, runs_in_place};
 }
 
-fn start_ticker(engine: &Engine) {
-    static STARTED: OnceLock<Arc<()>> = OnceLock::new();
-    STARTED.get_or_init(|| {
+fn start_ticker(engine: &Engine) -> anyhow::Result<()> {
+    static STARTED: OnceLock<bool> = OnceLock::new();
+    let started = *STARTED.get_or_init(|| {
         let weak = engine.weak();
         thread::Builder::new()
             .name("bb7-epoch".into())
@@ -158,9 +166,14 @@ fn start_ticker(engine: &Engine) {
                     thread::sleep(EPOCH_TICK);
                 }
             })
-            .ok();
-        Arc::new(())
+            .is_ok()
     });
+    // Without it no call would ever reach its time limit: run none.
+    anyhow::ensure!(
+        started,
+        "cannot start the wasm engine's timer thread, so no tool call could be time-limited"
+    );
+    Ok(())
 }
 
 #[cfg(test)]

@@ -521,10 +521,12 @@ pub fn read_component(path: &Path) -> anyhow::Result<Vec<u8>> {
 static IN_PLACE: std::sync::Mutex<Option<(Engine, Component)>> = std::sync::Mutex::new(None);
 
 /// The built-ins' precompiled code `native` (embedded in the binary) as a component of `engine`: run
-/// where it is when the engine publishes code in place (see [`super::engine::host_engine`]) and no
-/// other engine holds it there ([`IN_PLACE`]), else copied.
+/// where it is when `engine` is the process-wide one (which publishes code in place: see
+/// [`super::engine::host_engine`], and is never dropped) and no other engine holds it there
+/// ([`IN_PLACE`]), else copied.
 fn load_embedded(engine: &Engine, native: &'static [u8]) -> wasmtime::Result<Component> {
     if super::engine::runs_in_place(native)
+        && super::engine::is_shared(engine)
         && let Ok(mut held) = IN_PLACE.lock()
     {
         match &*held {

@@ -51,10 +51,12 @@ impl Workspace {
     ) -> Result<(), WorkspaceError> {
         let cp = self.active_path(path)?;
         let scope = self.external_scope(self.active()?.global);
-        self.prewarm_for_context(&cp, readonly);
         self.change_active(|chat, dir| {
             context::add_file(chat, dir, &scope, &cp, content.as_bytes(), readonly)
-        })
+        })?;
+        // Once the file is in (an add refused as a duplicate or unwritable sets up nothing).
+        self.prewarm_for_context(&cp, readonly);
+        Ok(())
     }
 
     /// `context_add_section`: adds lines `start..=end` of `path` with `content`.
