@@ -231,7 +231,7 @@ mod tests {
             // Too deep for this sweep (a chat's directory is swept when it is opened).
             format!("chats/c1/.chat.json.tmp-{dead}-5"),
             // Not our pattern.
-            format!("chats/.index.json.tmp-x-6"),
+            "chats/.index.json.tmp-x-6".to_string(),
             format!("chats/index.json.tmp-{dead}-7"),
             "chats/c1/chat.json".to_string(),
             // This process's own is never taken for a leftover, however old it looks.
