@@ -83,12 +83,15 @@ mod in_place {
             usize::try_from(n).unwrap_or(4096).max(1)
         }
 
-        /// Whether `[ptr, ptr + len)` lies within the embedded built-in code.
+        /// The binary's own code that runs in place (`[start, end)`; see [`runs_in_place`]).
+        static EMBEDDED: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
+
+        /// Whether `[ptr, ptr + len)` lies within the embedded code run in place.
         fn embedded(ptr: *const u8, len: usize) -> bool {
-            let blob = super::super::super::registry::BUILTIN_PRECOMPILED;
-            let (start, end) = (blob.as_ptr() as usize, blob.as_ptr() as usize + blob.len());
             let p = ptr as usize;
-            p >= start && p.saturating_add(len) <= end
+            EMBEDDED
+                .get()
+                .is_some_and(|&(start, end)| p >= start && p.saturating_add(len) <= end)
         }
 
         fn protect(ptr: *const u8, len: usize, prot: libc::c_int) -> wasmtime::Result<()> {
@@ -133,9 +136,16 @@ mod in_place {
 
         /// Whether `code` can be run in place by an engine from [`super::super::host_engine`]:
         /// it starts on a page boundary and pages are the 4 KiB the code's sections are aligned to.
-        pub fn runs_in_place(code: &[u8]) -> bool {
+        /// When it can, `code` (the binary's own, the built-ins' precompiled code: one per
+        /// process) is what the publisher never makes writable again when it is unpublished.
+        pub fn runs_in_place(code: &'static [u8]) -> bool {
             let page = page_size();
-            page == 4096 && (code.as_ptr() as usize).is_multiple_of(page)
+            let can = page == 4096 && (code.as_ptr() as usize).is_multiple_of(page);
+            if can {
+                let start = code.as_ptr() as usize;
+                let _ = EMBEDDED.set((start, start + code.len()));
+            }
+            can
         }
     }
 
@@ -145,7 +155,7 @@ mod in_place {
         pub fn publish_with(_cfg: &mut wasmtime::Config) {}
 
         /// Never: the code is copied.
-        pub fn runs_in_place(_code: &[u8]) -> bool {
+        pub fn runs_in_place(_code: &'static [u8]) -> bool {
             false
         }
     }
