@@ -16,6 +16,7 @@ use super::tools::{ToolRunner, Written};
 use crate::llm::Provider;
 use crate::llm::Usage;
 use crate::llm::prompt::RetryContext;
+use crate::store::publish::Outputs;
 
 /// The chunk streamed before the host's own repair attempt (EDITS.md).
 pub const REATTEMPT_CHUNK: &str = "\n[Reattempting to apply file changes...]\n";
@@ -169,14 +170,19 @@ impl AgentSummary {
 }
 
 /// What a reply produced.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ReplyOutcome {
     /// The reply text as streamed (in agent mode, with the status line of each edit).
     pub text: String,
     /// The reasoning text as streamed; empty when the model sent none.
     pub thinking: String,
-    /// The files committed to `output/`; empty when nothing was committed.
+    /// The files committed to `output/`; empty when nothing was committed. With `publish`, the
+    /// files are not in place yet.
     pub written: Vec<Written>,
+    /// `written`, written under temporary names and not yet durable nor in place (chat mode):
+    /// the reply's record publishes them together with the record naming them, and on failure
+    /// the reply fails and nothing of them stays (`Workspace::record_reply`).
+    pub publish: Option<Outputs>,
     /// Token accounting summed over every request of the reply.
     pub usage: Usage,
     /// How the reply ended.

@@ -64,6 +64,9 @@ pub struct ChatView<'a> {
     pub config: &'a crate::config::ConfigState,
     /// The session's tool host.
     pub tools: &'a Arc<ToolHost>,
+    /// The chat's snapshots read so far in this send (the stale check's): the request and the
+    /// reply's edit bases use them instead of reading them again.
+    pub snapshots: &'a mut crate::chat::snapshots::Memo,
 }
 
 /// A reply ready to run, with what recording it needs.
@@ -187,11 +190,11 @@ impl ReplyJob {
             }
         });
         let effort = effort.unwrap_or_else(|| chat.reasoning_effort.clone());
-        let (read_only, writable) = file_blocks(view.dir, chat, global);
+        let (read_only, writable) = file_blocks(view.dir, chat, global, view.snapshots);
         let first_exchange = !crate::chat::turn::has_reply(chat);
         let chat_dir = view.dir.try_clone().map_err(AgentError::ChatDir)?;
         let runner = match (&project_root, global) {
-            (Some(root), false) => Some(runner(view.tools, &config, root, view.dir, chat)?),
+            (Some(root), false) => Some(runner(view.tools, &config, root, &view, chat)?),
             _ => None,
         };
         let request = RequestBuilder {
@@ -233,14 +236,16 @@ fn runner(
     host: &Arc<ToolHost>,
     config: &crate::config::Config,
     root: &Path,
-    dir: &Dir,
+    view: &ChatView<'_>,
     chat: &Chat,
 ) -> Result<ToolRunner, AgentError> {
-    ToolRunner::new(
+    let mut runner = ToolRunner::new(
         Arc::clone(host),
         config.diff_mode,
         root,
-        dir.try_clone().map_err(AgentError::ChatDir)?,
+        view.dir.try_clone().map_err(AgentError::ChatDir)?,
         &chat.context_files,
-    )
+    )?;
+    runner.keep_snapshots(view.snapshots);
+    Ok(runner)
 }

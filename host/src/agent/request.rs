@@ -2,6 +2,7 @@
 //! retry with the retry context and the reply's pending changes.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use cap_std::fs::Dir;
 use serde_json::Value;
@@ -111,13 +112,19 @@ impl RequestBuilder {
 
 /// The file blocks of a request for `chat` (directory `dir`): the read-only files and sections, and
 /// the writable files, each followed by its pending output, then the files the model added. A
-/// global chat's files are all read-only, and its outputs are not shown.
-pub fn file_blocks(dir: &Dir, chat: &Chat, global: bool) -> (Vec<FileBlock>, Vec<FileBlock>) {
+/// global chat's files are all read-only, and its outputs are not shown. Snapshots are read
+/// through `memo` (once per send).
+pub fn file_blocks(
+    dir: &Dir,
+    chat: &Chat,
+    global: bool,
+    memo: &mut snapshots::Memo,
+) -> (Vec<FileBlock>, Vec<FileBlock>) {
     let mut read_only = Vec::new();
     let mut writable = Vec::new();
     let mut in_context = HashSet::new();
     for cf in &chat.context_files {
-        let content = snapshots::read(dir, cf).unwrap_or_default();
+        let content = memo.read(dir, cf).unwrap_or_else(|_| Arc::from(&[][..]));
         let lines = cf.start_line.zip(cf.end_line);
         let is_writable = !global && !cf.readonly && !cf.external && lines.is_none();
         let block = FileBlock {
@@ -135,7 +142,7 @@ pub fn file_blocks(dir: &Dir, chat: &Chat, global: bool) -> (Vec<FileBlock>, Vec
         }
         in_context.insert(cf.path.clone());
         writable.push(block);
-        if let Some(out) = snapshots::read_output(dir, &cf.path).filter(|o| *o != content) {
+        if let Some(out) = snapshots::read_output(dir, &cf.path).filter(|o| o[..] != content[..]) {
             writable.push(FileBlock::output(
                 &cf.path,
                 &out,

@@ -40,6 +40,19 @@ impl StagingDir {
     /// Reads the file at `rel` back. Every directory on the way must be a real directory and the
     /// file a regular file: a symbolic link a tool left behind is never followed.
     pub fn read(&self, rel: &str) -> io::Result<Vec<u8>> {
+        self.check(rel)?;
+        crate::store::read_regular(&self.dir, rel)
+    }
+
+    /// [`StagingDir::read`] into shared memory, without copying the bytes once read.
+    pub fn read_shared(&self, rel: &str) -> io::Result<std::sync::Arc<[u8]>> {
+        self.check(rel)?;
+        crate::store::read_regular_shared(&self.dir, rel)
+    }
+
+    /// Refuses `rel` unless every directory on the way is a real directory and the file a
+    /// regular file.
+    fn check(&self, rel: &str) -> io::Result<()> {
         let refuse = |what: String| io::Error::new(io::ErrorKind::PermissionDenied, what);
         let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
         let mut prefix = String::new();
@@ -60,7 +73,7 @@ impl StagingDir {
                 return Err(refuse(format!("{prefix} is not a directory")));
             }
         }
-        crate::store::read_regular(&self.dir, rel)
+        Ok(())
     }
 }
 

@@ -165,7 +165,9 @@ pub async fn run(mut job: ReplyJob, policy: Policy, sink: &mut dyn ReplySink) ->
         ..Default::default()
     };
     let ending = steps(&mut job, &policy, &mut events, &mut gate, &mut acc, &mut st).await;
-    let (ending, written) = stream::commit(job.tools.as_ref(), &job.chat_dir, ending);
+    // Chat mode reports nothing before its record: its files are published with it.
+    let (ending, written, publish) =
+        stream::commit(job.tools.as_ref(), &job.chat_dir, ending, !policy.report);
     if let Some(plan) = st.summary.plan.as_ref().filter(|_| ending.answered()) {
         events.emit(acc.sink, super::plan::proposed_event(plan), None);
     }
@@ -183,6 +185,7 @@ pub async fn run(mut job: ReplyJob, policy: Policy, sink: &mut dyn ReplySink) ->
         text: acc.text,
         thinking: acc.thinking,
         written,
+        publish,
         usage: st.usage,
         ending,
         duration: started.elapsed().as_secs_f64(),

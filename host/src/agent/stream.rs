@@ -9,6 +9,7 @@ use super::events::{JobEvents, ReplySink};
 use super::job::Ending;
 use super::tools::{ToolRunner, Written};
 use crate::llm::{LlmError, Provider, StreamEvent, StreamSummary};
+use crate::store::publish::Outputs;
 
 /// The reply's text and reasoning so far, and the step's own text (agent mode stores each step's
 /// text as a part).
@@ -99,21 +100,36 @@ pub async fn stream_once(
 
 /// Commits the staged changes when the reply is done, and on a cancel (SPEC.md: writes that
 /// completed before it stay). A failed commit turns a done reply into a failed one.
+///
+/// With `defer` (chat mode, whose end reports nothing before the reply is recorded), the files
+/// are only written under temporary names here: the returned [`Outputs`] are made durable and put
+/// in place by whoever records the reply, together with the record that names them
+/// ([`Outputs::publish_with_record`]), and until then the reply's `written` are not published.
 pub fn commit(
     tools: Option<&ToolRunner>,
     chat_dir: &Dir,
     ending: Ending,
-) -> (Ending, Vec<Written>) {
+    defer: bool,
+) -> (Ending, Vec<Written>, Option<Outputs>) {
     let mut ending = ending;
     let mut written = Vec::new();
+    let mut pending = None;
     if matches!(ending, Ending::Done | Ending::Cancelled)
         && let Some(tools) = tools
     {
-        match tools.commit(chat_dir) {
+        let committed = if defer {
+            tools.prepare_commit(chat_dir).map(|(w, o)| {
+                pending = Some(o).filter(|_| !w.is_empty());
+                w
+            })
+        } else {
+            tools.commit(chat_dir)
+        };
+        match committed {
             Ok(w) => written = w,
             Err(e) if ending == Ending::Done => ending = Ending::Failed(e.0),
             Err(e) => tracing::warn!("cancelled reply: {e}"),
         }
     }
-    (ending, written)
+    (ending, written, pending)
 }

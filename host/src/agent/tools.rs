@@ -19,6 +19,7 @@ use crate::config::DiffMode;
 use crate::llm::request::ToolSpec;
 use crate::llm::tool_calls::ToolCall;
 use crate::sandbox::{Access, CallError, Grant, Sandbox, ToolComponent};
+use crate::store::publish::Outputs;
 use crate::toolhost::{ToolHost, ToolHostError};
 
 fn settings(mode: DiffMode) -> Vec<(String, String)> {
@@ -143,6 +144,9 @@ pub struct ToolRunner {
     chat_dir: Dir,
     /// Writable whole files in context, by path.
     writable: HashMap<String, ContextFile>,
+    /// The snapshots of `writable` files the send already read (its stale check and request),
+    /// by path: an edit's base without reading the snapshot again.
+    snapshots: HashMap<String, Arc<[u8]>>,
     /// Paths the model may not change: read-only files and paths present only as sections.
     read_only: BTreeSet<String>,
     touched: Vec<Touched>,
@@ -201,6 +205,7 @@ impl ToolRunner {
             project_root: project_root.to_path_buf(),
             chat_dir,
             writable,
+            snapshots: HashMap::new(),
             read_only,
             touched: Vec::new(),
             placed: BTreeSet::new(),
@@ -211,6 +216,16 @@ impl ToolRunner {
             agent: false,
             last_record: None,
         })
+    }
+
+    /// Keeps the snapshots of the writable files in context that `memo` holds (what the request
+    /// shows the model), as the base of their edits.
+    pub fn keep_snapshots(&mut self, memo: &snapshots::Memo) {
+        for (path, cf) in &self.writable {
+            if let Some(c) = memo.get(cf) {
+                self.snapshots.insert(path.clone(), c);
+            }
+        }
     }
 
     /// Agent mode: edits may also start from a project file the model read with `read_file`.
@@ -263,7 +278,7 @@ impl ToolRunner {
                 self.placed.insert(rel.to_string());
                 let id = base.id(rel);
                 self.ids.insert(rel.to_string(), id);
-                self.contents.insert(rel.to_string(), base.content.into());
+                self.contents.insert(rel.to_string(), base.content);
                 true
             }
             _ => false,
@@ -300,11 +315,15 @@ impl ToolRunner {
     /// id is known: the entry's `version`), else (agent mode) what `read_file` returned.
     fn base(&self, path: &str) -> Option<Base> {
         let unknown = |content| Base { content, id: None };
-        snapshots::read_output(&self.chat_dir, path)
+        crate::store::read_regular_shared(&self.chat_dir, paths::output_rel(path))
+            .ok()
             .map(unknown)
             .or_else(|| {
                 let cf = self.writable.get(path)?;
-                let content = snapshots::read(&self.chat_dir, cf).ok()?;
+                let content = match self.snapshots.get(path) {
+                    Some(c) => Arc::clone(c),
+                    None => snapshots::read(&self.chat_dir, cf).ok()?.into(),
+                };
                 Some(Base {
                     content,
                     id: Some(cf.version.clone()).filter(|v| !v.is_empty()),
@@ -312,7 +331,7 @@ impl ToolRunner {
             })
             .or_else(|| {
                 self.agent
-                    .then(|| self.project_reads.get(path).cloned().map(unknown))
+                    .then(|| self.project_reads.get(path).map(|c| unknown(c[..].into())))
                     .flatten()
             })
     }
@@ -518,11 +537,11 @@ impl ToolRunner {
     /// Reads the staged `rel` back once and keeps its content and id (forgets both when it is
     /// not there).
     fn refresh_id(&mut self, rel: &str) {
-        match self.staging.read(rel) {
+        match self.staging.read_shared(rel) {
             Ok(c) => {
                 self.ids
                     .insert(rel.to_string(), bb7_tool_logic::file_id::file_id(rel, &c));
-                self.contents.insert(rel.to_string(), c.into());
+                self.contents.insert(rel.to_string(), c);
             }
             Err(_) => {
                 self.ids.remove(rel);
@@ -537,9 +556,9 @@ impl ToolRunner {
         if let (Some(c), Some(id)) = (self.contents.get(rel), self.ids.get(rel)) {
             return Ok((Arc::clone(c), id.clone()));
         }
-        let c = self.staging.read(rel)?;
+        let c = self.staging.read_shared(rel)?;
         let id = bb7_tool_logic::file_id::file_id(rel, &c);
-        Ok((c.into(), id))
+        Ok((c, id))
     }
 
     /// Puts the `file_id` of each file an edit tool's result names (`files[].path`, or `path`).
@@ -571,16 +590,20 @@ impl ToolRunner {
     }
 
     /// Writes every changed file (as kept after the call that left it) to the chat's `output/`,
-    /// all or nothing: every file is first written and fsynced under a temporary name, then all
-    /// are renamed into place; should a rename fail, the ones already renamed get their previous
-    /// content back (or are removed when they had none).
+    /// all or nothing ([`Outputs::publish`]): every file is first written under a temporary
+    /// name, then all are fsynced and renamed into place; should a rename fail, the ones already
+    /// renamed get their previous content back (or are removed when they had none).
     pub fn commit(&self, chat_dir: &Dir) -> Result<Vec<Written>, CommitError> {
-        let (written, publish) = self.prepare_commit(chat_dir)?;
-        publish.run()?;
+        let (written, outputs) = self.prepare_commit(chat_dir)?;
+        outputs.publish().map_err(|e| CommitError(e.to_string()))?;
         Ok(written)
     }
 
-    fn prepare_commit(&self, chat_dir: &Dir) -> Result<(Vec<Written>, Publish), CommitError> {
+    /// [`ToolRunner::commit`] up to the fsyncs: the changed files are written under temporary
+    /// names (a full disk shows here) and what the reply wrote is returned with them, for the
+    /// caller to publish, e.g. together with the chat record naming them
+    /// ([`Outputs::publish_with_record`]). Dropped unpublished, nothing of it stays.
+    pub fn prepare_commit(&self, chat_dir: &Dir) -> Result<(Vec<Written>, Outputs), CommitError> {
         if self.tainted {
             return Err(CommitError(format!("Cannot commit: {TAINTED}")));
         }
@@ -597,26 +620,13 @@ impl ToolRunner {
             let cf = self.adopted_base(chat_dir, t)?;
             adopted.push(cf);
         }
-        let mut pending = Vec::new();
-        let last = staged.len().saturating_sub(1);
-        for (i, (t, content, _)) in staged.iter().enumerate() {
-            let rel = paths::output_rel(&t.path);
-            // Kept to undo this file's rename should a later one fail (the last has none after it).
-            let before = if i < last {
-                crate::store::read_regular(chat_dir, &rel).ok()
-            } else {
-                None
-            };
-            let p = crate::store::prepare_atomic_unsynced(chat_dir, &rel, content)
-                .map_err(|e| format!("Cannot write the output file {}: {e}", t.path))?;
-            pending.push((rel, before, p));
-        }
-        let publish = Publish {
-            chat_dir: chat_dir
-                .try_clone()
-                .map_err(|e| format!("Cannot write the output files: {e}"))?,
-            pending,
-        };
+        let outputs = Outputs::prepare(
+            chat_dir,
+            staged
+                .iter()
+                .map(|(t, content, _)| (paths::output_rel(&t.path), &content[..])),
+        )
+        .map_err(|e| CommitError(e.to_string()))?;
         let written = staged
             .into_iter()
             .zip(adopted)
@@ -628,7 +638,7 @@ impl ToolRunner {
                 adopted,
             })
             .collect();
-        Ok((written, publish))
+        Ok((written, outputs))
     }
 
     /// Agent mode: when `t` is a project file outside the context, with no earlier output, whose
@@ -662,7 +672,7 @@ impl ToolRunner {
 
 /// A base version of a path and, when it is known without hashing the content, its file id.
 struct Base {
-    content: Vec<u8>,
+    content: Arc<[u8]>,
     id: Option<String>,
 }
 
@@ -672,37 +682,6 @@ impl Base {
         self.id
             .clone()
             .unwrap_or_else(|| bb7_tool_logic::file_id::file_id(path, &self.content))
-    }
-}
-
-/// A commit's output files, written under temporary names: [`Publish::run`] fsyncs them and
-/// renames them into place, all or nothing.
-struct Publish {
-    chat_dir: Dir,
-    /// Per file: its path in the chat directory, its previous content (to undo its rename should a
-    /// later one fail) and the file written.
-    pending: Vec<(String, Option<Vec<u8>>, crate::store::Prepared)>,
-}
-
-impl Publish {
-    fn run(self) -> Result<(), CommitError> {
-        let chat_dir = self.chat_dir;
-        let mut published: Vec<(String, Option<Vec<u8>>)> = Vec::new();
-        for (rel, before, p) in self.pending {
-            if let Err(e) = p.commit() {
-                for (rel, before) in published.iter().rev() {
-                    let _ = match before {
-                        Some(b) => crate::store::write_atomic(&chat_dir, rel, b),
-                        None => crate::store::remove_file_if_exists(&chat_dir, rel),
-                    };
-                }
-                return Err(CommitError(format!(
-                    "Cannot write the output file {rel}: {e}"
-                )));
-            }
-            published.push((rel, before));
-        }
-        Ok(())
     }
 }
 

@@ -560,10 +560,12 @@ pub fn rollback(
 }
 
 /// The context entries whose local copy differs from their snapshot (changed since it was taken), by
-/// path, each once. Files that are not on disk (or cannot be read) are not listed.
+/// path, each once. Files that are not on disk (or cannot be read) are not listed. The snapshots
+/// are read through `memo`, which keeps them for the send's request.
 pub fn stale_files(
     chat_dir: &Dir,
     files: &[ContextFile],
+    memo: &mut snapshots::Memo,
     read_local: impl Fn(&paths::ClientPath) -> io::Result<Vec<u8>>,
 ) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
@@ -571,7 +573,7 @@ pub fn stale_files(
         if out.contains(&cf.path) {
             continue;
         }
-        let Ok(snap) = snapshots::read(chat_dir, cf) else {
+        let Ok(snap) = memo.read(chat_dir, cf) else {
             continue;
         };
         let local = match snapshots::client_path(cf) {

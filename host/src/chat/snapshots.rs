@@ -1,6 +1,8 @@
 //! The stored content of context entries: whole-file snapshots and sections, and output files.
 
+use std::collections::HashMap;
 use std::io;
+use std::sync::Arc;
 
 use cap_std::fs::Dir;
 
@@ -20,6 +22,33 @@ pub fn location(cf: &ContextFile) -> Result<String, PathError> {
 pub fn read(chat_dir: &Dir, cf: &ContextFile) -> io::Result<Vec<u8>> {
     let rel = location(cf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     crate::store::read_regular(chat_dir, rel)
+}
+
+/// Snapshots read at most once each, shared: a send's stale check, its request and its reply's
+/// edit base read each snapshot once between them (a 1 MiB file in context was read three
+/// times per send, four with an edit). Keyed by where the snapshot lives and the entry's
+/// `version`, so an entry whose snapshot was replaced is read again.
+#[derive(Debug, Default)]
+pub struct Memo(HashMap<(String, String), Arc<[u8]>>);
+
+impl Memo {
+    /// `cf`'s snapshot: as read before, else read now and kept.
+    pub fn read(&mut self, chat_dir: &Dir, cf: &ContextFile) -> io::Result<Arc<[u8]>> {
+        let rel = location(cf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let key = (rel, cf.version.clone());
+        if let Some(c) = self.0.get(&key) {
+            return Ok(Arc::clone(c));
+        }
+        let c = crate::store::read_regular_shared(chat_dir, &key.0)?;
+        self.0.insert(key, Arc::clone(&c));
+        Ok(c)
+    }
+
+    /// `cf`'s snapshot if it was read through this memo.
+    pub fn get(&self, cf: &ContextFile) -> Option<Arc<[u8]>> {
+        let rel = location(cf).ok()?;
+        self.0.get(&(rel, cf.version.clone())).cloned()
+    }
 }
 
 /// Writes `cf`'s snapshot atomically.

@@ -12,10 +12,12 @@
 pub mod index;
 pub mod lock;
 pub mod project;
+pub mod publish;
 pub mod temps;
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_std::ambient_authority;
@@ -181,7 +183,7 @@ pub struct Prepared {
     done: bool,
     durability: Durability,
     /// The file's bytes are fsynced (or need not be): [`Prepared::commit`] fsyncs them first
-    /// otherwise (see [`prepare_atomic_unsynced`]).
+    /// otherwise (see [`publish::Outputs`]).
     synced: bool,
 }
 
@@ -249,6 +251,28 @@ impl Prepared {
         Ok(())
     }
 
+    /// fsyncs the file's bytes (once: nothing when they are synced already or need not be).
+    fn sync_file(&mut self) -> io::Result<()> {
+        if self.synced {
+            return Ok(());
+        }
+        #[cfg(test)]
+        faults::hit(faults::Op::Fsync, &self.name)?;
+        fsync(&self.dir.open(&self.tmp)?)?;
+        self.synced = true;
+        Ok(())
+    }
+
+    /// Renames the file over its name, fsyncing nothing (the caller fsyncs its bytes first and
+    /// its directory after, see [`publish`]).
+    fn rename_into_place(&mut self) -> io::Result<()> {
+        #[cfg(test)]
+        faults::hit(faults::Op::Rename, &self.name)?;
+        self.dir.rename(&self.tmp, &self.dir, &self.name)?;
+        self.done = true;
+        Ok(())
+    }
+
     fn discard(&mut self) {
         if !self.done {
             let _ = self.dir.remove_file(&self.tmp);
@@ -267,18 +291,6 @@ impl Drop for Prepared {
 /// parent directories are created) and published by [`Prepared::commit`].
 pub fn prepare_atomic(dir: &Dir, rel: impl AsRef<Path>, bytes: &[u8]) -> io::Result<Prepared> {
     prepare(dir, rel.as_ref(), bytes, Durability::Durable)
-}
-
-/// [`prepare_atomic`] without the fsync of the file's bytes: they are written (a full disk shows
-/// here), and [`Prepared::commit`] fsyncs them before the rename, so that a commit of several
-/// files writes them all before it waits for the disk.
-pub fn prepare_atomic_unsynced(
-    dir: &Dir,
-    rel: impl AsRef<Path>,
-    bytes: &[u8],
-) -> io::Result<Prepared> {
-    let (parent, name) = parent_and_name(dir, rel.as_ref())?;
-    Prepared::write(parent, &name, bytes, None, Durability::Durable, false)
 }
 
 fn parent_and_name(dir: &Dir, rel: &Path) -> io::Result<(Dir, String)> {
@@ -376,7 +388,13 @@ fn load_or_make_key(dir: &Path, name: &str) -> io::Result<Vec<u8>> {
 /// A panic in `side` is passed on.
 pub fn both<A: Send, B>(side: impl FnOnce() -> A + Send, main: impl FnOnce() -> B) -> (A, B) {
     std::thread::scope(|s| {
-        let h = s.spawn(|| (side(), thread_fsyncs()));
+        #[cfg(test)]
+        let plan = faults::current();
+        let h = s.spawn(move || {
+            #[cfg(test)]
+            faults::install(plan);
+            (side(), thread_fsyncs())
+        });
         let b = main();
         let (a, n) = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
         count_fsyncs(n);
@@ -421,6 +439,66 @@ fn fsync(f: &cap_std::fs::File) -> io::Result<()> {
 #[cfg(test)]
 thread_local! {
     static FSYNCS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Injected failures of the store's own fsyncs and renames (tests only): a test makes the next
+/// fsync or rename of a file of some name fail once, on its own thread and on the threads the
+/// store starts for it ([`both`]), never on another test's.
+#[cfg(test)]
+pub(crate) mod faults {
+    use std::cell::RefCell;
+    use std::sync::{Arc, Mutex};
+
+    /// What fails.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) enum Op {
+        /// The fsync of a file written under a temporary name.
+        Fsync,
+        /// Its rename over its name.
+        Rename,
+    }
+
+    type Plan = Arc<Mutex<Vec<(Op, String)>>>;
+
+    thread_local! {
+        static PLAN: RefCell<Option<Plan>> = const { RefCell::new(None) };
+    }
+
+    /// The next `op` on a file named `name` fails once (EIO).
+    pub(crate) fn fail_once(op: Op, name: &str) {
+        PLAN.with(|p| {
+            let mut p = p.borrow_mut();
+            let plan = p.get_or_insert_with(Plan::default);
+            plan.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((op, name.to_string()));
+        });
+    }
+
+    /// This thread's plan, for a thread it starts.
+    pub(super) fn current() -> Option<Plan> {
+        PLAN.with(|p| p.borrow().clone())
+    }
+
+    /// Takes on the plan of the thread that started this one.
+    pub(super) fn install(plan: Option<Plan>) {
+        PLAN.with(|p| *p.borrow_mut() = plan);
+    }
+
+    /// Fails when the plan says `op` on `name` fails (once).
+    pub(super) fn hit(op: Op, name: &str) -> std::io::Result<()> {
+        let Some(plan) = current() else {
+            return Ok(());
+        };
+        let mut plan = plan.lock().unwrap_or_else(|e| e.into_inner());
+        match plan.iter().position(|(o, n)| *o == op && n == name) {
+            Some(i) => {
+                plan.remove(i);
+                Err(std::io::Error::from_raw_os_error(libc::EIO))
+            }
+            None => Ok(()),
+        }
+    }
 }
 
 /// How many fsyncs the state writes of this thread have made so far (tests count what one
@@ -536,6 +614,14 @@ fn check_and_read(f: std::fs::File) -> io::Result<Vec<u8>> {
 
 fn check_and_read_max(f: std::fs::File, max: u64) -> io::Result<Vec<u8>> {
     use std::io::Read;
+    let len = checked_len(&f, max)?;
+    let mut out = Vec::with_capacity(len);
+    f.take(max).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// The length of `f` if it is a regular file of at most `max` bytes.
+fn checked_len(f: &std::fs::File, max: u64) -> io::Result<usize> {
     let meta = f.metadata()?;
     if !meta.is_file() {
         return Err(io::Error::new(
@@ -549,8 +635,28 @@ fn check_and_read_max(f: std::fs::File, max: u64) -> io::Result<Vec<u8>> {
             format!("larger than {} MiB", max >> 20),
         ));
     }
-    let mut out = Vec::with_capacity(meta.len() as usize);
-    f.take(max).read_to_end(&mut out)?;
+    usize::try_from(meta.len()).map_err(io::Error::other)
+}
+
+/// [`read_regular`] straight into shared memory: the bytes are read into the `Arc` that keeps
+/// them, not into a buffer copied into one afterwards (a 1 MiB staged edit was copied once
+/// more that way). For files nothing writes to while they are read (a reply's staging copy):
+/// one that changes length meanwhile is an error.
+pub fn read_regular_shared(dir: &Dir, rel: impl AsRef<Path>) -> io::Result<Arc<[u8]>> {
+    use cap_std::fs::OpenOptionsExt;
+    use std::io::Read;
+    let mut opts = OpenOptions::new();
+    opts.read(true).custom_flags(libc::O_NONBLOCK);
+    let mut f = dir.open_with(rel, &opts)?.into_std();
+    let len = checked_len(&f, MAX_READ)?;
+    let mut out: Arc<[u8]> = std::iter::repeat_n(0u8, len).collect();
+    if let Some(buf) = Arc::get_mut(&mut out) {
+        f.read_exact(buf)?;
+    }
+    let mut more = [0u8; 1];
+    if f.read(&mut more)? != 0 {
+        return Err(io::Error::other("the file grew while it was read"));
+    }
     Ok(out)
 }
 

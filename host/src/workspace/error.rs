@@ -24,6 +24,9 @@ pub enum WorkspaceError {
     /// A path the client gave is not acceptable.
     #[error(transparent)]
     Path(#[from] PathError),
+    /// A reply's files and the record naming them could not be published (nothing of them stays).
+    #[error(transparent)]
+    Publish(#[from] crate::store::publish::PublishError),
     /// The request needs an active chat and there is none.
     #[error("No active chat")]
     NoActiveChat,

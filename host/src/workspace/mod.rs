@@ -88,6 +88,9 @@ pub struct Workspace {
     /// ([`Workspace::publish_message`]): the reply's record then saves the chat in full, even when
     /// the reply records nothing, so the message is on disk before the terminal event.
     message_unsaved: bool,
+    /// The active chat's snapshots the stale check of a send read, for the reply it starts
+    /// ([`Workspace::start_reply`] takes them): each is read once per send.
+    snapshot_memo: crate::chat::snapshots::Memo,
 }
 
 impl Workspace {
@@ -100,6 +103,7 @@ impl Workspace {
             global_store: None,
             active: None,
             message_unsaved: false,
+            snapshot_memo: Default::default(),
             project_search: SearchIndex::default(),
             global_search: SearchIndex::default(),
             tokens: crate::tokens::TokenCounter::new(),

@@ -43,21 +43,27 @@ pub struct StartedReply {
 impl Workspace {
     /// Files in the active chat's context whose local copy changed since their snapshot (the user
     /// may want to update them; a send goes on). `None` without an active chat.
-    pub fn stale_context(&self) -> Option<Vec<String>> {
+    ///
+    /// The snapshots it reads are kept for the reply [`Self::start_reply`] starts next (under the
+    /// same hold of the workspace), so a send reads each once.
+    pub fn stale_context(&mut self) -> Option<Vec<String>> {
+        let mut memo = crate::chat::snapshots::Memo::default();
         let a = self.active().ok()?;
         // Read as the context itself is: the project path rule, and external files only when this
         // user added them.
-        Some(crate::chat::review::stale_files(
-            a.dir.dir(),
-            &a.chat.context_files,
-            |p| self.read_local(p, a.global),
-        ))
+        let stale =
+            crate::chat::review::stale_files(a.dir.dir(), &a.chat.context_files, &mut memo, |p| {
+                self.read_local(p, a.global)
+            });
+        self.snapshot_memo = memo;
+        Some(stale)
     }
 
     /// Sets up the reply `req` asks for in the active chat and records the user message (with its
     /// context snapshot) before anything is sent: a crash from here on loses at most the reply.
     pub fn start_reply(&mut self, req: ReplyRequest) -> Result<StartedReply, ReplyError> {
         let first_message = req.content.clone();
+        let mut snapshots = std::mem::take(&mut self.snapshot_memo);
         let a = self.active().map_err(ReplyError::Chat)?;
         let prepared = ReplyJob::prepare(
             req,
@@ -69,6 +75,7 @@ impl Workspace {
                 project: self.project.as_ref(),
                 config: &self.config,
                 tools: &self.tools,
+                snapshots: &mut snapshots,
             },
         )?;
         if likely_to_edit(&prepared.job, &a.chat) {
@@ -119,18 +126,33 @@ impl Workspace {
 
     /// Records the outcome of a reply by `model` in its chat `target` (nothing when it left
     /// nothing to record).
+    ///
+    /// A reply whose files are not published yet ([`ReplyOutcome::publish`], chat mode) has them
+    /// published together with its record ([`crate::store::publish::Outputs::publish_with_record`]):
+    /// the new chat is made on a copy, and the chat held in memory becomes it only once the
+    /// files and chat.json are in place and durable. Should that fail, nothing of it stays (the
+    /// files are rolled back, chat.json and the chat in memory are as before), the reply fails
+    /// with the reason (a cancelled one stays cancelled) and is recorded as such, naming no file.
     pub fn record_reply(
         &mut self,
         target: &ChatRef,
         model: &str,
-        outcome: &ReplyOutcome,
+        outcome: &mut ReplyOutcome,
     ) -> Result<(), WorkspaceError> {
+        if let Some(outputs) = outcome.publish.take() {
+            match self.record_with_outputs(target, model, outcome, outputs) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    tracing::warn!("cannot publish the reply's files: {e}");
+                    outcome.written.clear();
+                    if outcome.ending == crate::agent::job::Ending::Done {
+                        outcome.ending = crate::agent::job::Ending::Failed(e.to_string());
+                    }
+                }
+            }
+        }
         // A plan approval whose reply got nowhere is undone: the plan can be approved again.
-        let unapprove = outcome
-            .agent
-            .as_ref()
-            .and_then(|a| a.approving.as_deref())
-            .filter(|_| nothing_streamed(outcome));
+        let unapprove = unapproving(outcome);
         if refused_before_sending(outcome) {
             // Nothing was sent, so nothing of it stays: the client sends the same message again
             // with `override_cap` (which records it once) or puts it back in its input.
@@ -154,15 +176,43 @@ impl Workspace {
             crate::store::sync_dir(&target.dir);
             return Ok(());
         }
-        self.update_chat(target, |chat| {
-            record.record_in(chat);
-            if let Some(id) = unapprove {
-                crate::agent::plan::unapprove(chat, id);
-            }
-            if let Some(plan) = outcome.proposed_plan() {
-                crate::agent::plan::store(chat, plan);
-            }
-        })
+        self.update_chat(target, |chat| record_in(chat, record, outcome))
+    }
+
+    /// Records `outcome` (whose files `outputs` holds, unpublished) in chat `target`, publishing
+    /// the files and chat.json together; the chat in memory changes only once both are durable.
+    fn record_with_outputs(
+        &mut self,
+        target: &ChatRef,
+        model: &str,
+        outcome: &ReplyOutcome,
+        outputs: crate::store::publish::Outputs,
+    ) -> Result<(), WorkspaceError> {
+        let record = outcome.record(model);
+        let key = target.key();
+        let Some(a) = self.active_if(&key) else {
+            // Not the active chat any more: its chat.json is the only copy.
+            let bytes = crate::store::read_regular(&target.dir, "chat.json").map_err(
+                crate::chat::error::ChatError::io(format!("Cannot read chat {}", target.id)),
+            )?;
+            let (mut chat, _) = crate::chat::model::Chat::parse(&bytes)
+                .map_err(crate::chat::error::ChatError::Corrupt)?;
+            record_in(&mut chat, record, outcome);
+            return outputs
+                .publish_with_record(&target.dir, "chat.json", &chat.to_json())
+                .map_err(WorkspaceError::Publish);
+        };
+        let mut chat = a.chat.clone();
+        record_in(&mut chat, record, outcome);
+        outputs
+            .publish_with_record(a.dir.dir(), "chat.json", &chat.to_json())
+            .map_err(WorkspaceError::Publish)?;
+        // The whole chat, user message included, is durable now.
+        self.message_unsaved = false;
+        if let Some(a) = self.active_if_mut(&key) {
+            a.chat = chat;
+        }
+        Ok(())
     }
 
     /// Whether the chat `target` gets an automatic title after a reply: after its first exchange,
@@ -215,6 +265,32 @@ fn likely_to_edit(job: &ReplyJob, chat: &crate::chat::model::Chat) -> bool {
                 .context_files
                 .iter()
                 .any(|f| !f.readonly && !f.external))
+}
+
+/// Records a reply's `record` in `chat`, with what its `outcome` changes beyond it: an approved
+/// plan its reply got nowhere with is unapproved, a proposed plan stored.
+fn record_in(
+    chat: &mut crate::chat::model::Chat,
+    record: turn::ReplyRecord,
+    outcome: &ReplyOutcome,
+) {
+    record.record_in(chat);
+    if let Some(id) = unapproving(outcome) {
+        crate::agent::plan::unapprove(chat, id);
+    }
+    if let Some(plan) = outcome.proposed_plan() {
+        crate::agent::plan::store(chat, plan);
+    }
+}
+
+/// The approved plan a reply carried out and got nowhere with: undone, so the plan can be
+/// approved again.
+fn unapproving(outcome: &ReplyOutcome) -> Option<&str> {
+    outcome
+        .agent
+        .as_ref()
+        .and_then(|a| a.approving.as_deref())
+        .filter(|_| nothing_streamed(outcome))
 }
 
 /// A reply that ended without an answer before anything streamed: no text, no usage, no call.
@@ -329,19 +405,180 @@ mod tests {
         }
         ws.publish_message(started.message.take().expect("staged"));
         assert_eq!(on_disk(), 0, "the message could not be put in place");
-        let outcome = crate::agent::job::ReplyOutcome {
+        let mut outcome = crate::agent::job::ReplyOutcome {
             text: String::new(),
             thinking: String::new(),
             written: Vec::new(),
+            publish: None,
             usage: crate::llm::Usage::default(),
             ending: crate::agent::job::Ending::Done,
             duration: 0.0,
             agent: None,
         };
         assert!(outcome.record("m").messages_are_empty());
-        ws.record_reply(&started.target, "m", &outcome)
+        ws.record_reply(&started.target, "m", &mut outcome)
             .expect("record_reply");
         assert_eq!(on_disk(), 1, "the reply's record saved the message");
+    }
+
+    /// A done chat-mode reply writing `output/a.txt` ("new\n"), its file written under a
+    /// temporary name and not yet published, and the chat it belongs to (the active one).
+    fn unpublished_reply(ws: &Workspace) -> (ChatRef, crate::agent::job::ReplyOutcome) {
+        let a = ws.active().expect("active");
+        let target = ChatRef {
+            id: a.id.clone(),
+            global: a.global,
+            dir: a.dir.dir().try_clone().expect("dir"),
+        };
+        let content: std::sync::Arc<[u8]> = std::sync::Arc::from(&b"new\n"[..]);
+        let outputs = crate::store::publish::Outputs::prepare(
+            a.dir.dir(),
+            [("output/a.txt".to_string(), &content[..])],
+        )
+        .expect("prepare");
+        let outcome = crate::agent::job::ReplyOutcome {
+            text: "Changed it.".into(),
+            thinking: String::new(),
+            written: vec![crate::agent::tools::Written {
+                path: "a.txt".into(),
+                version: "v-new".into(),
+                prev_version: None,
+                content,
+                adopted: None,
+            }],
+            publish: Some(outputs),
+            usage: crate::llm::Usage::default(),
+            ending: crate::agent::job::Ending::Done,
+            duration: 0.0,
+            agent: None,
+        };
+        (target, outcome)
+    }
+
+    /// The chat's directory, its chat.json as text, and whether the chat in memory names any
+    /// output file.
+    fn chat_state(t: &tempfile::TempDir, ws: &Workspace) -> (std::path::PathBuf, String, bool) {
+        let a = ws.active().expect("active");
+        let dir = t.path().join(".bb7/chats").join(&a.id);
+        let json = std::fs::read_to_string(dir.join("chat.json")).expect("chat.json");
+        let named = a.chat.messages.iter().any(|m| m.output_files.is_some());
+        (dir, json, named)
+    }
+
+    /// A chat-mode reply's file is published with the record naming it: both in place, the chat
+    /// in memory names it too, no temporary left.
+    #[test]
+    fn a_reply_s_files_are_published_with_its_record() {
+        let (t, mut ws) = with_chat();
+        let (target, mut outcome) = unpublished_reply(&ws);
+        ws.record_reply(&target, "m", &mut outcome)
+            .expect("record_reply");
+        assert_eq!(outcome.ending, crate::agent::job::Ending::Done);
+        let (dir, json, named) = chat_state(&t, &ws);
+        assert_eq!(
+            std::fs::read(dir.join("output/a.txt")).expect("output"),
+            b"new\n"
+        );
+        assert!(json.contains("\"output_files\""), "{json}");
+        assert!(named, "the chat in memory names the file");
+        let leftovers: Vec<_> = std::fs::read_dir(dir.join("output"))
+            .expect("output/")
+            .map(|e| e.expect("entry").file_name())
+            .filter(|n| n.to_string_lossy().contains(".tmp-"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+
+    /// Issue 30 (the reverted background publish): when the file's fsync or rename, or
+    /// chat.json's, fails, nothing names the file: not chat.json on disk, not the chat in memory
+    /// (so the next action's save writes nothing naming it either); the file is not in place and
+    /// the reply failed with the reason, recorded as such.
+    #[test]
+    fn a_failed_publish_leaves_no_record_naming_the_files() {
+        use crate::store::faults::{self, Op};
+        for (op, name, why) in [
+            (
+                Op::Fsync,
+                "a.txt",
+                "Cannot write the output file output/a.txt",
+            ),
+            (
+                Op::Rename,
+                "a.txt",
+                "Cannot write the output file output/a.txt",
+            ),
+            (
+                Op::Fsync,
+                "chat.json",
+                "Cannot save chat.json with the reply's files",
+            ),
+            (
+                Op::Rename,
+                "chat.json",
+                "Cannot save chat.json with the reply's files",
+            ),
+        ] {
+            let (t, mut ws) = with_chat();
+            let (target, mut outcome) = unpublished_reply(&ws);
+            faults::fail_once(op, name);
+            ws.record_reply(&target, "m", &mut outcome)
+                .expect("the failed reply is recorded");
+            match &outcome.ending {
+                crate::agent::job::Ending::Failed(m) => {
+                    assert!(m.starts_with(why), "{op:?} {name}: {m}")
+                }
+                e => panic!("{op:?} {name}: the reply did not fail: {e:?}"),
+            }
+            assert!(outcome.written.is_empty());
+            let (dir, json, named) = chat_state(&t, &ws);
+            assert!(!dir.join("output/a.txt").exists(), "{op:?} {name}");
+            assert!(!json.contains("output_files"), "{op:?} {name}: {json}");
+            assert!(
+                !json.contains("AssistantWriteFile"),
+                "{op:?} {name}: {json}"
+            );
+            assert!(json.contains(why), "the failure is recorded: {json}");
+            assert!(!named, "{op:?} {name}: the chat in memory names the file");
+            // The next action's save writes the chat in memory: still nothing naming the file.
+            ws.save_active().expect("save");
+            let (_, json, _) = chat_state(&t, &ws);
+            assert!(!json.contains("output_files"), "{op:?} {name}: {json}");
+            assert!(
+                !json.contains("AssistantWriteFile"),
+                "{op:?} {name}: {json}"
+            );
+        }
+    }
+
+    /// Issue 30: a send reads each context snapshot once. The stale check's read is the one the
+    /// request shows the model and the reply's edits start from: here the snapshot is replaced
+    /// on disk (same entry, same version) between the stale check and the reply's start, and the
+    /// request still holds what the stale check read (it read the file again, a third time with
+    /// the local copy, before).
+    #[test]
+    fn a_send_reads_each_context_snapshot_once() {
+        let (t, mut ws) = with_chat();
+        std::fs::write(t.path().join("a.txt"), "one\n").expect("local file");
+        ws.add_context_file("a.txt", "one\n", false)
+            .expect("context_add");
+        let a = ws.active().expect("active");
+        let cf = a.chat.context_files[0].clone();
+        let snapshot = t
+            .path()
+            .join(".bb7/chats")
+            .join(&a.id)
+            .join(crate::chat::snapshots::location(&cf).expect("location"));
+        assert_eq!(ws.stale_context(), Some(Vec::new()));
+        std::fs::write(&snapshot, "replaced behind the send\n").expect("replace");
+        let started = ws.start_reply(request("change it")).expect("start_reply");
+        let shown: Vec<&str> = started
+            .job
+            .request
+            .writable
+            .iter()
+            .map(|b| b.content.as_str())
+            .collect();
+        assert_eq!(shown, ["one\n"]);
     }
 
     /// A file the model may edit joining a project chat's context starts setting up the sandbox

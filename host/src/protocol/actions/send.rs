@@ -100,11 +100,12 @@ async fn finish_send(ctx: Ctx, id: Option<String>, started: StartedReply) {
         ctx: ctx.clone(),
         id: id.clone(),
     };
-    let (outcome, usage) = crate::spend::deferring(crate::agent::reply::run(job, &mut sink)).await;
+    let (mut outcome, usage) =
+        crate::spend::deferring(crate::agent::reply::run(job, &mut sink)).await;
     // Recording waits for the workspace lock (the stdin thread may hold it, e.g. through a
     // `pre_apply` hook) and fsyncs: off the runtime's one worker, so other replies keep streaming.
     let recorded = tokio::task::block_in_place(|| {
-        let recorded = ctx.lock().record_reply(&target, &model, &outcome);
+        let recorded = ctx.lock().record_reply(&target, &model, &mut outcome);
         crate::agent::usage_log::append(&target.id, target.global, &model, &outcome);
         recorded
     });
