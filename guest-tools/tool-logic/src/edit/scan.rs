@@ -14,7 +14,7 @@
 pub(crate) fn for_each_newline(bytes: &[u8], mut f: impl FnMut(usize)) {
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     {
-        blocks::for_each_eq::<simd::Simd>(bytes, b'\n', f)
+        blocks::for_each_eq::<simd::Simd>(bytes, b'\n', &mut f)
     }
     #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     {
