@@ -135,6 +135,12 @@ pub fn into_text(rel: &str, bytes: Vec<u8>) -> Result<String, ToolError> {
             format!("{rel} is a binary file"),
         ));
     }
+    // Most files are ASCII: one vector pass proves them UTF-8 (inside the component several
+    // times faster than the general check, which reads 4-byte words there).
+    if crate::edit::scan::is_ascii(&bytes) {
+        // SAFETY: every byte is ASCII, and ASCII is valid UTF-8.
+        return Ok(unsafe { String::from_utf8_unchecked(bytes) });
+    }
     String::from_utf8(bytes)
         .map_err(|_| ToolError::new(ErrorKind::NotText, format!("{rel} is not valid UTF-8 text")))
 }

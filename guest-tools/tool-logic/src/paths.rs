@@ -1,6 +1,7 @@
 //! Paths from the model: validated, normalised, and joined onto the tool's root.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use crate::error::ToolError;
 
@@ -8,36 +9,48 @@ use crate::error::ToolError;
 #[derive(Debug, Clone)]
 pub struct Root {
     base: PathBuf,
-    /// Files the retrieval tools never see (the secret deny list).
-    deny: crate::retrieval::deny::DenyList,
+    /// The patterns of the secret deny list (the settings' `deny`), when given.
+    deny_patterns: Option<Vec<String>>,
+    /// Files the retrieval tools never see: [`Root::deny_patterns`] compiled, on first use only.
+    /// Compiling builds glob matchers (inside a component, a few hundred microseconds), which
+    /// the edit tools, working on files the host staged, never consult.
+    deny: OnceLock<crate::retrieval::deny::DenyList>,
 }
 
 impl Root {
     /// The root inside a component: the tool's single preopened directory, mounted at `/`.
     pub fn sandboxed() -> Self {
-        Root {
-            base: PathBuf::from("/"),
-            deny: Default::default(),
-        }
+        Root::at("/")
     }
 
     /// A root at a real directory (native tests and benchmarks).
     pub fn at(dir: impl Into<PathBuf>) -> Self {
         Root {
             base: dir.into(),
-            deny: Default::default(),
+            deny_patterns: None,
+            deny: OnceLock::new(),
         }
     }
 
     /// The same root with `settings`' deny list in force for the retrieval tools.
     pub fn with_settings(mut self, settings: &crate::Settings) -> Self {
-        self.deny = crate::retrieval::deny::DenyList::new(settings.deny.iter().map(String::as_str));
+        self.deny_patterns = Some(settings.deny.clone());
+        self.deny = OnceLock::new();
         self
     }
 
-    /// The deny list in force.
+    /// The deny list in force (compiled on the first call).
     pub fn deny(&self) -> &crate::retrieval::deny::DenyList {
-        &self.deny
+        self.deny.get_or_init(|| match &self.deny_patterns {
+            Some(p) => crate::retrieval::deny::DenyList::new(p.iter().map(String::as_str)),
+            None => Default::default(),
+        })
+    }
+
+    /// Whether the deny list has been compiled (by a [`Root::deny`] call).
+    #[cfg(test)]
+    pub(crate) fn deny_compiled(&self) -> bool {
+        self.deny.get().is_some()
     }
 
     /// The directory itself.
@@ -106,6 +119,38 @@ pub fn normalize(field: &str, path: &str, allow_dir: bool) -> Result<String, Too
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The deny list is compiled when a retrieval tool first consults it, never for the edit tools,
+    /// which only work on files the host staged: a call of theirs compiled it for nothing (glob
+    /// matchers: a few hundred microseconds of every edit call inside the component).
+    #[test]
+    fn the_deny_list_is_compiled_only_when_consulted() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "one\n").unwrap();
+        let settings = crate::Settings::default();
+        let root = Root::sandboxed().with_settings(&settings);
+        assert!(!root.deny_compiled());
+        let root = Root::at(dir.path()).with_settings(&settings);
+        let id = crate::file_id::file_id("a.txt", b"one\n");
+        let edit = format!(
+            r#"{{"edits": [{{"path": "a.txt", "file_id": "{id}", "old_string": "one", "new_string": "two"}}]}}"#
+        );
+        crate::tools::call("edit_file", &root, &settings, &edit).unwrap();
+        let write = r#"{"path": "b.txt", "content": "x\n"}"#;
+        crate::tools::call("write_file", &root, &settings, write).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+            "two\n"
+        );
+        assert!(!root.deny_compiled(), "an edit tool compiled the deny list");
+        // The first look compiles it, with the patterns of the settings.
+        assert!(root.deny().check(".env", false).is_some());
+        assert!(root.deny_compiled());
+        assert!(root.deny().check("a.txt", false).is_none());
+        let open = Root::at(dir.path())
+            .with_settings(&crate::Settings::from_pairs([("deny", "")]).unwrap());
+        assert!(open.deny().check(".env", false).is_none());
+    }
 
     #[test]
     fn normalises_harmless_forms() {

@@ -38,6 +38,7 @@ pub mod encoding;
 mod find;
 mod indent;
 mod repair;
+pub(crate) mod scan;
 mod search;
 mod text;
 

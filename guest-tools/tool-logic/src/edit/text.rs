@@ -9,6 +9,8 @@ use std::borrow::Cow;
 
 use memchr::{memchr_iter, memmem};
 
+use super::scan;
+
 /// One line of a [`Doc`], as byte offsets into its LF-space text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Line {
@@ -43,15 +45,27 @@ pub(crate) struct Doc<'a> {
 impl<'a> Doc<'a> {
     pub fn new(orig: &'a str) -> Self {
         let bytes = orig.as_bytes();
-        let has_crlf = memmem::find(bytes, b"\r\n").is_some();
-        let mut lines = Vec::new();
-        let mut crs = Vec::new();
-        let mut lf = String::new();
+        // One pass over the file for an LF file (the usual case): its lines, and whether any
+        // newline is a `\r\n` (then a second pass builds the LF-space text).
+        let mut lines = Vec::with_capacity(bytes.len() / 32 + 1);
         let mut line_start = 0usize;
-        if has_crlf {
-            lf.reserve(orig.len());
+        let mut has_crlf = false;
+        scan::for_each_newline(bytes, |p| {
+            has_crlf |= p > 0 && bytes[p - 1] == b'\r';
+            lines.push(Line {
+                start: line_start,
+                end: p,
+                nl: true,
+            });
+            line_start = p + 1;
+        });
+        let mut crs = Vec::new();
+        let lf: Cow<'a, str> = if has_crlf {
+            lines.clear();
+            line_start = 0;
+            let mut lf = String::with_capacity(orig.len());
             let mut seg_start = 0usize;
-            for p in memchr_iter(b'\n', bytes) {
+            scan::for_each_newline(bytes, |p| {
                 let crlf = p > 0 && bytes[p - 1] == b'\r';
                 // `\r` and `\n` are ASCII, so these offsets are char boundaries.
                 let content_end = if crlf { p - 1 } else { p };
@@ -68,19 +82,8 @@ impl<'a> Doc<'a> {
                 });
                 seg_start = p + 1;
                 line_start = nl_at + 1;
-            }
+            });
             lf.push_str(&orig[seg_start..]);
-        } else {
-            for p in memchr_iter(b'\n', bytes) {
-                lines.push(Line {
-                    start: line_start,
-                    end: p,
-                    nl: true,
-                });
-                line_start = p + 1;
-            }
-        }
-        let lf: Cow<'a, str> = if has_crlf {
             Cow::Owned(lf)
         } else {
             Cow::Borrowed(orig)

@@ -246,7 +246,11 @@ impl Staged {
 
     /// Whether the file must be written: it is new, or its text differs from the base version's.
     fn changed(&self) -> bool {
-        self.created || self.edited.as_ref().is_some_and(|t| *t != self.original)
+        self.created
+            || self
+                .edited
+                .as_ref()
+                .is_some_and(|t| !edit::scan::same(t.as_bytes(), self.original.as_bytes()))
     }
 }
 
