@@ -661,3 +661,34 @@ fn a_callers_builtin_setting_cannot_pick_another_tool() {
     }
     assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
 }
+
+/// A process's last act is its exit checkpoint (a libc `atexit` handler), which makes the chain's
+/// signing key on a fresh install. By then glibc has destroyed the main thread's thread-locals,
+/// and the key's seed came from `rand`'s thread-local generator: once `rand` was the one
+/// wasmtime-wasi seeds each call's WASI context from (the same thread-local, so already made and
+/// then destroyed), the key could not be made, the checkpoint was silently lost, and the panic
+/// reached stderr. The seed now comes from the operating system directly.
+#[test]
+fn a_first_call_on_a_fresh_install_signs_its_exit_checkpoint() {
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    let log = home.path().join("audit").join("log.jsonl");
+    ok_json(&home.call(
+        "write_file",
+        dir.path(),
+        r#"{"path":"a.txt","content":"x"}"#,
+        &["--audit-log", log.to_str().unwrap()],
+    ));
+    let lines: Vec<Value> = fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = lines.iter().filter_map(|r| r["kind"].as_str()).collect();
+    assert_eq!(kinds, ["tool_call", "checkpoint"], "{lines:?}");
+    assert_eq!(
+        lines[1]["signature"].as_str().unwrap_or_default().len(),
+        128
+    );
+    assert!(home.path().join("audit").join("key").is_file());
+}

@@ -124,7 +124,7 @@ fn parts(project: &std::path::Path) {
         "  part: a hand-off to a worker thread and back (nothing run)",
         &timed(|| {
             workers
-                .run(std::time::Duration::from_secs(5), || ((), ()))
+                .run(std::time::Duration::from_secs(5), |_| ((), ()))
                 .expect("ran");
         }),
     );

@@ -30,7 +30,17 @@ pub fn load_or_make(dir: &Dir, path: &Path) -> Result<SigningKey, AuditError> {
             Ok(key)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let seed: [u8; 32] = rand::random();
+            // From the operating system, not `rand`'s thread-local generator: this runs in the
+            // exit checkpoint too (a libc `atexit` handler, `chain.rs`), after glibc has destroyed
+            // the main thread's thread-locals, where that generator panics.
+            let mut seed = [0u8; 32];
+            rand::TryRng::try_fill_bytes(&mut rand::rngs::SysRng, &mut seed).map_err(|e| {
+                AuditError::io(
+                    "cannot create the audit key",
+                    &key_path,
+                    std::io::Error::other(e),
+                )
+            })?;
             let key = SigningKey::from_bytes(&seed);
             // Written whole to a temporary file (0600) and renamed into place, so a crash or a full
             // disk never leaves a partial key that every later start would refuse.

@@ -248,455 +248,265 @@ fn stamp_of(store: &ChatStore, id: &str) -> Option<Stamp> {
     Some((meta.modified().ok(), meta.len()))
 }
 
-/// Appends the text [`super::model::Chat::parse`] and [`super::model::Message::text_content`] give chat.json
-/// `bytes` — each message's text parts joined, then a newline, for every message with text — to
-/// `out`, keeping only `messages` (their `parts` and legacy `content`) and skipping every other
-/// field without building it: no tree, no map per part, no string but an escaped one. Exactly what
-/// [`super::model::Chat::parse`] rejects is an error (so search skips what `chat_list` and
-/// `chat_select` cannot open): malformed JSON, a missing `id` or message `role`, a field of the
-/// wrong type (a number for `name`, a null `role`, a context entry without `path`...), a field
-/// given twice; fields the model does not know are only checked to be JSON.
+/// Appends the text [`super::model::Chat::parse`] and [`super::model::Message::text_content`] give
+/// chat.json `bytes` — each message's text parts joined, then a newline, for every message with
+/// text — to `out`, keeping only `messages` (their `parts` and legacy `content`) and skipping every
+/// other field without building it: no tree, no map per part, no string but an escaped one.
+/// Exactly what [`super::model::Chat::parse`] rejects is an error (so search skips what
+/// `chat_list` and `chat_select` cannot open): the checker is the model's own field list, derived
+/// the same way with discard-only field types (see [`text`]).
 fn chat_text(bytes: &[u8], out: &mut String) -> Result<(), serde_json::Error> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    serde::de::DeserializeSeed::deserialize(text::ChatText(out), &mut de)?;
-    de.end()
+    text::read(bytes, out)
 }
 
-/// The streaming readers of [`chat_text`].
+/// The streaming reader of [`chat_text`].
+///
+/// Each chat type of [`super::model`] has a twin here, derived with the same field names, the same
+/// `#[serde(default)]`s and the same `#[serde(flatten)]` of the fields it does not know, so serde
+/// makes the same decisions for both: a missing required field, a field given twice, a value of
+/// the wrong type, an array where an object goes, an unknown field's value that is not JSON the
+/// model can hold (a lone surrogate, a number out of range). The twins' field types check a value
+/// and keep nothing ([`Str`], [`Seq`], `u64`, `bool`); only the text goes anywhere, appended by
+/// the parts as they stream past to the buffer [`read`] lends ([`SINK`]). A field added to the
+/// model and not here fails `chat::search::tests::chat_text_agrees_with_chat_parse_on_every_mutation`.
 mod text {
     use std::borrow::Cow;
+    use std::cell::RefCell;
     use std::fmt;
     use std::marker::PhantomData;
 
-    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    use serde::Deserialize;
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-    /// The chat object: `messages` is read, and every other field [`super::super::model::Chat`]
-    /// knows is checked to have the type `Chat::parse` requires (`id` present, strings where
-    /// strings go, ...) without being kept, so a chat `Chat::parse` rejects is rejected here too.
-    pub(super) struct ChatText<'o>(pub(super) &'o mut String);
-
-    #[derive(serde::Deserialize)]
-    #[serde(field_identifier, rename_all = "snake_case")]
-    enum ChatKey {
-        Version,
-        Id,
-        Name,
-        Created,
-        Model,
-        Draft,
-        ReasoningEffort,
-        ContextFiles,
-        Messages,
-        #[serde(other)]
-        Other,
+    thread_local! {
+        /// The buffer the chat being read appends its text to: the caller's, lent for one read.
+        static SINK: RefCell<String> = const { RefCell::new(String::new()) };
     }
 
-    impl<'de> DeserializeSeed<'de> for ChatText<'_> {
-        type Value = ();
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-            d.deserialize_map(self)
-        }
+    /// Runs `f` on the buffer being appended to.
+    fn sink<R>(f: impl FnOnce(&mut String) -> R) -> R {
+        SINK.with(|s| f(&mut s.borrow_mut()))
     }
 
-    impl<'de> Visitor<'de> for ChatText<'_> {
-        type Value = ();
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a chat object")
+    /// Reads chat.json `bytes`, appending its messages' text to `out`.
+    pub(super) fn read(bytes: &[u8], out: &mut String) -> Result<(), serde_json::Error> {
+        /// Gives the lent buffer back, whatever the read did.
+        struct Lent<'o>(&'o mut String);
+        impl Drop for Lent<'_> {
+            fn drop(&mut self) {
+                sink(|s| std::mem::swap(s, self.0));
+            }
         }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            let mut seen = Seen::default();
-            while let Some(key) = map.next_key::<ChatKey>()? {
-                match key {
-                    ChatKey::Version => {
-                        seen.once::<A::Error>(0, "version")?;
-                        map.next_value::<u64>()?;
-                    }
-                    ChatKey::Id => {
-                        seen.once::<A::Error>(1, "id")?;
-                        map.next_value::<Str>()?;
-                    }
-                    ChatKey::Name => {
-                        seen.once::<A::Error>(2, "name")?;
-                        map.next_value::<Str>()?;
-                    }
-                    ChatKey::Created => {
-                        seen.once::<A::Error>(3, "created")?;
-                        map.next_value::<Str>()?;
-                    }
-                    ChatKey::Model => {
-                        seen.once::<A::Error>(4, "model")?;
-                        map.next_value::<Str>()?;
-                    }
-                    ChatKey::Draft => {
-                        seen.once::<A::Error>(5, "draft")?;
-                        map.next_value::<Str>()?;
-                    }
-                    ChatKey::ReasoningEffort => {
-                        seen.once::<A::Error>(6, "reasoning_effort")?;
-                        map.next_value::<Str>()?;
-                    }
-                    ChatKey::ContextFiles => {
-                        seen.once::<A::Error>(7, "context_files")?;
-                        map.next_value::<Option<Seq<ContextFile>>>()?;
-                    }
-                    ChatKey::Messages => {
-                        seen.once::<A::Error>(8, "messages")?;
-                        map.next_value_seed(Messages(&mut *self.0))?;
-                    }
-                    ChatKey::Other => {
-                        map.next_value::<IgnoredAny>()?;
-                    }
+        sink(|s| std::mem::swap(s, out));
+        let _lent = Lent(out);
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        Chat::deserialize(&mut de)?;
+        de.end()
+    }
+
+    /// [`crate::chat::model::Chat`], checked.
+    #[derive(Deserialize)]
+    #[allow(dead_code, reason = "the fields are read only to be checked")]
+    struct Chat {
+        #[serde(default)]
+        version: u64,
+        id: Str,
+        #[serde(default)]
+        name: Str,
+        #[serde(default)]
+        created: Str,
+        #[serde(default)]
+        model: Str,
+        #[serde(default)]
+        draft: Str,
+        #[serde(default)]
+        reasoning_effort: Str,
+        #[serde(default)]
+        context_files: Option<Seq<ContextFile>>,
+        #[serde(default)]
+        messages: Option<Seq<MessageText>>,
+        #[serde(flatten)]
+        extra: Rest,
+    }
+
+    /// [`crate::chat::model::ContextFile`], checked.
+    #[derive(Deserialize)]
+    #[allow(dead_code, reason = "the fields are read only to be checked")]
+    struct ContextFile {
+        path: Str,
+        #[serde(default)]
+        readonly: bool,
+        #[serde(default)]
+        external: bool,
+        #[serde(default)]
+        version: Str,
+        #[serde(default)]
+        start_line: Option<u64>,
+        #[serde(default)]
+        end_line: Option<u64>,
+        #[serde(flatten)]
+        extra: Rest,
+    }
+
+    /// [`crate::chat::model::SnapshotEntry`], checked.
+    #[derive(Deserialize)]
+    #[allow(dead_code, reason = "the fields are read only to be checked")]
+    struct SnapshotEntry {
+        path: Str,
+        file_id: Str,
+        #[serde(default)]
+        start_line: Option<u64>,
+        #[serde(default)]
+        end_line: Option<u64>,
+        #[serde(flatten)]
+        extra: Rest,
+    }
+
+    /// [`crate::chat::model::Message`], checked; its text parts are appended as they are read.
+    #[derive(Deserialize)]
+    #[allow(dead_code, reason = "the fields are read only to be checked")]
+    struct Message<'a> {
+        /// A [`crate::chat::model::Role`] is any string.
+        role: Str,
+        #[serde(default)]
+        parts: Parts,
+        #[serde(default)]
+        model: Option<Str>,
+        #[serde(default)]
+        timestamp: Option<Str>,
+        #[serde(default)]
+        context_snapshot: Option<Seq<SnapshotEntry>>,
+        #[serde(default)]
+        output_files: Option<Seq<Str>>,
+        #[serde(default, borrow)]
+        content: Option<MaybeStr<'a>>,
+        #[serde(flatten)]
+        extra: Rest,
+    }
+
+    /// One message: its text parts, else (no parts at all) its legacy `content` string, as
+    /// [`crate::chat::model::Chat::parse`] migrates it; then a newline when it had any text.
+    struct MessageText;
+
+    impl<'de> Deserialize<'de> for MessageText {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            let start = sink(|s| s.len());
+            let m = Message::deserialize(d)?;
+            sink(|s| {
+                if m.parts.0 == 0
+                    && let Some(MaybeStr(Some(legacy))) = &m.content
+                {
+                    s.push_str(legacy);
                 }
-            }
-            seen.required::<A::Error>(1, "id")
-        }
-    }
-
-    /// Which known fields of an object were read: a repeated one is an error (as in a derived
-    /// `Deserialize`), and so is a required one that is missing.
-    #[derive(Default)]
-    struct Seen(u32);
-
-    impl Seen {
-        fn once<E: serde::de::Error>(&mut self, bit: u32, name: &'static str) -> Result<(), E> {
-            if self.0 & 1 << bit != 0 {
-                return Err(E::duplicate_field(name));
-            }
-            self.0 |= 1 << bit;
-            Ok(())
-        }
-
-        fn required<E: serde::de::Error>(&self, bit: u32, name: &'static str) -> Result<(), E> {
-            match self.0 & 1 << bit {
-                0 => Err(E::missing_field(name)),
-                _ => Ok(()),
-            }
+                if s.len() > start {
+                    s.push('\n');
+                }
+            });
+            Ok(MessageText)
         }
     }
 
     /// A JSON string, checked and not kept (an escaped one is unescaped into the parser's
     /// scratch buffer, not a new string).
+    #[derive(Default)]
     struct Str;
 
-    impl<'de> serde::Deserialize<'de> for Str {
+    impl<'de> Deserialize<'de> for Str {
         fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            d.deserialize_str(StrVisitor)
-        }
-    }
-
-    struct StrVisitor;
-
-    impl Visitor<'_> for StrVisitor {
-        type Value = Str;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a string")
-        }
-        fn visit_str<E>(self, _: &str) -> Result<Str, E> {
-            Ok(Str)
+            struct V;
+            impl Visitor<'_> for V {
+                type Value = Str;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("a string")
+                }
+                fn visit_str<E>(self, _: &str) -> Result<Str, E> {
+                    Ok(Str)
+                }
+            }
+            d.deserialize_str(V)
         }
     }
 
     /// A JSON array of `T`s, each checked, none kept.
     struct Seq<T>(PhantomData<T>);
 
-    impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Seq<T> {
+    impl<'de, T: Deserialize<'de>> Deserialize<'de> for Seq<T> {
         fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            d.deserialize_seq(SeqVisitor(PhantomData))
-        }
-    }
-
-    struct SeqVisitor<T>(PhantomData<T>);
-
-    impl<'de, T: serde::Deserialize<'de>> Visitor<'de> for SeqVisitor<T> {
-        type Value = Seq<T>;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("an array")
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Seq<T>, A::Error> {
-            while seq.next_element::<T>()?.is_some() {}
-            Ok(Seq(PhantomData))
-        }
-    }
-
-    /// A context entry, checked as [`super::super::model::ContextFile`] reads it.
-    struct ContextFile;
-
-    #[derive(serde::Deserialize)]
-    #[serde(field_identifier, rename_all = "snake_case")]
-    enum ContextFileKey {
-        Path,
-        Readonly,
-        External,
-        Version,
-        StartLine,
-        EndLine,
-        #[serde(other)]
-        Other,
-    }
-
-    impl<'de> serde::Deserialize<'de> for ContextFile {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            d.deserialize_map(ContextFileVisitor)
-        }
-    }
-
-    struct ContextFileVisitor;
-
-    impl<'de> Visitor<'de> for ContextFileVisitor {
-        type Value = ContextFile;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a context file object")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ContextFile, A::Error> {
-            let mut seen = Seen::default();
-            while let Some(key) = map.next_key::<ContextFileKey>()? {
-                match key {
-                    ContextFileKey::Path => {
-                        seen.once::<A::Error>(0, "path")?;
-                        map.next_value::<Str>()?;
-                    }
-                    ContextFileKey::Readonly => {
-                        seen.once::<A::Error>(1, "readonly")?;
-                        map.next_value::<bool>()?;
-                    }
-                    ContextFileKey::External => {
-                        seen.once::<A::Error>(2, "external")?;
-                        map.next_value::<bool>()?;
-                    }
-                    ContextFileKey::Version => {
-                        seen.once::<A::Error>(3, "version")?;
-                        map.next_value::<Str>()?;
-                    }
-                    ContextFileKey::StartLine => {
-                        seen.once::<A::Error>(4, "start_line")?;
-                        map.next_value::<Option<u64>>()?;
-                    }
-                    ContextFileKey::EndLine => {
-                        seen.once::<A::Error>(5, "end_line")?;
-                        map.next_value::<Option<u64>>()?;
-                    }
-                    ContextFileKey::Other => {
-                        map.next_value::<IgnoredAny>()?;
-                    }
+            struct V<T>(PhantomData<T>);
+            impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+                type Value = Seq<T>;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("an array")
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Seq<T>, A::Error> {
+                    while seq.next_element::<T>()?.is_some() {}
+                    Ok(Seq(PhantomData))
                 }
             }
-            seen.required::<A::Error>(0, "path")?;
-            Ok(ContextFile)
+            d.deserialize_seq(V(PhantomData))
         }
     }
 
-    /// An entry of a message's `context_snapshot`, checked as
-    /// [`super::super::model::SnapshotEntry`] reads it.
-    struct SnapshotEntry;
+    /// The fields a twin does not know (the model's `extra`): serde has already read each value
+    /// as the model reads it (the same buffering, so the same checks), and nothing is kept.
+    struct Rest;
 
-    #[derive(serde::Deserialize)]
-    #[serde(field_identifier, rename_all = "snake_case")]
-    enum SnapshotKey {
-        Path,
-        FileId,
-        StartLine,
-        EndLine,
-        #[serde(other)]
-        Other,
-    }
-
-    impl<'de> serde::Deserialize<'de> for SnapshotEntry {
+    impl<'de> Deserialize<'de> for Rest {
         fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            d.deserialize_map(SnapshotVisitor)
-        }
-    }
-
-    struct SnapshotVisitor;
-
-    impl<'de> Visitor<'de> for SnapshotVisitor {
-        type Value = SnapshotEntry;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a context snapshot entry")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<SnapshotEntry, A::Error> {
-            let mut seen = Seen::default();
-            while let Some(key) = map.next_key::<SnapshotKey>()? {
-                match key {
-                    SnapshotKey::Path => {
-                        seen.once::<A::Error>(0, "path")?;
-                        map.next_value::<Str>()?;
-                    }
-                    SnapshotKey::FileId => {
-                        seen.once::<A::Error>(1, "file_id")?;
-                        map.next_value::<Str>()?;
-                    }
-                    SnapshotKey::StartLine => {
-                        seen.once::<A::Error>(2, "start_line")?;
-                        map.next_value::<Option<u64>>()?;
-                    }
-                    SnapshotKey::EndLine => {
-                        seen.once::<A::Error>(3, "end_line")?;
-                        map.next_value::<Option<u64>>()?;
-                    }
-                    SnapshotKey::Other => {
-                        map.next_value::<IgnoredAny>()?;
-                    }
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Rest;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("the other fields")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Rest, A::Error> {
+                    while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                    Ok(Rest)
                 }
             }
-            seen.required::<A::Error>(0, "path")?;
-            seen.required::<A::Error>(1, "file_id")?;
-            Ok(SnapshotEntry)
+            d.deserialize_map(V)
         }
     }
 
-    /// `messages`: null or an array of message objects.
-    struct Messages<'o>(&'o mut String);
+    /// `parts`: null or an array of part objects; appends the text parts, holds how many parts.
+    #[derive(Default)]
+    struct Parts(usize);
 
-    impl<'de> DeserializeSeed<'de> for Messages<'_> {
-        type Value = ();
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-            d.deserialize_option(self)
-        }
-    }
-
-    impl<'de> Visitor<'de> for Messages<'_> {
-        type Value = ();
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("null or an array of messages")
-        }
-        fn visit_none<E>(self) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_unit<E>(self) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-            d.deserialize_seq(self)
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-            while seq.next_element_seed(Message(&mut *self.0))?.is_some() {}
-            Ok(())
-        }
-    }
-
-    /// One message: its text parts, else its legacy `content` string, then a newline when it had
-    /// any text.
-    struct Message<'o>(&'o mut String);
-
-    #[derive(serde::Deserialize)]
-    #[serde(field_identifier, rename_all = "snake_case")]
-    enum MessageKey {
-        Role,
-        Parts,
-        Model,
-        Timestamp,
-        ContextSnapshot,
-        OutputFiles,
-        Content,
-        #[serde(other)]
-        Other,
-    }
-
-    impl<'de> DeserializeSeed<'de> for Message<'_> {
-        type Value = ();
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-            d.deserialize_map(self)
-        }
-    }
-
-    impl<'de> Visitor<'de> for Message<'_> {
-        type Value = ();
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a message object")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            let out = self.0;
-            let start = out.len();
-            let mut parts: Option<usize> = None;
-            let mut legacy: Option<Option<Cow<'de, str>>> = None;
-            let mut seen = Seen::default();
-            while let Some(key) = map.next_key::<MessageKey>()? {
-                match key {
-                    MessageKey::Role => {
-                        seen.once::<A::Error>(0, "role")?;
-                        map.next_value::<Str>()?;
+    impl<'de> Deserialize<'de> for Parts {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Parts;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("null or an array of parts")
+                }
+                fn visit_none<E>(self) -> Result<Parts, E> {
+                    Ok(Parts(0))
+                }
+                fn visit_unit<E>(self) -> Result<Parts, E> {
+                    Ok(Parts(0))
+                }
+                fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Parts, D::Error> {
+                    d.deserialize_seq(self)
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Parts, A::Error> {
+                    let mut n = 0;
+                    while seq.next_element::<Part>()?.is_some() {
+                        n += 1;
                     }
-                    MessageKey::Parts if parts.is_some() => {
-                        return Err(serde::de::Error::duplicate_field("parts"));
-                    }
-                    MessageKey::Parts => parts = Some(map.next_value_seed(Parts(&mut *out))?),
-                    MessageKey::Model => {
-                        seen.once::<A::Error>(1, "model")?;
-                        map.next_value::<Option<Str>>()?;
-                    }
-                    MessageKey::Timestamp => {
-                        seen.once::<A::Error>(2, "timestamp")?;
-                        map.next_value::<Option<Str>>()?;
-                    }
-                    MessageKey::ContextSnapshot => {
-                        seen.once::<A::Error>(3, "context_snapshot")?;
-                        map.next_value::<Option<Seq<SnapshotEntry>>>()?;
-                    }
-                    MessageKey::OutputFiles => {
-                        seen.once::<A::Error>(4, "output_files")?;
-                        map.next_value::<Option<Seq<Str>>>()?;
-                    }
-                    MessageKey::Content if legacy.is_some() => {
-                        return Err(serde::de::Error::duplicate_field("content"));
-                    }
-                    MessageKey::Content => legacy = Some(map.next_value::<MaybeStr<'de>>()?.0),
-                    MessageKey::Other => {
-                        map.next_value::<IgnoredAny>()?;
-                    }
+                    Ok(Parts(n))
                 }
             }
-            seen.required::<A::Error>(0, "role")?;
-            // A legacy `content` becomes the only part when there are none (Chat::parse).
-            if parts.unwrap_or(0) == 0
-                && let Some(Some(s)) = legacy
-            {
-                out.push_str(&s);
-            }
-            if out.len() > start {
-                out.push('\n');
-            }
-            Ok(())
+            d.deserialize_option(V)
         }
     }
 
-    /// `parts`: null or an array of part objects; appends the text parts, returns how many parts.
-    struct Parts<'o>(&'o mut String);
+    /// One part, which the model keeps as a JSON object (a map: a repeated key is not an error,
+    /// the last one counts): its `content` is appended when its `type` is `text` and the content a
+    /// string. The one reader here that is not derived: a derived struct refuses repeated keys.
+    struct Part;
 
-    impl<'de> DeserializeSeed<'de> for Parts<'_> {
-        type Value = usize;
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<usize, D::Error> {
-            d.deserialize_option(self)
-        }
-    }
-
-    impl<'de> Visitor<'de> for Parts<'_> {
-        type Value = usize;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("null or an array of parts")
-        }
-        fn visit_none<E>(self) -> Result<usize, E> {
-            Ok(0)
-        }
-        fn visit_unit<E>(self) -> Result<usize, E> {
-            Ok(0)
-        }
-        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<usize, D::Error> {
-            d.deserialize_seq(self)
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<usize, A::Error> {
-            let mut n = 0;
-            while seq.next_element_seed(Part(&mut *self.0))?.is_some() {
-                n += 1;
-            }
-            Ok(n)
-        }
-    }
-
-    /// One part (an object): its `content` is appended when its `type` is `text` and the content
-    /// a string. A repeated key counts once, the last one (as in a JSON map).
-    struct Part<'o>(&'o mut String);
-
-    #[derive(serde::Deserialize)]
+    #[derive(Deserialize)]
     #[serde(field_identifier, rename_all = "lowercase")]
     enum PartKey {
         Type,
@@ -705,43 +515,90 @@ mod text {
         Other,
     }
 
-    impl<'de> DeserializeSeed<'de> for Part<'_> {
-        type Value = ();
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-            d.deserialize_map(self)
-        }
-    }
-
-    impl<'de> Visitor<'de> for Part<'_> {
-        type Value = ();
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a part object")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            let mut is_text = false;
-            let mut content: Option<Cow<'de, str>> = None;
-            while let Some(key) = map.next_key::<PartKey>()? {
-                match key {
-                    PartKey::Type => {
-                        is_text = map.next_value::<MaybeStr<'de>>()?.0.as_deref() == Some("text");
+    impl<'de> Deserialize<'de> for Part {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Part;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("a part object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Part, A::Error> {
+                    let mut is_text = false;
+                    let mut content: Option<Cow<'de, str>> = None;
+                    while let Some(key) = map.next_key::<PartKey>()? {
+                        match key {
+                            PartKey::Type => {
+                                is_text =
+                                    map.next_value::<MaybeStr<'de>>()?.0.as_deref() == Some("text");
+                            }
+                            PartKey::Content => content = map.next_value::<MaybeStr<'de>>()?.0,
+                            PartKey::Other => {
+                                map.next_value::<Any>()?;
+                            }
+                        }
                     }
-                    PartKey::Content => content = map.next_value::<MaybeStr<'de>>()?.0,
-                    PartKey::Other => {
-                        map.next_value::<IgnoredAny>()?;
+                    if is_text && let Some(c) = content {
+                        sink(|s| s.push_str(&c));
                     }
+                    Ok(Part)
                 }
             }
-            if is_text && let Some(c) = content {
-                self.0.push_str(&c);
-            }
-            Ok(())
+            d.deserialize_map(V)
         }
     }
 
-    /// Any JSON value; the string when it is one (borrowed from the input unless escaped).
+    /// Any JSON value a `serde_json::Value` can hold, read as one is read (strings checked, numbers
+    /// in range) and not kept (not even an escaped string).
+    struct Any;
+
+    impl<'de> Deserialize<'de> for Any {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Any;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("any JSON value")
+                }
+                fn visit_str<E>(self, _: &str) -> Result<Any, E> {
+                    Ok(Any)
+                }
+                fn visit_bool<E>(self, _: bool) -> Result<Any, E> {
+                    Ok(Any)
+                }
+                fn visit_i64<E>(self, _: i64) -> Result<Any, E> {
+                    Ok(Any)
+                }
+                fn visit_u64<E>(self, _: u64) -> Result<Any, E> {
+                    Ok(Any)
+                }
+                fn visit_f64<E>(self, _: f64) -> Result<Any, E> {
+                    Ok(Any)
+                }
+                fn visit_unit<E>(self) -> Result<Any, E> {
+                    Ok(Any)
+                }
+                fn visit_none<E>(self) -> Result<Any, E> {
+                    Ok(Any)
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Any, A::Error> {
+                    while seq.next_element::<Any>()?.is_some() {}
+                    Ok(Any)
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Any, A::Error> {
+                    while map.next_entry::<Any, Any>()?.is_some() {}
+                    Ok(Any)
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+
+    /// Any JSON value, checked as [`Any`]; the string when it is one (borrowed from the input
+    /// unless escaped).
     struct MaybeStr<'de>(Option<Cow<'de, str>>);
 
-    impl<'de> serde::Deserialize<'de> for MaybeStr<'de> {
+    impl<'de: 'a, 'a> Deserialize<'de> for MaybeStr<'a> {
         fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
             d.deserialize_any(MaybeStrVisitor)
         }
@@ -782,11 +639,11 @@ mod text {
             Ok(MaybeStr(None))
         }
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            while seq.next_element::<Any>()?.is_some() {}
             Ok(MaybeStr(None))
         }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            while map.next_entry::<Any, Any>()?.is_some() {}
             Ok(MaybeStr(None))
         }
     }
@@ -1099,6 +956,262 @@ mod tests {
             });
             assert_eq!(text.ok(), parsed.ok(), "{c}");
         }
+    }
+
+    /// The text of every message of chat.json `bytes` as a whole [`Chat`] gives it, if
+    /// [`Chat::parse`] takes it (what `chat_text` must give).
+    fn parsed_text(bytes: &[u8]) -> Option<String> {
+        let (chat, _) = Chat::parse(bytes).ok()?;
+        let mut s = String::new();
+        for m in &chat.messages {
+            let t = m.text_content();
+            if !t.is_empty() {
+                s.push_str(&t);
+                s.push('\n');
+            }
+        }
+        Some(s)
+    }
+
+    /// A chat with every field of the model set (none left to a default the model does not
+    /// write), as the model writes it, plus a message with only a legacy `content` (read, never
+    /// written). A struct literal: a field added to the model must be given a value here, and
+    /// then every mutation below covers it.
+    fn every_field_set() -> serde_json::Value {
+        use crate::chat::model::{ContextFile, SnapshotEntry, text_part};
+        use serde_json::json;
+        let mut extra = serde_json::Map::new();
+        extra.insert("custom".into(), json!({"k": [1, "two"]}));
+        let context_file = ContextFile {
+            path: "src/a.rs".into(),
+            readonly: true,
+            external: true,
+            version: "v1".into(),
+            start_line: Some(2),
+            end_line: Some(9),
+            extra: extra.clone(),
+        };
+        let entry = SnapshotEntry {
+            path: "src/a.rs".into(),
+            file_id: "f1".into(),
+            start_line: Some(2),
+            end_line: Some(9),
+            extra: extra.clone(),
+        };
+        let mut code = text_part("fn main() {}");
+        code.insert("type".into(), json!("code"));
+        let question = Message {
+            role: Role::User,
+            parts: vec![text_part("why \"this\"?\n"), code],
+            model: Some("m/x".into()),
+            timestamp: Some("2025-01-19T22:00:00Z".into()),
+            context_snapshot: Some(vec![entry]),
+            output_files: Some(vec!["src/b.rs".into()]),
+            content: None,
+            extra: extra.clone(),
+        };
+        let chat = Chat {
+            version: 2,
+            id: "c1".into(),
+            name: "name".into(),
+            created: "2025-01-19T22:00:00Z".into(),
+            model: "m/x".into(),
+            draft: "draft".into(),
+            reasoning_effort: "high".into(),
+            context_files: vec![context_file],
+            messages: vec![question, Message::text(Role::Assistant, "because")],
+            extra,
+        };
+        let mut v = serde_json::to_value(&chat).expect("a chat serializes");
+        if let Some(messages) = v["messages"].as_array_mut() {
+            messages.push(json!({"role": "user", "content": "legacy text"}));
+        }
+        v
+    }
+
+    /// Where a value sits in a JSON tree.
+    #[derive(Clone, PartialEq, Debug)]
+    enum Seg {
+        Key(String),
+        Index(usize),
+    }
+
+    /// One change to the object or array at some path.
+    enum Edit {
+        Remove(Seg),
+        Twice(Seg),
+        Set(Seg, &'static [u8]),
+        Add(&'static [u8]),
+    }
+
+    /// `v` as JSON text, with `edit` made to the container at `target`. Written by hand: a
+    /// repeated key and text that is not UTF-8 are among the edits.
+    fn emit(v: &serde_json::Value, path: &mut Vec<Seg>, target: &[Seg], edit: &Edit) -> Vec<u8> {
+        enum Piece<'v> {
+            Child(Seg, &'v serde_json::Value),
+            Raw(&'static [u8]),
+        }
+        let (open, close, mut pieces): (u8, u8, Vec<(Option<&str>, Piece)>) = match v {
+            serde_json::Value::Object(m) => (
+                b'{',
+                b'}',
+                m.iter()
+                    .map(|(k, c)| (Some(k.as_str()), Piece::Child(Seg::Key(k.clone()), c)))
+                    .collect(),
+            ),
+            serde_json::Value::Array(a) => (
+                b'[',
+                b']',
+                a.iter()
+                    .enumerate()
+                    .map(|(i, c)| (None, Piece::Child(Seg::Index(i), c)))
+                    .collect(),
+            ),
+            leaf => return serde_json::to_vec(leaf).expect("a leaf serializes"),
+        };
+        if path.as_slice() == target {
+            let at = |s: &Seg, pieces: &[(Option<&str>, Piece)]| {
+                pieces
+                    .iter()
+                    .position(|(_, p)| matches!(p, Piece::Child(c, _) if c == s))
+            };
+            match edit {
+                Edit::Remove(s) => {
+                    if let Some(i) = at(s, &pieces) {
+                        pieces.remove(i);
+                    }
+                }
+                Edit::Twice(s) => {
+                    if let Some(i) = at(s, &pieces)
+                        && let (k, Piece::Child(c, val)) = &pieces[i]
+                    {
+                        let again = (*k, Piece::Child(c.clone(), *val));
+                        pieces.insert(i + 1, again);
+                    }
+                }
+                Edit::Set(s, raw) => {
+                    if let Some(i) = at(s, &pieces) {
+                        pieces[i].1 = Piece::Raw(*raw);
+                    }
+                }
+                Edit::Add(raw) => {
+                    let key = (open == b'{').then_some("zz_unknown");
+                    pieces.push((key, Piece::Raw(*raw)));
+                }
+            }
+        }
+        let mut out = vec![open];
+        for (i, (key, piece)) in pieces.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            if let Some(k) = key {
+                out.extend(serde_json::to_vec(k).expect("a key serializes"));
+                out.push(b':');
+            }
+            match piece {
+                Piece::Child(seg, val) => {
+                    path.push(seg.clone());
+                    out.extend(emit(val, path, target, edit));
+                    path.pop();
+                }
+                Piece::Raw(raw) => out.extend_from_slice(raw),
+            }
+        }
+        out.push(close);
+        out
+    }
+
+    /// Every container of `v` (its path) and the segments of its children.
+    fn containers(v: &serde_json::Value, path: &mut Vec<Seg>, out: &mut Vec<(Vec<Seg>, Vec<Seg>)>) {
+        let children: Vec<(Seg, &serde_json::Value)> = match v {
+            serde_json::Value::Object(m) => {
+                m.iter().map(|(k, c)| (Seg::Key(k.clone()), c)).collect()
+            }
+            serde_json::Value::Array(a) => a
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (Seg::Index(i), c))
+                .collect(),
+            _ => return,
+        };
+        out.push((
+            path.clone(),
+            children.iter().map(|(s, _)| s.clone()).collect(),
+        ));
+        for (seg, child) in children {
+            path.push(seg);
+            containers(child, path, out);
+            path.pop();
+        }
+    }
+
+    /// `chat_text` takes exactly the chats [`Chat::parse`] takes, and reads the same text from
+    /// them, over mutations of a chat with every field of the model set: each field or element
+    /// removed, given twice, or replaced by each value below (wrong types, nulls, a lone surrogate,
+    /// a number out of range, text that is not UTF-8, objects of the other chat types), and an
+    /// unknown field of each value added to every object. (The hand-written checker took unknown
+    /// fields' values without reading them as the model does: a lone surrogate or an out-of-range
+    /// number in one made `Chat::parse` refuse a chat search still read.)
+    #[test]
+    fn chat_text_agrees_with_chat_parse_on_every_mutation() {
+        const VALUES: &[&[u8]] = &[
+            b"null",
+            b"true",
+            b"0",
+            b"7",
+            b"-1",
+            b"2.5",
+            b"1e400",
+            b"18446744073709551616",
+            br#""s""#,
+            br#""""#,
+            br#""\ud800""#,
+            b"\"\xff\"",
+            br#""\u00e9\n""#,
+            b"[]",
+            br#"["s"]"#,
+            b"[1e400]",
+            b"{}",
+            br#"{"k":"\ud800"}"#,
+            br#"{"path":"p","file_id":"f","role":"user","type":"text","content":"z"}"#,
+            br#"[{"type":"text","content":"x"}]"#,
+            br#"[{"path":"p","file_id":"f"}]"#,
+            br#"[{"role":"user","parts":[{"type":"text","content":"y"}]}]"#,
+        ];
+        let chat = every_field_set();
+        let mut all = Vec::new();
+        containers(&chat, &mut Vec::new(), &mut all);
+        let (mut taken, mut refused) = (0, 0);
+        for (target, children) in &all {
+            let mut edits: Vec<Edit> = VALUES.iter().map(|v| Edit::Add(*v)).collect();
+            for child in children {
+                edits.push(Edit::Remove(child.clone()));
+                edits.push(Edit::Twice(child.clone()));
+                edits.extend(VALUES.iter().map(|v| Edit::Set(child.clone(), *v)));
+            }
+            for edit in &edits {
+                let bytes = emit(&chat, &mut Vec::new(), target, edit);
+                let mut got = String::new();
+                let got = chat_text(&bytes, &mut got).map(|()| got).ok();
+                let want = parsed_text(&bytes);
+                assert_eq!(got, want, "{}", String::from_utf8_lossy(&bytes));
+                match want {
+                    Some(_) => taken += 1,
+                    None => refused += 1,
+                }
+            }
+        }
+        // Both decisions are well represented (the test would pass vacuously otherwise).
+        assert!(
+            taken > 300 && refused > 300,
+            "{taken} taken, {refused} refused"
+        );
+        // The unmutated chat reads whole.
+        let bytes = serde_json::to_vec(&chat).expect("serializes");
+        let mut got = String::new();
+        chat_text(&bytes, &mut got).expect("the chat reads");
+        assert_eq!(got, "why \"this\"?\n\nbecause\nlegacy text\n");
     }
 
     /// The one-pass filter sets exactly the bits of every three-byte window.

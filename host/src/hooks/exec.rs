@@ -41,9 +41,7 @@ pub(super) fn call_inline(
     }
     let wasi = wasi_ctx(caps, None)?;
     let mut store = new_store(sandbox.registry().engine(), &limits, wasi, None);
-    if let Some(c) = &cancel {
-        c.arm(&mut store, &limits);
-    }
+    crate::sandbox::cancel::arm(&mut store, &limits, cancel.as_ref(), None);
     let json = match decide.pre.call(&mut store, &[], arguments) {
         Ok(Ok(json)) => json,
         Ok(Err(f)) => return Err(CallError::Tool(f)),

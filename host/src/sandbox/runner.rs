@@ -291,11 +291,9 @@ impl Sandbox {
         }
         let ran = self
             .workers
-            .run(limits.wall_time + DEADLINE_GRACE, move || {
+            .run(limits.wall_time + DEADLINE_GRACE, move |overdue| {
                 let mut store = new_store(&engine, &limits, wasi, output);
-                if let Some(c) = &cancel {
-                    c.arm(&mut store, &limits);
-                }
+                super::cancel::arm(&mut store, &limits, cancel.as_ref(), Some(overdue));
                 let ran = op(&tool.pre, &mut store);
                 let exceeded = store
                     .data()

@@ -6,16 +6,20 @@
 //! writes to). So every call runs on a worker thread and the caller waits at most the wall-time
 //! limit plus a grace period; a call still running then is **interrupted**: its thread gets a
 //! signal whose handler does nothing and does not restart system calls, so the blocked call fails
-//! with `EINTR`, the guest resumes, the epoch (long past) stops it, and its store — descriptors,
-//! memory, instance slot — is dropped on its worker as for any other call. Only a call that still
+//! with `EINTR`, the guest resumes, and its store — descriptors, memory, instance slot — is dropped
+//! on its worker as for any other call. Before the signal the call is marked [`Overdue`], which
+//! advances the engine's epoch and makes the call's epoch callback stop the guest at its next epoch
+//! check ([`super::cancel::arm`]), so a guest that retries the interrupted call does not get to
+//! block in it again (it used to, on a loaded machine, while its count of epoch ticks lagged
+//! behind the clock). Only a call that still
 //! has not returned after that is abandoned: the caller gets a time-limit error, the worker is
 //! replaced, and the abandoned worker exits when (if ever) its call returns. The number of
 //! abandoned calls still blocked is capped, so a hostile tool cannot exhaust threads or instance
 //! slots.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
 
@@ -38,6 +42,37 @@ pub enum Overrun {
     Deadline,
     /// Too many abandoned calls are still blocked; this one was not started.
     TooManyStuck,
+}
+
+/// Whether the watchdog found a call past its deadline (and is about to interrupt it): shared by
+/// [`Workers::run`] and the call it runs, which stops its guest code when it is set.
+#[derive(Clone, Default)]
+pub struct Overdue(Arc<OverdueState>);
+
+#[derive(Default)]
+struct OverdueState {
+    set: AtomicBool,
+    /// Run when the call is marked (after the flag is set, before the interrupt).
+    on_set: OnceLock<Box<dyn Fn() + Send + Sync>>,
+}
+
+impl Overdue {
+    /// Whether the call was found past its deadline.
+    pub fn is_set(&self) -> bool {
+        self.0.set.load(Ordering::SeqCst)
+    }
+
+    /// Makes `f` run each time the call is marked overdue (the first `f` given is kept).
+    pub fn on_set(&self, f: impl Fn() + Send + Sync + 'static) {
+        let _ = self.0.on_set.set(Box::new(f));
+    }
+
+    fn set(&self) {
+        self.0.set.store(true, Ordering::SeqCst);
+        if let Some(f) = self.0.on_set.get() {
+            f();
+        }
+    }
 }
 
 /// A small pool of worker threads that run calls under a deadline.
@@ -170,11 +205,13 @@ impl Workers {
 
     /// Runs `f` on a worker and waits up to `deadline` for its result. `f` returns the result and
     /// something to drop after the result has been handed over (a store: tearing down an instance
-    /// costs as much as running a small call, and the caller need not wait for it).
+    /// costs as much as running a small call, and the caller need not wait for it). `f` is given
+    /// the call's [`Overdue`] mark, set when the call is past `deadline` and about to be
+    /// interrupted.
     pub fn run<T: Send + 'static, D: Send + 'static>(
         &self,
         deadline: Duration,
-        f: impl FnOnce() -> (T, D) + Send + 'static,
+        f: impl FnOnce(&Overdue) -> (T, D) + Send + 'static,
     ) -> Result<T, Overrun> {
         if self.stuck() >= MAX_STUCK {
             return Err(Overrun::TooManyStuck);
@@ -182,6 +219,8 @@ impl Workers {
         let slot = Arc::new((Mutex::new(Slot::Running(None)), Condvar::new()));
         let job_slot = Arc::clone(&slot);
         let stuck = Arc::clone(&self.stuck);
+        let overdue = Overdue::default();
+        let job_overdue = overdue.clone();
         let job: Job = Box::new(move || {
             {
                 let (lock, _) = &*job_slot;
@@ -191,7 +230,7 @@ impl Workers {
                     *w = Some(Worker::current());
                 }
             }
-            let (out, deferred) = f();
+            let (out, deferred) = f(&job_overdue);
             let _deferred = deferred;
             let (lock, cv) = &*job_slot;
             let Ok(mut s) = lock.lock() else { return false };
@@ -222,12 +261,14 @@ impl Workers {
             Ok(r) => r,
             Err(_) => return Err(Overrun::Deadline),
         };
-        // Past the deadline and still running: blocked in a system call. Interrupt it (a few times,
-        // in case the guest retries) and give it a moment to return.
+        // Past the deadline and still running: blocked in a system call. Mark it overdue (its guest
+        // stops at its next epoch check) and interrupt it (a few times, in case the interrupt
+        // lands before the call blocks), and give it a moment to return.
         for _ in 0..INTERRUPTS {
             let Slot::Running(Some(worker)) = &*s else {
                 break;
             };
+            overdue.set();
             worker.interrupt();
             s = match cv.wait_timeout_while(s, INTERRUPT_GRACE / INTERRUPTS, running) {
                 Ok((s, _)) => s,
@@ -269,19 +310,19 @@ mod tests {
             }
         }
         let w = Workers::new();
-        assert_eq!(w.run(Duration::from_secs(5), || (7, ())), Ok(7));
+        assert_eq!(w.run(Duration::from_secs(5), |_| (7, ())), Ok(7));
         // Waiting on a channel resumes after the interrupt: the call stays blocked and is
         // abandoned, until the test releases it.
         let (release, blocked) = std::sync::mpsc::channel::<()>();
         let (settled_tx, settled) = std::sync::mpsc::channel::<()>();
-        let r = w.run(Duration::from_millis(20), move || {
+        let r = w.run(Duration::from_millis(20), move |_| {
             let got = blocked.recv();
             (got.is_ok(), Settled(settled_tx))
         });
         assert_eq!(r, Err(Overrun::Deadline));
         assert_eq!(w.stuck(), 1);
         // The pool still serves while the abandoned call is blocked.
-        assert_eq!(w.run(Duration::from_secs(5), || (8, ())), Ok(8));
+        assert_eq!(w.run(Duration::from_secs(5), |_| (8, ())), Ok(8));
         assert_eq!(w.stuck(), 1, "still blocked, still counted");
         release.send(()).expect("the blocked call waits");
         settled
@@ -304,27 +345,116 @@ mod tests {
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         let w = Workers::new();
-        let r = w.run(Duration::from_millis(50), move || {
+        let r = w.run(Duration::from_millis(50), move |_| {
             // rustix does not retry on EINTR (std's File::open would).
             let r = rustix::fs::open(&fifo, rustix::fs::OFlags::RDONLY, rustix::fs::Mode::empty());
             (r.map(drop), ())
         });
         assert_eq!(r, Ok(Err(rustix::io::Errno::INTR)));
         assert_eq!(w.stuck(), 0);
-        assert_eq!(w.run(Duration::from_secs(5), || (9, ())), Ok(9));
+        assert_eq!(w.run(Duration::from_secs(5), |_| (9, ())), Ok(9));
+    }
+
+    /// A guest that retries a host call blocked in a system call (here on every error, as libc
+    /// retries on `EINTR`) is stopped once the watchdog interrupts it, however far its epoch lags
+    /// the clock (here it never ticks; on a loaded machine the epoch thread's sleeps run long): the
+    /// call ends with an interrupt trap, its store dropped, not abandoned still blocked. It was
+    /// abandoned: the guest resumed with its epoch not yet due and blocked again at once, five
+    /// times (`escape::hostile_blocking_fifo_open_hits_time_limit` at load 12).
+    #[test]
+    fn a_guest_retrying_an_interrupted_blocking_call_is_stopped_not_abandoned() {
+        use std::sync::atomic::AtomicU32;
+        use wasm_encoder::{
+            BlockType, CodeSection, EntityType, ExportKind, ExportSection, Function,
+            FunctionSection, ImportSection, Module, TypeSection, ValType,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // (func (export "run") (loop (call $open) (drop) (br 0)))
+        let mut m = Module::new();
+        let mut types = TypeSection::new();
+        types.ty().function([], [ValType::I32]);
+        types.ty().function([], []);
+        m.section(&types);
+        let mut imports = ImportSection::new();
+        imports.import("host", "open", EntityType::Function(0));
+        m.section(&imports);
+        let mut funcs = FunctionSection::new();
+        funcs.function(1);
+        m.section(&funcs);
+        let mut exports = ExportSection::new();
+        exports.export("run", ExportKind::Func, 1);
+        m.section(&exports);
+        let mut code = CodeSection::new();
+        let mut f = Function::new([]);
+        f.instructions()
+            .loop_(BlockType::Empty)
+            .call(0)
+            .drop()
+            .br(0)
+            .end()
+            .end();
+        code.function(&f);
+        m.section(&code);
+        let wasm = m.finish();
+        let mut config = wasmtime::Config::new();
+        config.epoch_interruption(true);
+        let engine = wasmtime::Engine::new(&config).unwrap();
+        let module = wasmtime::Module::new(&engine, &wasm).unwrap();
+        let opens = Arc::new(AtomicU32::new(0));
+        let counted = Arc::clone(&opens);
+        let limits = super::super::limits::Limits {
+            wall_time: Duration::from_millis(50),
+            ..Default::default()
+        };
+        let w = Workers::new();
+        let r = w.run(limits.wall_time, move |overdue| {
+            let mut linker = wasmtime::Linker::<()>::new(&engine);
+            linker
+                .func_wrap("host", "open", move || -> i32 {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    // rustix does not retry on EINTR; the guest does.
+                    match rustix::fs::open(
+                        &fifo,
+                        rustix::fs::OFlags::RDONLY,
+                        rustix::fs::Mode::empty(),
+                    ) {
+                        Ok(_) => 0,
+                        Err(e) => e.raw_os_error(),
+                    }
+                })
+                .unwrap();
+            let mut store = wasmtime::Store::new(&engine, ());
+            super::super::cancel::arm(&mut store, &limits, None, Some(overdue));
+            let ran = linker
+                .instantiate(&mut store, &module)
+                .and_then(|i| i.get_typed_func::<(), ()>(&mut store, "run"))
+                .and_then(|run| run.call(&mut store, ()));
+            let trap = ran
+                .err()
+                .and_then(|e| e.downcast_ref::<wasmtime::Trap>().copied());
+            (trap, store)
+        });
+        assert_eq!(r, Ok(Some(wasmtime::Trap::Interrupt)));
+        assert_eq!(w.stuck(), 0);
+        // Stopped at the loop's next epoch check after the interrupted open: never blocked again.
+        assert!(opens.load(Ordering::SeqCst) <= 1, "{opens:?}");
     }
 
     #[test]
     fn refuses_when_too_many_calls_are_stuck() {
         let w = Workers::new();
         for _ in 0..MAX_STUCK {
-            let r = w.run(Duration::from_millis(1), || {
+            let r = w.run(Duration::from_millis(1), |_| {
                 (thread::sleep(Duration::from_secs(20)), ())
             });
             assert_eq!(r, Err(Overrun::Deadline));
         }
         assert_eq!(
-            w.run(Duration::from_secs(1), || (1, ())),
+            w.run(Duration::from_secs(1), |_| (1, ())),
             Err(Overrun::TooManyStuck)
         );
     }
