@@ -79,28 +79,15 @@ fn main() {
     link_for_fast_start();
 
     let guest_target = target_dir(&out).join("wasm-guest");
-    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(&guests)
-        .args([
-            "build",
-            "--release",
-            "--target",
-            "wasm32-wasip2",
-            "--workspace",
-            "--target-dir",
-        ])
-        .arg(&guest_target);
-    scrub_env(&mut cmd);
-    let output = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("could not run cargo for the tool components: {e}"));
-    if !output.status.success() {
-        panic!(
-            "building the tool components (guest-tools/, wasm32-wasip2) failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    // Two builds: the built-in component's tool-logic has the feature `host-files` (the host links
+    // `bb7:host/files` for it only), and cargo would turn that feature on for every crate built in
+    // the same run; the single-tool components are built without it.
+    build_guests(&guests, &guest_target, &["-p", "bb7-builtin-tools"]);
+    build_guests(
+        &guests,
+        &guest_target,
+        &["--workspace", "--exclude", "bb7-builtin-tools"],
+    );
 
     let wasm_dir = guest_target.join("wasm32-wasip2").join("release");
     let engine = new_engine(DEFAULT_MEMORY_BYTES)
@@ -147,6 +134,28 @@ fn main() {
     }
     generated.push_str("];\n");
     fs::write(out.join("builtin_components.rs"), generated).expect("writing builtin_components.rs");
+}
+
+/// Builds the guest crates `select` names (cargo's package selection) for wasm32-wasip2 into
+/// `guest_target`.
+fn build_guests(guests: &Path, guest_target: &Path, select: &[&str]) {
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(guests)
+        .args(["build", "--release", "--target", "wasm32-wasip2"])
+        .args(select)
+        .arg("--target-dir")
+        .arg(guest_target);
+    scrub_env(&mut cmd);
+    let output = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("could not run cargo for the tool components: {e}"));
+    if !output.status.success() {
+        panic!(
+            "building the tool components (guest-tools/, wasm32-wasip2) failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
 }
 
 /// The cl100k table for `src/tokens/bpe.rs`: the tokens' bytes in rank order, then each token's length

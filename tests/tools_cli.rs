@@ -91,7 +91,7 @@ fn audit_json_pins_every_component_and_its_grants() {
                 .all(|i| i.starts_with("wasi:")
                     || i == "bb7:tool/types@0.1.0"
                     || i == "bb7:host/files@0.1.0"),
-            "only WASI, the contract's types-only interface and bb7:host/files: {imports:?}"
+            "only WASI, the contract's types-only interface and bb7:host/files (linked for the built-in component only): {imports:?}"
         );
         assert!(
             !imports
@@ -621,29 +621,154 @@ fn audit_check_never_follows_a_lockfile_link_nor_quotes_its_content() {
     );
 }
 
-/// The one component holding every built-in tool is told which tool a call is for by the host (its
-/// `builtin` setting). Run as a plain file, it gets no such setting and refuses the call with an
-/// error that says so, instead of guessing a tool.
+/// A component file under `<target>/wasm-guest` (the build leaves every guest crate's there).
+fn guest_wasm(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/wasm-guest/wasm32-wasip2/release")
+        .join(name)
+}
+
+/// `bb7:host/files` is linked for bb7's own built-in component only (ECOSYSTEM-PROTOCOL.md §5: an
+/// import outside WASI other than `bb7:tool/types` is refused at `add`, naming it). The built-in
+/// component's wasm, which imports it, is a third-party component like any other once it is a
+/// file: `tools add` refuses it naming the import, and so does running it by hand with
+/// `--component`; the single-tool builds import no `bb7:host/files` and install.
 #[test]
-fn the_builtin_component_run_as_a_file_refuses_without_its_tool_setting() {
+fn a_third_party_component_importing_bb7_host_files_is_refused_naming_it() {
+    use common::tools::{World, ok, p, packaged, refused};
+    let w = World::new();
+    let manifest = |name: &str| {
+        format!("name = \"{name}\"\nversion = \"1\"\nwit = \"0.1.0\"\nfiles = \"project-read\"\n")
+    };
+    let d = packaged(&guest_wasm("bb7_builtin_tools.wasm"), &manifest("sneaky"));
+    let e = refused(&w.run(&["add", p(d.path())]), 2);
+    assert!(e.contains("bb7:host/files@0.1.0"), "{e}");
+    assert!(e.contains("only to its own built-in tools"), "{e}");
+    // Run by hand as a file: refused before the call, naming the import.
     let home = Home::new();
     let work = home.path().join("w");
     fs::create_dir_all(&work).unwrap();
     fs::write(work.join("a.txt"), "hello\n").unwrap();
-    let component = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/wasm-guest/wasm32-wasip2/release/bb7_builtin_tools.wasm");
     let o = home
         .cmd()
         .args(["tools", "call", "read_file", "--component"])
-        .arg(&component)
+        .arg(guest_wasm("bb7_builtin_tools.wasm"))
         .args(["--access", "read-only", "--dir"])
         .arg(&work)
         .args(["--args", r#"{"file_path":"a.txt"}"#])
         .output()
         .unwrap();
-    let err = tool_error(&o, "invalid-arguments");
-    assert!(err.contains("`builtin` setting"), "{err}");
-    assert!(!err.contains("hello"), "{err}");
+    assert!(!o.status.success(), "{}", stdout(&o));
+    assert!(!stdout(&o).contains("hello"), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("bb7:host/files@0.1.0"),
+        "{}",
+        stderr(&o)
+    );
+    // The single-tool builds read through WASI alone: they install.
+    for (wasm, name) in [
+        ("bb7_tool_search_project.wasm", "searcher"),
+        ("bb7_tool_list_files.wasm", "lister"),
+        ("bb7_tool_read_file.wasm", "reader"),
+    ] {
+        let d = packaged(&guest_wasm(wasm), &manifest(name));
+        ok(&w.run(&["add", p(d.path())]));
+    }
+}
+
+/// The single-tool builds list and read through WASI alone; the built-in component through
+/// `bb7:host/files`. On the same tree — nested directories, links in and out, a FIFO, a name that
+/// is not UTF-8, a binary file, an ignored file, a file over `read-file-at`'s 4 MiB — both give
+/// the same results.
+#[test]
+fn the_wasi_walk_and_the_host_files_walk_give_identical_results() {
+    use std::os::unix::ffi::OsStrExt;
+    let home = Home::new();
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("proj");
+    for d in ["src/deep/er", "docs", "empty", "ignored_dir"] {
+        fs::create_dir_all(root.join(d)).unwrap();
+    }
+    fs::write(root.join(".gitignore"), "ignored_dir/\n*.log\n").unwrap();
+    fs::write(root.join("src/lib.rs"), "fn needle() {}\n// needle again\n").unwrap();
+    fs::write(root.join("src/deep/er/x.rs"), "let needle = 1;\n").unwrap();
+    fs::write(root.join("docs/a.md"), "no match here\nneedle in docs\n").unwrap();
+    fs::write(root.join("ignored_dir/n.txt"), "needle ignored\n").unwrap();
+    fs::write(root.join("run.log"), "needle log\n").unwrap();
+    fs::write(root.join("bin.dat"), b"needle\0\x01\x02binary").unwrap();
+    let mut big = "filler line\n".repeat((5 << 20) / 12);
+    big.push_str("needle at the end\n");
+    fs::write(root.join("big.txt"), big).unwrap();
+    fs::write(
+        root.join(std::ffi::OsStr::from_bytes(b"bad\xffname.txt")),
+        "needle in a bad name\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("src", root.join("src_link")).unwrap();
+    std::os::unix::fs::symlink("/etc", root.join("etc_link")).unwrap();
+    std::os::unix::fs::symlink("src/lib.rs", root.join("file_link")).unwrap();
+    let fifo = std::process::Command::new("mkfifo")
+        .arg(root.join("pipe"))
+        .status()
+        .unwrap();
+    assert!(fifo.success());
+    let calls = [
+        (
+            "search_project",
+            "bb7_tool_search_project.wasm",
+            r#"{"query":"needle"}"#,
+        ),
+        (
+            "search_project",
+            "bb7_tool_search_project.wasm",
+            r#"{"query":"NEEDLE","glob":"**/*.rs"}"#,
+        ),
+        ("list_files", "bb7_tool_list_files.wasm", r#"{}"#),
+        (
+            "list_files",
+            "bb7_tool_list_files.wasm",
+            r#"{"prefix":"src"}"#,
+        ),
+        (
+            "read_file",
+            "bb7_tool_read_file.wasm",
+            r#"{"file_path":"src/lib.rs"}"#,
+        ),
+        (
+            "read_file",
+            "bb7_tool_read_file.wasm",
+            r#"{"file_path":"pipe"}"#,
+        ),
+        (
+            "read_file",
+            "bb7_tool_read_file.wasm",
+            r#"{"file_path":"file_link"}"#,
+        ),
+    ];
+    for (tool, wasm, args) in calls {
+        let builtin = home.call(tool, &root, args, &[]);
+        let single = home.call(
+            tool,
+            &root,
+            args,
+            &[
+                "--component",
+                guest_wasm(wasm).to_str().unwrap(),
+                "--access",
+                "read-only",
+            ],
+        );
+        assert_eq!(
+            (builtin.status.code(), stdout(&builtin), stderr(&builtin)),
+            (single.status.code(), stdout(&single), stderr(&single)),
+            "{tool} {args}: the built-in (host files) and the single-tool build (WASI) differ"
+        );
+        if tool == "search_project" && args.contains("needle") {
+            let out = stdout(&builtin);
+            assert!(out.contains("src/deep/er/x.rs"), "{out}");
+            assert!(!out.contains("ignored"), "{out}");
+        }
+    }
 }
 
 /// The built-in a call runs is the one the host names: a `builtin` setting passed by the caller

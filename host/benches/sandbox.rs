@@ -4,7 +4,8 @@
 //!    empty directory, which adds the preopen);
 //! 2. `edit_file` on a 1 MiB file, sandboxed vs the same logic natively;
 //! 3. process start to all built-in components ready (`bb7 tools list`), warm and cold cache;
-//! 4. `search_project` over 20,000 files vs `grep -rn` (and `rg` when installed).
+//! 4. `search_project` over 20,000 files vs `grep -rn` (and `rg` when installed): the built-in
+//!    component (which reads through `bb7:host/files`) and the single-tool build (WASI alone).
 
 use std::fs;
 use std::path::Path;
@@ -237,6 +238,17 @@ fn search_bench(sb: &Sandbox) {
         .registry()
         .builtin("search_project")
         .expect("search_project");
+    // The single-tool build: the same logic walking through WASI alone (no `bb7:host/files`).
+    let wasi_walk = sb
+        .registry()
+        .load_file(
+            "search_project",
+            &Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../target/wasm-guest/wasm32-wasip2/release/bb7_tool_search_project.wasm"),
+            Access::ReadOnly,
+        )
+        .map(std::sync::Arc::new)
+        .expect("the single-tool search_project component");
     let grant = Grant::new(tree.path(), Access::ReadOnly).unwrap();
     let args = r#"{"query":"needle_marker","limit":50}"#;
     let settings = Settings::default();
@@ -250,9 +262,9 @@ fn search_bench(sb: &Sandbox) {
             .output()
             .expect("search tool");
     };
-    // Wall and CPU samples per contender: native, sandboxed, grep, rg.
-    let mut wall: [Vec<Duration>; 4] = Default::default();
-    let mut cpu: [Vec<Duration>; 4] = Default::default();
+    // Wall and CPU samples per contender: native, sandboxed, grep, rg, sandboxed WASI walk.
+    let mut wall: [Vec<Duration>; 5] = Default::default();
+    let mut cpu: [Vec<Duration>; 5] = Default::default();
     let mut record = |i: usize, children: bool, f: &mut dyn FnMut()| {
         let (c0, t) = (cpu_time(children), Instant::now());
         f();
@@ -270,10 +282,16 @@ fn search_bench(sb: &Sandbox) {
                 .0
                 .expect("sandboxed search");
         };
+        let mut sandboxed_wasi = || {
+            sb.call(&wasi_walk, &grant, &[], args)
+                .0
+                .expect("sandboxed search (WASI walk)");
+        };
         let mut grep = || external("grep", &["-rn", "needle_marker"]);
         let mut rg = || external("rg", &["-n", "needle_marker"]);
         record(0, false, &mut native);
         record(1, false, &mut sandboxed);
+        record(4, false, &mut sandboxed_wasi);
         record(2, true, &mut grep);
         if have_rg {
             record(3, true, &mut rg);
@@ -295,6 +313,13 @@ fn search_bench(sb: &Sandbox) {
         fmt(med(&cpu[2])),
         ratio(med(&wall[1]), med(&wall[2])),
         ratio(med(&cpu[1]), med(&cpu[2])),
+    );
+    println!(
+        "  sandboxed, WASI walk (single-tool build) {} / {} ({:.2}x grep wall, {:.2}x CPU)",
+        fmt(med(&wall[4])),
+        fmt(med(&cpu[4])),
+        ratio(med(&wall[4]), med(&wall[2])),
+        ratio(med(&cpu[4]), med(&cpu[2])),
     );
     if have_rg {
         println!("  rg {} / {}", fmt(med(&wall[3])), fmt(med(&cpu[3])));

@@ -9,11 +9,13 @@
 //! file costs a second `read` call to find its end. The versions here:
 //!
 //! - **`open-at` of one name for reading** — a single path component (no `/`, not `.` or `..`),
-//!   no `symlink-follow`, no `create`/`truncate`/`exclusive`, no write or sync flag — is one
-//!   `openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)` plus an `fstat` on the new
-//!   descriptor (what wasmtime-wasi also does, to tell a directory from a file); anything but a
-//!   directory or a regular file (a FIFO, whose open would block) is closed again and opened by
-//!   wasmtime-wasi. A single name relative to the
+//!   no `symlink-follow`, no `create`/`truncate`/`exclusive`, no write or sync flag — is opened by
+//!   `names::open_name` (shared with `hostfiles.rs`): a directory is one
+//!   `openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)`; otherwise the name is looked at
+//!   first (`fstatat` without following links) and only a regular file is opened (`O_RDONLY |
+//!   O_NOFOLLOW | O_NONBLOCK`, then `fstat`ed to check it is still the inode looked at). Anything
+//!   else (a FIFO, a device, a socket) is not opened here but by wasmtime-wasi, as any guest asked.
+//!   A single name relative to the
 //!   directory's own descriptor, with no link followed, cannot reach outside that directory; the
 //!   descriptor made is wasmtime-wasi's own (`Descriptor::File`/`Dir`, the parent's permissions,
 //!   opened for reading), so every later call on it is wasmtime-wasi's. Every other `open-at` —
@@ -26,11 +28,9 @@
 //!
 //! Errors are wasmtime-wasi's for the same failures (`error_code`).
 
-use std::ffi::CString;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 
-use rustix::fs::{FileType, Mode, OFlags};
 use wasmtime::StoreContextMut;
 use wasmtime::component::{Linker, Resource};
 use wasmtime_wasi::filesystem::{
@@ -40,6 +40,7 @@ use wasmtime_wasi::p2::bindings::sync::filesystem::types::{
     Descriptor, DescriptorFlags, ErrorCode, Host as _, HostDescriptor, OpenFlags, PathFlags,
 };
 
+use super::names::Opened;
 use super::state::CallState;
 
 /// The most one `read` returns.
@@ -111,61 +112,56 @@ fn define(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
 
 /// An `open-at` the fast path takes: one name, opened for reading (`directory`: it must be one).
 #[derive(Debug, PartialEq, Eq)]
-struct ReadOpen {
-    name: CString,
+struct ReadOpen<'a> {
+    name: &'a str,
     directory: bool,
 }
 
-impl ReadOpen {
+impl<'a> ReadOpen<'a> {
     /// The fast open for these arguments, or `None` when wasmtime-wasi must handle them.
     fn of(
         path_flags: PathFlags,
-        path: &str,
+        path: &'a str,
         oflags: OpenFlags,
         flags: DescriptorFlags,
-    ) -> Option<ReadOpen> {
+    ) -> Option<ReadOpen<'a>> {
         if path_flags.contains(PathFlags::SYMLINK_FOLLOW)
             || !OpenFlags::DIRECTORY.contains(oflags)
             || !DescriptorFlags::READ.contains(flags)
-            || path.is_empty()
-            || path == "."
-            || path == ".."
-            || path.contains('/')
         {
             return None;
         }
         Some(ReadOpen {
-            // A NUL in the name: wasmtime-wasi words that error.
-            name: CString::new(path).ok()?,
+            // Not one name, or a NUL in it: wasmtime-wasi words that error.
+            name: super::names::one_name(path)?,
             directory: oflags.contains(OpenFlags::DIRECTORY),
         })
     }
 
     /// Opens the name in `dir` (whose descriptor carries `perms`) without following a link, as
-    /// wasmtime-wasi's descriptor: a directory or a regular file, opened for reading. `None` for
-    /// anything else (a FIFO, a device, a socket): wasmtime-wasi opens those, blocking as it does
-    /// (the open here never blocks: `O_NONBLOCK`, which changes nothing for files and directories).
+    /// wasmtime-wasi's descriptor: a directory or a regular file, opened for reading
+    /// (`names::open_name`, shared with `hostfiles.rs`). `None` for anything else (a FIFO, a
+    /// device, a socket), which is looked at, never opened, here: wasmtime-wasi opens those,
+    /// blocking as it does.
     fn open(&self, dir: &std::fs::File, perms: FsPerms) -> Result<Option<FsDescriptor>, ErrorCode> {
-        let fd: OwnedFd = rustix::fs::openat(
-            dir.as_fd(),
-            self.name.as_c_str(),
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
-            Mode::empty(),
-        )
-        .map_err(|e| error_code(e.into()))?;
-        let file_type = rustix::fs::fstat(&fd)
-            .map(|st| FileType::from_raw_mode(st.st_mode))
+        let opened = super::names::open_name(dir.as_fd(), self.name, self.directory)
             .map_err(|e| error_code(e.into()))?;
-        let file = std::fs::File::from(fd);
         // Every call's context allows blocking the current thread (`state.rs`), as each
         // descriptor wasmtime-wasi opens for it records.
-        Ok(Some(match file_type {
-            FileType::Directory => FsDescriptor::Dir(Dir::new(file, perms, OpenMode::READ, true)),
-            _ if self.directory => return Err(ErrorCode::NotDirectory),
-            FileType::RegularFile => {
-                FsDescriptor::File(File::new(file, perms, OpenMode::READ, true))
-            }
-            _ => return Ok(None),
+        Ok(Some(match opened {
+            Opened::Dir(fd) => FsDescriptor::Dir(Dir::new(
+                std::fs::File::from(fd),
+                perms,
+                OpenMode::READ,
+                true,
+            )),
+            Opened::File(fd, _) => FsDescriptor::File(File::new(
+                std::fs::File::from(fd),
+                perms,
+                OpenMode::READ,
+                true,
+            )),
+            Opened::Special(_) => return Ok(None),
         }))
     }
 }
@@ -206,9 +202,10 @@ fn error_code(e: std::io::Error) -> ErrorCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustix::fs::{FileType, Mode};
     use std::io::Write as _;
 
-    fn read_open(path: &str, oflags: OpenFlags, flags: DescriptorFlags) -> Option<ReadOpen> {
+    fn read_open(path: &str, oflags: OpenFlags, flags: DescriptorFlags) -> Option<ReadOpen<'_>> {
         ReadOpen::of(PathFlags::empty(), path, oflags, flags)
     }
 
@@ -294,7 +291,7 @@ mod tests {
     }
 
     /// A FIFO is left to wasmtime-wasi (whose open blocks until a writer comes, within the call's
-    /// deadline): the fast open neither blocks on it nor keeps it.
+    /// deadline): the fast open neither blocks on it nor opens it (it is looked at, not opened).
     #[test]
     fn a_fifo_is_left_to_wasmtime_wasi() {
         let t = tempfile::tempdir().unwrap();
@@ -308,7 +305,10 @@ mod tests {
         .unwrap();
         let dir = std::fs::File::open(t.path()).unwrap();
         let fast = read_open("pipe", OpenFlags::empty(), DescriptorFlags::READ).unwrap();
-        assert!(matches!(fast.open(&dir, FsPerms::ReadOnly), Ok(None)));
+        let opened = crate::sandbox::names::testing::opened_during(&t.path().join("pipe"), || {
+            assert!(matches!(fast.open(&dir, FsPerms::ReadOnly), Ok(None)));
+        });
+        assert!(!opened, "the fast open opened the FIFO");
     }
 
     /// A read returns as much as was asked for (or the rest of the file) in one call, and says

@@ -10,25 +10,32 @@
 //! No capability is added. Both calls take a directory descriptor the component already holds
 //! (looked up in the call's own resource table, so a component can only name its own grant or a
 //! directory it opened below it) and at most one name in it: not empty, not `.`/`..`, no `/`.
-//! The file is opened relative to that descriptor with `O_NOFOLLOW` (a link in its place is
-//! `loop`, never followed), `O_NONBLOCK` (a FIFO's open does not wait for a writer; a FIFO or
-//! device is then refused without being read), read-only, and `fstat`ed: only a regular file is
-//! read, and only when it holds at most `max` bytes, itself at most [`MAX_FILE`]; the host never
-//! allocates more than that for a call. What is read is what `open-at` without `symlink-follow`
-//! and `read` would give; the listing is `readdir.rs`'s (types from the listing, links not
-//! followed). Like wasmtime-wasi's `open-at` and `read-directory`, neither checks the
-//! descriptor's permissions: every descriptor a call holds may be read.
+//! The name is opened as `names.rs` opens one name for every host call that takes one: a link in
+//! its place is `loop`, never followed; a FIFO, device or socket is `invalid` and never opened
+//! (it is looked at first, `fstatat` without following links); only a regular file is opened,
+//! read-only and `O_NONBLOCK`, and read only when it holds at most `max` bytes, itself at most
+//! [`MAX_FILE`]; the host never allocates more than that for a call. The listing is `names.rs`'s
+//! too (types from the listing, links not followed), at most [`MAX_ENTRIES`] entries and
+//! [`MAX_NAME_BYTES`] bytes of names: a larger directory is `overflow`, with nothing returned and
+//! no more read than the caps. Both calls stop at the call's deadline, as the waits of
+//! `hostcalls.rs` do: a call past it traps as a time-limit failure (checked before each call and
+//! every 1,024 entries of a listing). Like wasmtime-wasi's `open-at` and `read-directory`, neither
+//! checks the descriptor's permissions: every descriptor a call holds may be read.
+//!
+//! The host links this interface for its own built-in component only (`linking.rs`): a
+//! third-party component importing it is refused at `add` (ECOSYSTEM-PROTOCOL.md §5).
 
-use std::ffi::CString;
+use std::ops::ControlFlow;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
+use std::time::Instant;
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use wasmtime::StoreContextMut;
-use wasmtime::component::{Linker, Resource};
+use wasmtime::component::{Linker, Resource, WasmStr};
 use wasmtime_wasi::filesystem::Descriptor as FsDescriptor;
 use wasmtime_wasi::p2::bindings::sync::filesystem::types::{Descriptor, DirectoryEntry, ErrorCode};
 
+use super::names::{self, Opened};
 use super::state::CallState;
 
 /// The interface's name, as components import it.
@@ -44,22 +51,31 @@ pub fn add(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     files.func_wrap(
         "read-file-at",
         |mut cx: StoreContextMut<'_, CallState>,
-         (fd, name, max): (Resource<Descriptor>, String, u64)| {
+         (fd, name, max): (Resource<Descriptor>, WasmStr, u64)| {
+            cx.data_mut().check_deadline()?;
             let dir = match dir_of(cx.data_mut(), &fd)? {
                 Ok(dir) => dir,
                 Err(e) => return Ok((Err(e),)),
             };
+            // The name is read where it lies in the guest's memory, not copied.
+            let name = name.to_str(&cx)?;
             Ok((read_file_at(&dir, &name, max),))
         },
     )?;
     files.func_wrap(
         "read-directory-entries",
         |mut cx: StoreContextMut<'_, CallState>, (fd,): (Resource<Descriptor>,)| {
+            cx.data_mut().check_deadline()?;
             let dir = match dir_of(cx.data_mut(), &fd)? {
                 Ok(dir) => dir,
                 Err(e) => return Ok((Err(e),)),
             };
-            Ok((read_directory_entries(&dir),))
+            let deadline = cx.data().deadline();
+            match read_directory_entries(&dir, deadline) {
+                Ok(entries) => Ok((Ok(entries),)),
+                Err(Stopped::Error(e)) => Ok((Err(e),)),
+                Err(Stopped::Deadline) => Err(cx.data_mut().deadline_passed()),
+            }
         },
     )?;
     Ok(())
@@ -77,34 +93,18 @@ fn dir_of(
     })
 }
 
-/// `name` as one name of a directory, or `invalid`.
-fn one_name(name: &str) -> Result<CString, ErrorCode> {
-    if name.is_empty() || name == "." || name == ".." || name.contains('/') {
-        return Err(ErrorCode::Invalid);
-    }
-    CString::new(name).map_err(|_| ErrorCode::Invalid)
-}
-
-/// See `read-file-at` in `wit/host-v0.1.0/host.wit`.
+/// See `read-file-at` in `wit/host-v0.1.0/host.wit`. Only a regular file is ever opened
+/// (`names::open_name`): a FIFO, device or socket is refused without being opened.
 fn read_file_at(dir: &std::fs::File, name: &str, max: u64) -> Result<Option<Vec<u8>>, ErrorCode> {
     if max > MAX_FILE {
         return Err(ErrorCode::Invalid);
     }
-    let name = one_name(name)?;
-    let fd: OwnedFd = rustix::fs::openat(
-        dir.as_fd(),
-        name.as_c_str(),
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
-        Mode::empty(),
-    )
-    .map_err(error_code)?;
-    let st = rustix::fs::fstat(&fd).map_err(error_code)?;
-    match FileType::from_raw_mode(st.st_mode) {
-        FileType::RegularFile => {}
-        FileType::Directory => return Err(ErrorCode::IsDirectory),
-        _ => return Err(ErrorCode::Invalid),
-    }
-    let size = u64::try_from(st.st_size).unwrap_or(0);
+    let name = names::one_name(name).ok_or(ErrorCode::Invalid)?;
+    let (fd, size) = match names::open_name(dir.as_fd(), name, false).map_err(error_code)? {
+        Opened::File(fd, size) => (fd, size),
+        Opened::Dir(_) => return Err(ErrorCode::IsDirectory),
+        Opened::Special(_) => return Err(ErrorCode::Invalid),
+    };
     if size > max {
         return Ok(None);
     }
@@ -153,44 +153,62 @@ fn read_capped(fd: &OwnedFd, size: u64, max: u64) -> Result<Option<Vec<u8>>, Err
     Ok(Some(buf))
 }
 
-/// See `read-directory-entries` in `wit/host-v0.1.0/host.wit`.
-fn read_directory_entries(dir: &std::fs::File) -> Result<Vec<DirectoryEntry>, ErrorCode> {
-    // Its own descriptor of the directory, opened for reading: `dir` may be a preopen, opened
-    // `O_PATH` (which cannot be listed), and a listing moves the descriptor's position.
-    let fd = rustix::fs::openat(
-        dir.as_fd(),
-        c".",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(error_code)?;
-    let mut entries = rustix::fs::Dir::new(fd).map_err(error_code)?;
+/// The most entries `read-directory-entries` returns: past it the call is `overflow` and returns
+/// nothing (a component then lists the directory entry by entry through WASI's `read-directory`).
+pub const MAX_ENTRIES: usize = 65_536;
+
+/// The most bytes of names `read-directory-entries` returns (past it: `overflow`, as for
+/// [`MAX_ENTRIES`]).
+pub const MAX_NAME_BYTES: usize = 4 << 20;
+
+/// How many entries are listed between two looks at the call's deadline.
+const DEADLINE_EVERY: usize = 1024;
+
+/// Why a listing stopped early.
+#[derive(Debug, PartialEq, Eq)]
+enum Stopped {
+    /// The call's deadline passed.
+    Deadline,
+    /// An error, as WASI words it (`overflow` past the caps).
+    Error(ErrorCode),
+}
+
+/// See `read-directory-entries` in `wit/host-v0.1.0/host.wit`: at most [`MAX_ENTRIES`] entries and
+/// [`MAX_NAME_BYTES`] bytes of names (past either, `overflow`), listed until `deadline`.
+fn read_directory_entries(
+    dir: &std::fs::File,
+    deadline: Instant,
+) -> Result<Vec<DirectoryEntry>, Stopped> {
     let mut out = Vec::new();
-    while let Some(entry) = entries.read() {
-        let entry = entry.map_err(error_code)?;
-        let raw = entry.file_name().to_bytes();
-        if raw == b"." || raw == b".." {
-            continue;
+    let mut bytes = 0usize;
+    let mut seen = 0usize;
+    let mut stopped = None;
+    names::each_entry(dir.as_fd(), |entry| {
+        if seen % DEADLINE_EVERY == 0 && Instant::now() >= deadline {
+            stopped = Some(Stopped::Deadline);
+            return ControlFlow::Break(());
         }
-        let Ok(name) = std::str::from_utf8(raw) else {
-            continue;
+        seen += 1;
+        // A name that is not UTF-8, or an entry that could not be looked at, is left out.
+        let (Ok(name), Ok(file_type)) = (entry.name.to_str(), entry.file_type) else {
+            return ControlFlow::Continue(());
         };
-        let file_type = match entry.file_type() {
-            FileType::Unknown => {
-                match rustix::fs::statat(dir.as_fd(), entry.file_name(), AtFlags::SYMLINK_NOFOLLOW)
-                {
-                    Ok(st) => FileType::from_raw_mode(st.st_mode),
-                    Err(_) => continue,
-                }
-            }
-            t => t,
-        };
+        bytes += name.len();
+        if out.len() == MAX_ENTRIES || bytes > MAX_NAME_BYTES {
+            stopped = Some(Stopped::Error(ErrorCode::Overflow));
+            return ControlFlow::Break(());
+        }
         out.push(DirectoryEntry {
             type_: super::readdir::descriptor_type(file_type),
             name: name.to_string(),
         });
+        ControlFlow::Continue(())
+    })
+    .map_err(|e| Stopped::Error(error_code(e)))?;
+    match stopped {
+        Some(s) => Err(s),
+        None => Ok(out),
     }
-    Ok(out)
 }
 
 /// The WASI error for `e`, as wasmtime-wasi words it.
@@ -201,7 +219,13 @@ fn error_code(e: rustix::io::Errno) -> ErrorCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustix::fs::{FileType, Mode, OFlags};
+    use std::time::Duration;
     use wasmtime_wasi::p2::bindings::sync::filesystem::types::DescriptorType;
+
+    fn later() -> Instant {
+        Instant::now() + Duration::from_secs(3600)
+    }
 
     fn dir(p: &std::path::Path) -> std::fs::File {
         std::fs::File::open(p).unwrap()
@@ -256,7 +280,10 @@ mod tests {
             assert_eq!(read_file_at(&d, link, 10), Err(ErrorCode::Loop), "{link}");
         }
         assert_eq!(read_file_at(&d, "sub", 10), Err(ErrorCode::IsDirectory));
-        assert_eq!(read_file_at(&d, "pipe", 10), Err(ErrorCode::Invalid));
+        let opened = crate::sandbox::names::testing::opened_during(&p.join("pipe"), || {
+            assert_eq!(read_file_at(&d, "pipe", 10), Err(ErrorCode::Invalid));
+        });
+        assert!(!opened, "read-file-at opened a FIFO");
     }
 
     /// A listing gives each entry's own type (a link is a link), without `.`/`..`, and leaves out
@@ -274,8 +301,11 @@ mod tests {
         let path_only = std::fs::File::from(
             rustix::fs::open(p, OFlags::PATH | OFlags::DIRECTORY, Mode::empty()).unwrap(),
         );
-        assert_eq!(read_directory_entries(&path_only).unwrap().len(), 3);
-        let mut got: Vec<(String, DescriptorType)> = read_directory_entries(&dir(p))
+        assert_eq!(
+            read_directory_entries(&path_only, later()).unwrap().len(),
+            3
+        );
+        let mut got: Vec<(String, DescriptorType)> = read_directory_entries(&dir(p), later())
             .unwrap()
             .into_iter()
             .map(|e| (e.name, e.type_))
@@ -291,5 +321,60 @@ mod tests {
                 DescriptorType::SymbolicLink
             ]
         ));
+    }
+
+    /// A directory of more than [`MAX_ENTRIES`] entries is `overflow` (nothing returned); one of
+    /// exactly that many is listed whole.
+    #[test]
+    fn read_directory_entries_is_capped() {
+        let t = tempfile::tempdir().unwrap();
+        let d = dir(t.path());
+        for i in 0..MAX_ENTRIES {
+            std::fs::File::create(t.path().join(format!("{i}"))).unwrap();
+        }
+        assert_eq!(
+            read_directory_entries(&d, later()).unwrap().len(),
+            MAX_ENTRIES
+        );
+        std::fs::File::create(t.path().join("one-more")).unwrap();
+        assert_eq!(
+            read_directory_entries(&d, later()).err(),
+            Some(Stopped::Error(ErrorCode::Overflow))
+        );
+    }
+
+    /// A listing stops at the call's deadline.
+    #[test]
+    fn read_directory_entries_stops_at_the_deadline() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join("f"), "x").unwrap();
+        assert_eq!(
+            read_directory_entries(&dir(t.path()), Instant::now()).err(),
+            Some(Stopped::Deadline)
+        );
+    }
+
+    /// A device node is refused without being opened (`names.rs` looks at it first): `invalid`.
+    #[test]
+    fn read_file_at_refuses_a_device_node() {
+        let t = tempfile::tempdir().unwrap();
+        if rustix::fs::mknodat(
+            rustix::fs::CWD,
+            t.path().join("zero"),
+            FileType::CharacterDevice,
+            Mode::from_raw_mode(0o666),
+            rustix::fs::makedev(1, 5),
+        )
+        .is_err()
+        {
+            return; // not root: no device node can be made
+        }
+        let opened = crate::sandbox::names::testing::opened_during(&t.path().join("zero"), || {
+            assert_eq!(
+                read_file_at(&dir(t.path()), "zero", 10),
+                Err(ErrorCode::Invalid)
+            );
+        });
+        assert!(!opened, "read-file-at opened a device node");
     }
 }

@@ -2,10 +2,11 @@
 //! A component that imports no `wasi:sockets` gets a linker without them; one that imports them is
 //! linked with them, and without a network grant its call's WASI context denies every socket
 //! operation (`state.rs`). `wasi:http` is linked only for a component whose manifest requests
-//! `http` origins (each request is then checked against the granted ones, `http.rs`). Besides WASI
-//! every component is offered `bb7:host/files` (`hostfiles.rs`), which adds no capability; anything
-//! else is never offered. The checks here word the refusal, naming the import, before
-//! wasmtime's linker would fail.
+//! `http` origins (each request is then checked against the granted ones, `http.rs`). Besides
+//! WASI the built-in component is offered `bb7:host/files` (`hostfiles.rs`), which adds no
+//! capability; a third-party component importing it, or anything else outside WASI and the
+//! contract's types-only interface, is refused (ECOSYSTEM-PROTOCOL.md §5). The checks here word the
+//! refusal, naming the import, before wasmtime's linker would fail.
 
 use wasmtime::Engine;
 use wasmtime::component::{HasData, Linker, ResourceTable};
@@ -78,11 +79,29 @@ fn add_without_sockets(l: &mut Linker<CallState>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-/// Why `import` cannot be offered to a component whose grant has (`network`) or lacks network
-/// access and whose manifest requests (`http`) or does not request HTTP origins; `None` when it
-/// can. `own_types` is the contract's types-only interface; `bb7:host/files` is always offered.
-pub fn refusal(import: &str, network: bool, http: bool, own_types: &str) -> Option<String> {
-    if import == own_types || import == super::hostfiles::INTERFACE {
+/// What a component's imports are checked against: its grant and manifest, and whether it is
+/// bb7's own built-in component.
+#[derive(Debug, Clone, Copy)]
+pub struct Offer<'a> {
+    /// Its grant has network access (or it imports `wasi:sockets`, linked with every use denied).
+    pub network: bool,
+    /// Its manifest requests HTTP origins.
+    pub http: bool,
+    /// The contract's types-only interface (`bb7:tool/types@…`).
+    pub own_types: &'a str,
+    /// The built-in component embedded in `bb7` (the only one offered `bb7:host/files`).
+    pub builtin: bool,
+}
+
+/// Why `import` cannot be offered to a component `offer` describes; `None` when it can.
+pub fn refusal(import: &str, offer: Offer<'_>) -> Option<String> {
+    let Offer {
+        network,
+        http,
+        own_types,
+        builtin,
+    } = offer;
+    if import == own_types || (builtin && import == super::hostfiles::INTERFACE) {
         return None;
     }
     if import.starts_with("wasi:sockets/") {
@@ -97,6 +116,11 @@ pub fn refusal(import: &str, network: bool, http: bool, own_types: &str) -> Opti
             "the component imports {import}, but its manifest requests no http origins: declare them (http = [\"https://api.example.com\", …]) and grant them, or build the component without HTTP (componentize-js/jco: --disable http fetch-event; Rust: do not depend on wasi:http)"
         ));
     }
+    if import.starts_with("bb7:host/") {
+        return Some(format!(
+            "the component imports {import}, which bb7 offers only to its own built-in tools; a third-party tool component may import nothing but WASI and bb7:tool/types (build it without {import})"
+        ));
+    }
     if !import.starts_with("wasi:") {
         return Some(format!(
             "the component imports {import}; tool components may import nothing but WASI"
@@ -109,13 +133,20 @@ pub fn refusal(import: &str, network: bool, http: bool, own_types: &str) -> Opti
 mod tests {
     use super::*;
 
+    fn offer(network: bool, http: bool, builtin: bool) -> Offer<'static> {
+        Offer {
+            network,
+            http,
+            own_types: "bb7:tool/types@0.1.0",
+            builtin,
+        }
+    }
+
     #[test]
     fn a_wasi_http_import_is_refused_naming_how_to_build_without_it() {
         let why = refusal(
             "wasi:http/outgoing-handler@0.2.3",
-            true,
-            false,
-            "bb7:tool/types@0.1.0",
+            offer(true, false, false),
         )
         .expect("refused");
         assert!(why.contains("wasi:http/outgoing-handler@0.2.3"), "{why}");
@@ -124,10 +155,26 @@ mod tests {
         // With an http request it is linked (each request is checked against the grant).
         let linked = refusal(
             "wasi:http/outgoing-handler@0.2.3",
-            false,
-            true,
-            "bb7:tool/types@0.1.0",
+            offer(false, true, false),
         );
         assert_eq!(linked, None);
+    }
+
+    /// `bb7:host/files` is offered to the built-in component only: any other component importing
+    /// it is refused, naming it (ECOSYSTEM-PROTOCOL.md §5), whatever its grant.
+    #[test]
+    fn bb7_host_files_is_offered_to_the_builtin_component_only() {
+        let files = super::super::hostfiles::INTERFACE;
+        assert_eq!(refusal(files, offer(false, false, true)), None);
+        for (network, http) in [(false, false), (true, false), (true, true)] {
+            let why = refusal(files, offer(network, http, false)).expect("refused");
+            assert!(why.contains("bb7:host/files@0.1.0"), "{why}");
+            assert!(why.contains("only to its own built-in tools"), "{why}");
+        }
+        // The contract's types-only interface stays allowed for everyone.
+        assert_eq!(
+            refusal("bb7:tool/types@0.1.0", offer(false, false, false)),
+            None
+        );
     }
 }

@@ -36,6 +36,7 @@ pub mod hostfiles;
 pub mod http;
 pub mod limits;
 pub mod linking;
+pub mod names;
 pub mod outdir;
 pub mod readdir;
 pub mod registry;

@@ -15,7 +15,7 @@
 use std::os::fd::AsFd;
 use std::sync::Arc;
 
-use rustix::fs::{AtFlags, FileType};
+use rustix::fs::FileType;
 use wasmtime::StoreContextMut;
 use wasmtime::component::{Linker, Resource, ResourceType};
 use wasmtime_wasi::p2::bindings::sync::filesystem::types::{
@@ -80,44 +80,25 @@ fn define(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-/// The entries of `dir`, each with the type its listing gives (an entry of unknown type is looked
-/// at without following a link; one that vanished in between is left out).
+/// The entries of `dir`, each with the type its listing gives (`names::each_entry`: an entry of
+/// unknown type is looked at without following a link; one that vanished in between is left out;
+/// a preopen, held `O_PATH`, is listed too).
 fn list(dir: &std::fs::File) -> std::io::Result<Vec<Result<DirectoryEntry, ErrorCode>>> {
-    let mut entries = rustix::fs::Dir::read_from(dir.as_fd())?;
     let mut out = Vec::new();
-    while let Some(entry) = entries.read() {
-        let entry = match entry {
-            Ok(e) => e,
-            Err(e) => {
-                out.push(Err(error_code(e.into())));
-                break;
-            }
-        };
-        let raw = entry.file_name().to_bytes();
-        if raw == b"." || raw == b".." {
-            continue;
-        }
-        let file_type = match entry.file_type() {
-            FileType::Unknown => {
-                match rustix::fs::statat(dir.as_fd(), entry.file_name(), AtFlags::SYMLINK_NOFOLLOW)
-                {
-                    Ok(st) => FileType::from_raw_mode(st.st_mode),
-                    Err(rustix::io::Errno::NOENT) => continue,
-                    Err(e) => {
-                        out.push(Err(error_code(e.into())));
-                        continue;
-                    }
-                }
-            }
-            t => t,
-        };
-        out.push(match String::from_utf8(raw.to_vec()) {
-            Ok(name) => Ok(DirectoryEntry {
+    let listed = super::names::each_entry(dir.as_fd(), |entry| {
+        out.push(match (entry.name.to_str(), entry.file_type) {
+            (_, Err(e)) => Err(error_code(e.into())),
+            (Ok(name), Ok(file_type)) => Ok(DirectoryEntry {
                 type_: descriptor_type(file_type),
-                name,
+                name: name.to_string(),
             }),
-            Err(_) => Err(ErrorCode::IllegalByteSequence),
+            (Err(_), Ok(_)) => Err(ErrorCode::IllegalByteSequence),
         });
+        std::ops::ControlFlow::Continue(())
+    });
+    if let Err(e) = listed {
+        // The entries read before the error stand; the error ends the stream.
+        out.push(Err(error_code(e.into())));
     }
     Ok(out)
 }
@@ -183,5 +164,23 @@ mod tests {
             ]
         ));
         assert!(matches!(errors[..], [ErrorCode::IllegalByteSequence]));
+    }
+
+    /// A preopen is held `O_PATH`: it is listed as any directory (it was an error: the listing
+    /// reopened `.` with the descriptor's own flags).
+    #[test]
+    fn a_preopened_directory_is_listed() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join("file"), "x").unwrap();
+        let path_only = std::fs::File::from(
+            rustix::fs::open(
+                t.path(),
+                rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
+                rustix::fs::Mode::empty(),
+            )
+            .unwrap(),
+        );
+        let got = list(&path_only).unwrap();
+        assert!(matches!(&got[..], [Ok(e)] if e.name == "file"), "{got:?}");
     }
 }

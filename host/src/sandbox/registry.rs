@@ -439,9 +439,15 @@ impl Registry {
         // std::net, componentize-py's interpreter) is linked, and every operation is denied: the
         // call's WASI context allows no socket use at all without a network grant.
         let network = linking.network || imports.iter().any(|i| i.starts_with("wasi:sockets/"));
+        let offer = super::linking::Offer {
+            network,
+            http: linking.http,
+            own_types,
+            builtin: matches!(origin, Origin::Builtin(_)),
+        };
         if let Some(why) = imports
             .iter()
-            .find_map(|i| super::linking::refusal(i, network, linking.http, own_types))
+            .find_map(|i| super::linking::refusal(i, offer))
         {
             anyhow::bail!("{why}");
         }

@@ -59,6 +59,27 @@ impl CallState {
         (self.deadline, &mut self.deadline_hit, &mut self.table)
     }
 
+    /// When the call's wall time ends.
+    pub(super) fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// The trap of a host call that found the call's deadline passed (recorded, so the failure
+    /// reads as the time limit, as for a wait cut at it).
+    pub(super) fn deadline_passed(&mut self) -> wasmtime::Error {
+        self.deadline_hit = true;
+        wasmtime::Error::msg("the tool's time limit passed during a host call")
+    }
+
+    /// [`Self::deadline_passed`] when the deadline has passed, for host calls that do work rather
+    /// than wait (`hostfiles.rs`): checked before the work.
+    pub(super) fn check_deadline(&mut self) -> wasmtime::Result<()> {
+        if Instant::now() >= self.deadline {
+            return Err(self.deadline_passed());
+        }
+        Ok(())
+    }
+
     /// The call's resource table.
     pub(super) fn table(&mut self) -> &mut ResourceTable {
         &mut self.table

@@ -20,8 +20,6 @@
 //! - `write_big` (`mib`, `via`): writes `mib` MiB to `big.bin` in 1 MiB writes (`via`: `file`,
 //!   std's `File::write_all`; `stream`, the raw `write` on a descriptor opened with `O_APPEND`),
 //!   going on past failed writes; reports the bytes written and the first error.
-//! - `fs` ops `host_read` (`dir`, `path`, `max`) and `host_list` (`dir`) call `bb7:host/files`
-//!   (wit/host-v0.1.0) directly.
 //! - `deep_chain` (`depth`): creates a chain of nested directories `d/d/d/…`, each level made and
 //!   opened relative to the previous one's descriptor (no path grows), until `depth` or an error.
 
@@ -29,69 +27,6 @@ wit_bindgen::generate!({
     path: "../../wit/v0.1.0",
     world: "tool-component",
 });
-
-/// `bb7:host/files` (wit/host-v0.1.0), which the host offers every component besides WASI, called
-/// with whatever the test asks for: ops `host_read` (`dir`, `path`, `max`) and `host_list` (`dir`).
-mod host_files {
-    wit_bindgen::generate!({
-        inline: "package hostile:files; world files { import bb7:host/files@0.1.0; import wasi:filesystem/preopens@0.2.12; }",
-        path: "../../wit/host-v0.1.0",
-        world: "hostile:files/files",
-        generate_all,
-    });
-
-    use bb7::host::files;
-    use serde_json::{Value, json};
-    use wasi::filesystem::preopens::get_directories;
-    use wasi::filesystem::types::{Descriptor, DescriptorFlags, OpenFlags, PathFlags};
-
-    /// The grant's root, or directory `dir` below it opened by wasmtime-wasi's `open-at` (a path
-    /// of any number of names, no link followed).
-    fn dir(dir: &str) -> Result<Descriptor, String> {
-        let mut pre = get_directories();
-        if pre.is_empty() {
-            return Err("no preopened directory".into());
-        }
-        let (root, _) = pre.swap_remove(0);
-        if dir.is_empty() {
-            return Ok(root);
-        }
-        root.open_at(
-            PathFlags::empty(),
-            dir,
-            OpenFlags::DIRECTORY,
-            DescriptorFlags::READ,
-        )
-        .map_err(|e| format!("opening {dir}: {}", e.name()))
-    }
-
-    /// `read-file-at` of `name` in `dir`, `max` bytes at most (a number; anything else asks for
-    /// `u64::MAX`).
-    pub fn read(d: &str, name: &str, max: &Value) -> Result<Value, String> {
-        let d = dir(d)?;
-        let max = max.as_u64().unwrap_or(u64::MAX);
-        match files::read_file_at(&d, name, max) {
-            Ok(Some(bytes)) => Ok(json!({"len": bytes.len(), "read": super::lossy(&bytes)})),
-            Ok(None) => Ok(json!({"larger": true})),
-            Err(e) => Err(e.name().to_string()),
-        }
-    }
-
-    /// `read-directory-entries` of `dir`: `name Type` lines (`inside.txt RegularFile`), sorted.
-    pub fn list(d: &str) -> Result<Value, String> {
-        let d = dir(d)?;
-        let mut names: Vec<String> = files::read_directory_entries(&d)
-            .map_err(|e| e.name().to_string())?
-            .into_iter()
-            .map(|e| {
-                let t = format!("{:?}", e.type_);
-                format!("{} {}", e.name, t.trim_start_matches("DescriptorType::"))
-            })
-            .collect();
-        names.sort();
-        Ok(json!(names))
-    }
-}
 
 use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
@@ -534,8 +469,6 @@ fn fs_op(op: &Value) -> Value {
                 unsafe { libc::close(dfd) };
                 r
             }
-            "host_read" => host_files::read(op["dir"].as_str().unwrap_or(""), path, &op["max"]),
-            "host_list" => host_files::list(op["dir"].as_str().unwrap_or("")),
             other => Err(format!("unknown op {other:?}")),
         }
     })();

@@ -22,7 +22,9 @@
 //! `bb7:host/files` (wit/host-v0.1.0) for the two things a walk does most: a directory's whole
 //! listing (`read-directory-entries`, one call instead of one per entry) and a small file read
 //! whole (`read-file-at`: open without following a link, read, close in one call instead of
-//! three). Natively (the host's project view, tests, benchmarks) it is `openat(2)`
+//! three) — in the built-in component only (feature `host-files`: the host links that interface
+//! for no other component); the single-tool builds list and read through WASI alone, with the same
+//! results. Natively (the host's project view, tests, benchmarks) it is `openat(2)`
 //! through rustix.
 
 use std::io;
@@ -141,8 +143,8 @@ impl Tree {
     }
 
     /// Opens file `rel` for reading: every directory on the way and the file itself opened
-    /// without following links. Natively, anything but a regular file is refused (without
-    /// blocking on a FIFO).
+    /// without following links. A FIFO, a device or a socket is refused without being opened
+    /// (natively it is opened without blocking and refused before any read).
     pub fn open_file(&mut self, rel: &str) -> io::Result<OpenFile> {
         let (parent, name) = split(rel);
         let dir = self.dir(parent)?;
@@ -401,7 +403,9 @@ mod sys {
     pub type Handle = Descriptor;
     pub type File = Descriptor;
 
-    /// Bindings of `bb7:host/files` (wit/host-v0.1.0), over wasip2's WASI types.
+    /// Bindings of `bb7:host/files` (wit/host-v0.1.0), over wasip2's WASI types: only in the
+    /// built-in component (feature `host-files`), the one component the host links them for.
+    #[cfg(feature = "host-files")]
     mod host {
         wit_bindgen::generate!({
             path: "../../wit/host-v0.1.0",
@@ -415,9 +419,11 @@ mod sys {
             },
         });
     }
+    #[cfg(feature = "host-files")]
     use host::bb7::host::files;
 
     /// The largest file `read-file-at` reads (its `max` limit).
+    #[cfg(feature = "host-files")]
     const READ_FILE_AT_MAX: u64 = 4 << 20;
 
     thread_local! {
@@ -511,27 +517,57 @@ mod sys {
         Ok(kind_of(st.type_))
     }
 
+    fn kind_of_entry(t: DescriptorType) -> Option<Kind> {
+        match t {
+            DescriptorType::Directory => Some(Kind::Dir),
+            DescriptorType::RegularFile => Some(Kind::File),
+            _ => None,
+        }
+    }
+
     /// The whole listing in one host call (`read-directory-entries`; names that are not UTF-8
-    /// are left out, as natively).
+    /// are left out, as natively). A directory too large for that call (`overflow`: the host caps
+    /// it) is listed entry by entry through WASI instead.
+    #[cfg(feature = "host-files")]
     pub fn list(dir: &Handle) -> io::Result<Vec<(String, Option<Kind>)>> {
-        let entries = files::read_directory_entries(dir).map_err(to_io)?;
-        Ok(entries
-            .into_iter()
-            .map(|ent| {
-                let kind = match ent.type_ {
-                    DescriptorType::Directory => Some(Kind::Dir),
-                    DescriptorType::RegularFile => Some(Kind::File),
-                    _ => None,
-                };
-                (ent.name, kind)
-            })
-            .collect())
+        match files::read_directory_entries(dir) {
+            Ok(entries) => Ok(entries
+                .into_iter()
+                .map(|ent| (ent.name, kind_of_entry(ent.type_)))
+                .collect()),
+            Err(ErrorCode::Overflow) => list_wasi(dir),
+            Err(e) => Err(to_io(e)),
+        }
+    }
+
+    /// The listing through WASI's `read-directory`, one host call per entry.
+    #[cfg(not(feature = "host-files"))]
+    pub fn list(dir: &Handle) -> io::Result<Vec<(String, Option<Kind>)>> {
+        list_wasi(dir)
+    }
+
+    /// The listing through WASI's `read-directory` (an entry whose name is not UTF-8 is an
+    /// `illegal-byte-sequence` error there: it is left out, as natively and by
+    /// `read-directory-entries`).
+    fn list_wasi(dir: &Handle) -> io::Result<Vec<(String, Option<Kind>)>> {
+        let stream = dir.read_directory().map_err(to_io)?;
+        let mut out = Vec::new();
+        loop {
+            match stream.read_directory_entry() {
+                Ok(Some(ent)) => out.push((ent.name, kind_of_entry(ent.type_))),
+                Ok(None) => break,
+                Err(ErrorCode::IllegalByteSequence) => continue,
+                Err(e) => return Err(to_io(e)),
+            }
+        }
+        Ok(out)
     }
 
     /// Reads regular file `name` of `dir` whole into `buf` in one host call (`read-file-at`: opened
     /// without following a link, only a regular file) when `cap` is within what that call takes:
     /// `Some(len)`, or `None` when it holds more than `cap` bytes. `None` (not done here) for a
     /// larger `cap`.
+    #[cfg(feature = "host-files")]
     pub fn read_whole(
         dir: &Handle,
         name: &str,
@@ -551,7 +587,27 @@ mod sys {
         })
     }
 
+    /// Without `bb7:host/files` a file is read through [`open_file`] and reads (`None`: not done
+    /// here).
+    #[cfg(not(feature = "host-files"))]
+    pub fn read_whole(
+        _dir: &Handle,
+        _name: &str,
+        _cap: usize,
+        _buf: &mut Vec<u8>,
+    ) -> Option<io::Result<Option<usize>>> {
+        None
+    }
+
     pub fn open_file(dir: &Handle, name: &str) -> io::Result<super::OpenFile> {
+        // A FIFO, device or socket is refused as natively, without asking the host to open it
+        // (the open of some devices has side effects; a FIFO's may wait for a writer).
+        if entry_type(dir, name)? == EntryType::Other {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a regular file",
+            ));
+        }
         // No SYMLINK_FOLLOW: a link in the file's place is refused, never followed.
         let f = dir
             .open_at(
