@@ -11,6 +11,13 @@
 //!   `O_NOFOLLOW | O_NONBLOCK | O_NOCTTY`, and `fstat`ed: if the name now leads to another inode
 //!   (it was swapped between the look and the open) the descriptor is closed unread and the open
 //!   fails with `EAGAIN`. What is read is therefore always the regular file that was looked at.
+//! - [`open_listed_file`] is for a name a listing of the same directory just reported as a
+//!   regular file (`read-file-at`, called by the built-in walk for those only): it skips the look
+//!   (one path lookup per file fewer: `search_project` reads every file of a tree this way) and
+//!   opens the name directly with the same flags, then `fstat`s it. A FIFO, device or socket put
+//!   in its place since the listing is then opened — `O_NONBLOCK`, so a FIFO's open never waits,
+//!   and `O_NOCTTY` — but closed unread and reported as [`Opened::Special`]; a link is `ELOOP`;
+//!   a directory is reported as one, unread.
 //! - [`each_entry`] lists a directory with `getdents64` on the directory's own descriptor (rewound
 //!   first; no second descriptor of it), taking each entry's type from the listing and looking
 //!   (without following a link) only at an entry whose type the file system does not report. A
@@ -64,6 +71,19 @@ const DIR_FLAGS: OFlags = OFlags::RDONLY
 /// `ELOOP`).
 pub fn open_name(dir: BorrowedFd<'_>, name: &str, directory: bool) -> Result<Opened, Errno> {
     open_name_checked(dir, name, directory, || {})
+}
+
+/// Opens `name`, one name of `dir` (checked by [`one_name`]) that a listing of `dir` reported as
+/// a regular file, for reading, without the look [`open_name`] makes first (see the module docs):
+/// what is not a regular file by now is closed unread (`Special`, or `Dir`).
+pub fn open_listed_file(dir: BorrowedFd<'_>, name: &str) -> Result<Opened, Errno> {
+    let fd = rustix::fs::openat(dir, name, FILE_FLAGS, Mode::empty())?;
+    let st = rustix::fs::fstat(&fd)?;
+    Ok(match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => Opened::File(fd, u64::try_from(st.st_size).unwrap_or(0)),
+        FileType::Directory => Opened::Dir(fd),
+        other => Opened::Special(other),
+    })
 }
 
 /// [`open_name`], running `between` after the name was looked at and before it is opened (tests
@@ -324,6 +344,33 @@ mod tests {
             };
             assert!(matches!(got, Err(e) if e == want), "{swap_in}: {got:?}");
         }
+    }
+
+    /// A name the listing called a regular file is opened directly; whatever is there by then
+    /// that is not a regular file is handed back unread: a FIFO (its open does not wait for a
+    /// writer), a directory, a link (`ELOOP`, not followed).
+    #[test]
+    fn a_listed_file_is_opened_directly_and_anything_else_comes_back_unread() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path();
+        std::fs::write(p.join("f"), "xyz").unwrap();
+        std::fs::create_dir(p.join("d")).unwrap();
+        std::os::unix::fs::symlink("f", p.join("l")).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            p.join("pipe"),
+            FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let dir = rustix::fs::open(p, DIR_FLAGS, Mode::empty()).unwrap();
+        let open = |n: &str| open_listed_file(dir.as_fd(), n);
+        assert!(matches!(open("f"), Ok(Opened::File(_, 3))));
+        assert!(matches!(open("d"), Ok(Opened::Dir(_))));
+        assert!(matches!(open("l"), Err(Errno::LOOP)));
+        assert!(matches!(open("pipe"), Ok(Opened::Special(FileType::Fifo))));
+        assert!(matches!(open("missing"), Err(Errno::NOENT)));
     }
 
     #[test]
