@@ -6,11 +6,13 @@ use std::path::{Path, PathBuf};
 /// The release binary's budget, in bytes. Issue 30 asks for at most 20 MB; what it is now, and what
 /// is left to cut, is in the issue notes (the compiler that third-party components need is most of
 /// the rest). Raise it only deliberately. With the size-oriented release profile (root Cargo.toml:
-/// one code unit per dependency, the compile-only crates optimised for size) it is 30.90 MB; the
-/// same source builds a little larger or smaller depending on which targets are built with it
-/// (cargo unifies their dependencies' features): the budget leaves room for that, not for a
-/// regression like an embedded part stored uncompressed (+1 MB) or the profile lost (+4 MB).
-const BUDGET_BYTES: u64 = 31_500_000;
+/// one code unit per dependency, the compile-only crates optimised for size), the guest
+/// dependencies optimised for size (guest-tools/Cargo.toml), reqwest without HTTP/2 and tracing's
+/// debug and trace events compiled out, it is 29.64 MB as the tests build it; the same source
+/// builds a little larger or smaller depending on which targets are built with it (cargo unifies
+/// their dependencies' features): the budget leaves room for that, not for a regression like an
+/// embedded part stored uncompressed (+1 MB) or the profile lost (+4 MB).
+const BUDGET_BYTES: u64 = 30_150_000;
 
 fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_bb7"))
