@@ -142,7 +142,13 @@ fn build_guests(guests: &Path, guest_target: &Path, select: &[&str]) {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(guests)
-        .args(["build", "--release", "--target", "wasm32-wasip2"])
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--target",
+            "wasm32-wasip2",
+        ])
         .args(select)
         .arg("--target-dir")
         .arg(guest_target);

@@ -1253,9 +1253,10 @@ fn plant_device(l: &Layout, rel: &str, minor: u32) -> Option<PathBuf> {
 
 /// The built-in tools walk a tree through `bb7:host/files` (`read-file-at`, `read-directory-entries`)
 /// and WASI's one-name `open-at` (`fileread.rs`): a device node (a copy of `/dev/zero` and of
-/// `/dev/null`), a FIFO and a socket in the grant are looked at and never opened — not even
-/// opened and closed unread (inotify sees every open of their inodes) —, a 5 GiB sparse file is
-/// not read, and every call finishes without leaking anything from outside.
+/// `/dev/null`), a FIFO (also as `.git/info/exclude`, which every walk reads without a listing
+/// typing it) and a socket in the grant are looked at or typed by a listing, and never opened —
+/// not even opened and closed unread (inotify sees every open of their inodes) —, a 5 GiB sparse
+/// file is not read, and every call finishes without leaking anything from outside.
 #[test]
 fn builtin_walk_never_opens_a_device_node_fifo_or_socket() {
     let l = Layout::new();
@@ -1265,7 +1266,14 @@ fn builtin_walk_never_opens_a_device_node_fifo_or_socket() {
     std::fs::File::create(l.grant.join("huge.bin"))
         .and_then(|f| f.set_len(5 << 30))
         .unwrap();
-    let mut specials = vec![l.grant.join("pipe"), l.grant.join("sub/pipe2")];
+    // Read by every walk without a listing typing it first: it must be looked at too.
+    std::fs::create_dir_all(l.grant.join(".git/info")).unwrap();
+    l.plant_fifo(".git/info/exclude");
+    let mut specials = vec![
+        l.grant.join("pipe"),
+        l.grant.join("sub/pipe2"),
+        l.grant.join(".git/info/exclude"),
+    ];
     specials.extend(plant_device(&l, "zero", 5));
     specials.extend(plant_device(&l, "sub/null", 3));
     let before = l.outside_snapshot();
@@ -1331,7 +1339,9 @@ fn builtin_walk_lists_a_directory_past_the_listing_cap() {
 /// A file swapped, between the host's look at it and its open, for a link out of the grant, a
 /// FIFO or another file (a thread renames them in a loop while the built-in tools read the tree)
 /// is never read through the link and never waited on: every call finishes and nothing outside
-/// leaks (`names.rs` opens only the inode it looked at and refuses a swapped one unread).
+/// leaks (`names.rs` opens only the inode it looked at and refuses a swapped one unread; for
+/// `read-file-at`, a name the listing typed as a regular file, it reads only what `fstat` shows is
+/// a regular file).
 #[test]
 fn builtin_walk_survives_a_swap_between_look_and_open() {
     use std::sync::Arc;

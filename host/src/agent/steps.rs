@@ -166,8 +166,11 @@ pub async fn run(mut job: ReplyJob, policy: Policy, sink: &mut dyn ReplySink) ->
     };
     let ending = steps(&mut job, &policy, &mut events, &mut gate, &mut acc, &mut st).await;
     // Chat mode reports nothing before its record: its files are published with it.
-    let (ending, written, publish) =
-        stream::commit(job.tools.as_ref(), &job.chat_dir, ending, !policy.report);
+    // It writes, fsyncs and may wait for a review action holding the outputs (apply_hunks): off
+    // the runtime's worker, as the sandbox calls are.
+    let (ending, written, publish) = tokio::task::block_in_place(|| {
+        stream::commit(job.tools.as_ref(), &job.chat_dir, ending, !policy.report)
+    });
     if let Some(plan) = st.summary.plan.as_ref().filter(|_| ending.answered()) {
         events.emit(acc.sink, super::plan::proposed_event(plan), None);
     }

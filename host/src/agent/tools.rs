@@ -146,7 +146,7 @@ pub struct ToolRunner {
     writable: HashMap<String, ContextFile>,
     /// The snapshots of `writable` files the send already read (its stale check and request),
     /// by path: an edit's base without reading the snapshot again.
-    snapshots: HashMap<String, Arc<[u8]>>,
+    snapshots: HashMap<String, (Arc<[u8]>, crate::store::Stamp)>,
     /// Paths the model may not change: read-only files and paths present only as sections.
     read_only: BTreeSet<String>,
     touched: Vec<Touched>,
@@ -320,9 +320,13 @@ impl ToolRunner {
             .map(unknown)
             .or_else(|| {
                 let cf = self.writable.get(path)?;
+                // As the send read it, unless it was replaced since (an agent reply runs while
+                // the user may update the context): then as it is now.
                 let content = match self.snapshots.get(path) {
-                    Some(c) => Arc::clone(c),
-                    None => snapshots::read(&self.chat_dir, cf).ok()?.into(),
+                    Some((c, stamp)) if snapshots::unchanged(&self.chat_dir, cf, stamp) => {
+                        Arc::clone(c)
+                    }
+                    _ => snapshots::read(&self.chat_dir, cf).ok()?.into(),
                 };
                 Some(Base {
                     content,

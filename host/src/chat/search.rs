@@ -1085,18 +1085,18 @@ mod tests {
                     if let Some(i) = at(s, &pieces)
                         && let (k, Piece::Child(c, val)) = &pieces[i]
                     {
-                        let again = (*k, Piece::Child(c.clone(), *val));
+                        let again = (*k, Piece::Child(c.clone(), val));
                         pieces.insert(i + 1, again);
                     }
                 }
                 Edit::Set(s, raw) => {
                     if let Some(i) = at(s, &pieces) {
-                        pieces[i].1 = Piece::Raw(*raw);
+                        pieces[i].1 = Piece::Raw(raw);
                     }
                 }
                 Edit::Add(raw) => {
                     let key = (open == b'{').then_some("zz_unknown");
-                    pieces.push((key, Piece::Raw(*raw)));
+                    pieces.push((key, Piece::Raw(raw)));
                 }
             }
         }
@@ -1184,11 +1184,11 @@ mod tests {
         containers(&chat, &mut Vec::new(), &mut all);
         let (mut taken, mut refused) = (0, 0);
         for (target, children) in &all {
-            let mut edits: Vec<Edit> = VALUES.iter().map(|v| Edit::Add(*v)).collect();
+            let mut edits: Vec<Edit> = VALUES.iter().map(|v| Edit::Add(v)).collect();
             for child in children {
                 edits.push(Edit::Remove(child.clone()));
                 edits.push(Edit::Twice(child.clone()));
-                edits.extend(VALUES.iter().map(|v| Edit::Set(child.clone(), *v)));
+                edits.extend(VALUES.iter().map(|v| Edit::Set(child.clone(), v)));
             }
             for edit in &edits {
                 let bytes = emit(&chat, &mut Vec::new(), target, edit);

@@ -8,7 +8,7 @@ use cap_std::fs::Dir;
 
 use super::model::ContextFile;
 use super::paths::{self, ClientPath, PathError};
-use crate::store::write_atomic;
+use crate::store::{Stamp, write_atomic};
 
 /// Where `cf`'s snapshot lives in the chat directory.
 pub fn location(cf: &ContextFile) -> Result<String, PathError> {
@@ -29,26 +29,36 @@ pub fn read(chat_dir: &Dir, cf: &ContextFile) -> io::Result<Vec<u8>> {
 /// times per send, four with an edit). Keyed by where the snapshot lives and the entry's
 /// `version`, so an entry whose snapshot was replaced is read again.
 #[derive(Debug, Default)]
-pub struct Memo(HashMap<(String, String), Arc<[u8]>>);
+pub struct Memo(HashMap<(String, String), (Arc<[u8]>, Stamp)>);
 
 impl Memo {
     /// `cf`'s snapshot: as read before, else read now and kept.
     pub fn read(&mut self, chat_dir: &Dir, cf: &ContextFile) -> io::Result<Arc<[u8]>> {
         let rel = location(cf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         let key = (rel, cf.version.clone());
-        if let Some(c) = self.0.get(&key) {
+        if let Some((c, _)) = self.0.get(&key) {
             return Ok(Arc::clone(c));
         }
-        let c = crate::store::read_regular_shared(chat_dir, &key.0)?;
-        self.0.insert(key, Arc::clone(&c));
+        let (c, stamp) = crate::store::read_regular_shared_stamped(chat_dir, &key.0)?;
+        self.0.insert(key, (Arc::clone(&c), stamp));
         Ok(c)
     }
 
-    /// `cf`'s snapshot if it was read through this memo.
-    pub fn get(&self, cf: &ContextFile) -> Option<Arc<[u8]>> {
+    /// `cf`'s snapshot if it was read through this memo, with the [`Stamp`] of the file read
+    /// (to tell later whether the snapshot on disk is still that one: [`unchanged`]).
+    pub fn get(&self, cf: &ContextFile) -> Option<(Arc<[u8]>, Stamp)> {
         let rel = location(cf).ok()?;
         self.0.get(&(rel, cf.version.clone())).cloned()
     }
+}
+
+/// Whether `cf`'s snapshot on disk is still the file `stamp` was taken of (a snapshot is
+/// replaced atomically, so a replaced one has another inode).
+pub fn unchanged(chat_dir: &Dir, cf: &ContextFile, stamp: &Stamp) -> bool {
+    location(cf)
+        .ok()
+        .and_then(|rel| crate::store::stamp(chat_dir, rel).ok())
+        .is_some_and(|now| now == *stamp)
 }
 
 /// Writes `cf`'s snapshot atomically.

@@ -104,7 +104,8 @@ fn define(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
                 // As wasmtime-wasi: reading a directory descriptor is a bad descriptor.
                 FsDescriptor::Dir(_) => return Ok((Err(ErrorCode::BadDescriptor),)),
             };
-            Ok((read_filled(&file, len, offset).map_err(error_code),))
+            let deadline = cx.data().deadline();
+            Ok((read_filled(&file, len, offset, deadline).map_err(error_code),))
         },
     )?;
     Ok(())
@@ -168,7 +169,15 @@ impl<'a> ReadOpen<'a> {
 
 /// Reads up to `len` bytes (at most [`MAX_READ`]) of `file` from `offset`, reading on after a
 /// short read; `true` with them when the file ended before `len` bytes.
-fn read_filled(file: &std::fs::File, len: u64, offset: u64) -> std::io::Result<(Vec<u8>, bool)> {
+/// A read interrupted by a signal (the watchdog's, for a call past its time) is retried until
+/// `deadline`; past it the interruption is handed back, so the guest code runs again and is stopped
+/// there.
+fn read_filled(
+    file: &std::fs::File,
+    len: u64,
+    offset: u64,
+    deadline: std::time::Instant,
+) -> std::io::Result<(Vec<u8>, bool)> {
     if len == 0 {
         // As wasmtime-wasi: a read of nothing reads nothing, which it reports as the end.
         return Ok((Vec::new(), true));
@@ -185,7 +194,7 @@ fn read_filled(file: &std::fs::File, len: u64, offset: u64) -> std::io::Result<(
                 // SAFETY: `pread` initialised the first `n` bytes of the spare capacity.
                 unsafe { buf.set_len(buf.len() + n) };
             }
-            Err(rustix::io::Errno::INTR) => continue,
+            Err(rustix::io::Errno::INTR) if std::time::Instant::now() < deadline => continue,
             // What was read stands; the next read meets the error again.
             Err(_) if !buf.is_empty() => return Ok((buf, false)),
             Err(e) => return Err(e.into()),
@@ -204,6 +213,11 @@ mod tests {
     use super::*;
     use rustix::fs::{FileType, Mode};
     use std::io::Write as _;
+
+    /// A deadline no test reaches.
+    fn far() -> std::time::Instant {
+        std::time::Instant::now() + std::time::Duration::from_secs(3600)
+    }
 
     fn read_open(path: &str, oflags: OpenFlags, flags: DescriptorFlags) -> Option<ReadOpen<'_>> {
         ReadOpen::of(PathFlags::empty(), path, oflags, flags)
@@ -320,23 +334,29 @@ mod tests {
         let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
         f.write_all(&data).unwrap();
         assert_eq!(
-            read_filled(&f, 1000, 0).unwrap(),
+            read_filled(&f, 1000, 0, far()).unwrap(),
             (data[..1000].to_vec(), false)
         );
         assert_eq!(
-            read_filled(&f, 400_000, 0).unwrap(),
+            read_filled(&f, 400_000, 0, far()).unwrap(),
             (data.clone(), true),
             "all of it, and the end, in one call"
         );
         assert_eq!(
-            read_filled(&f, 100_000, 200_000).unwrap(),
+            read_filled(&f, 100_000, 200_000, far()).unwrap(),
             (data[200_000..].to_vec(), false),
             "exactly the rest: the end is not known yet"
         );
-        assert_eq!(read_filled(&f, 10, 300_000).unwrap(), (Vec::new(), true));
-        assert_eq!(read_filled(&f, 10, 1 << 40).unwrap(), (Vec::new(), true));
-        assert_eq!(read_filled(&f, 0, 0).unwrap(), (Vec::new(), true));
-        let big = read_filled(&f, u64::MAX, 0).unwrap();
+        assert_eq!(
+            read_filled(&f, 10, 300_000, far()).unwrap(),
+            (Vec::new(), true)
+        );
+        assert_eq!(
+            read_filled(&f, 10, 1 << 40, far()).unwrap(),
+            (Vec::new(), true)
+        );
+        assert_eq!(read_filled(&f, 0, 0, far()).unwrap(), (Vec::new(), true));
+        let big = read_filled(&f, u64::MAX, 0, far()).unwrap();
         assert_eq!(big.0.len(), 300_000);
     }
 }

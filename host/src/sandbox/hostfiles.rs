@@ -12,7 +12,7 @@
 //! directory it opened below it) and at most one name in it: not empty, not `.`/`..`, no `/`.
 //! The name is opened as `names.rs` opens one name for every host call that takes one: a link in
 //! its place is `loop`, never followed; a FIFO, device or socket is `invalid` and never read. The
-//! built-in walk asks for a name only when the listing reported a regular file, so the name is
+//! built-in walk asks for a name only when its listing (or a look at it) reported a regular file, so the name is
 //! opened directly (`names::open_listed_file`: read-only, `O_NOFOLLOW | O_NONBLOCK | O_NOCTTY`)
 //! and `fstat`ed, without a look first; something swapped in since the listing is closed unread.
 //! A regular file is read only when it holds at most `max` bytes, itself at most
@@ -59,9 +59,17 @@ pub fn add(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
                 Ok(dir) => dir,
                 Err(e) => return Ok((Err(e),)),
             };
+            let deadline = cx.data().deadline();
             // The name is read where it lies in the guest's memory, not copied.
             let name = name.to_str(&cx)?;
-            Ok((read_file_at(&dir, &name, max),))
+            match read_file_at(&dir, &name, max, deadline) {
+                Ok(read) => Ok((Ok(read),)),
+                Err(Stopped::Error(e)) => Ok((Err(e),)),
+                Err(Stopped::Deadline) => {
+                    drop(name);
+                    Err(cx.data_mut().deadline_passed())
+                }
+            }
         },
     )?;
     files.func_wrap(
@@ -97,20 +105,28 @@ fn dir_of(
 
 /// See `read-file-at` in `wit/host-v0.1.0/host.wit`. Only a regular file is ever read
 /// (`names::open_listed_file`): a FIFO, device or socket is refused unread.
-fn read_file_at(dir: &std::fs::File, name: &str, max: u64) -> Result<Option<Vec<u8>>, ErrorCode> {
+/// A read interrupted by a signal (the watchdog's, for a call past its time) is retried until
+/// `deadline`, then stops the call.
+fn read_file_at(
+    dir: &std::fs::File,
+    name: &str,
+    max: u64,
+    deadline: Instant,
+) -> Result<Option<Vec<u8>>, Stopped> {
     if max > MAX_FILE {
-        return Err(ErrorCode::Invalid);
+        return Err(Stopped::Error(ErrorCode::Invalid));
     }
-    let name = names::one_name(name).ok_or(ErrorCode::Invalid)?;
-    let (fd, size) = match names::open_listed_file(dir.as_fd(), name).map_err(error_code)? {
+    let name = names::one_name(name).ok_or(Stopped::Error(ErrorCode::Invalid))?;
+    let opened = names::open_listed_file(dir.as_fd(), name);
+    let (fd, size) = match opened.map_err(|e| Stopped::Error(error_code(e)))? {
         Opened::File(fd, size) => (fd, size),
-        Opened::Dir(_) => return Err(ErrorCode::IsDirectory),
-        Opened::Special(_) => return Err(ErrorCode::Invalid),
+        Opened::Dir(_) => return Err(Stopped::Error(ErrorCode::IsDirectory)),
+        Opened::Special(_) => return Err(Stopped::Error(ErrorCode::Invalid)),
     };
     if size > max {
         return Ok(None);
     }
-    read_capped(&fd, size, max)
+    read_capped(&fd, size, max, deadline)
 }
 
 /// Reads `fd` from its start: all of it when it holds at most `max` bytes (`size`, its length
@@ -118,7 +134,12 @@ fn read_file_at(dir: &std::fs::File, name: &str, max: u64) -> Result<Option<Vec<
 /// more (a file that grew). A read that returns less than asked ends the file when the length
 /// read is `size` (a regular file reads short only at its end); otherwise reads go on until one
 /// returns nothing.
-fn read_capped(fd: &OwnedFd, size: u64, max: u64) -> Result<Option<Vec<u8>>, ErrorCode> {
+fn read_capped(
+    fd: &OwnedFd,
+    size: u64,
+    max: u64,
+    deadline: Instant,
+) -> Result<Option<Vec<u8>>, Stopped> {
     // One byte more than the file held, to see whether it grew, up to `max + 1`.
     let limit = usize::try_from(max.saturating_add(1)).unwrap_or(usize::MAX);
     let first = usize::try_from(size.saturating_add(1))
@@ -145,8 +166,9 @@ fn read_capped(fd: &OwnedFd, size: u64, max: u64) -> Result<Option<Vec<u8>>, Err
                     break;
                 }
             }
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(error_code(e)),
+            Err(rustix::io::Errno::INTR) if Instant::now() < deadline => continue,
+            Err(rustix::io::Errno::INTR) => return Err(Stopped::Deadline),
+            Err(e) => return Err(Stopped::Error(error_code(e))),
         }
     }
     if buf.len() as u64 > max {
@@ -186,7 +208,7 @@ fn read_directory_entries(
     let mut seen = 0usize;
     let mut stopped = None;
     names::each_entry(dir.as_fd(), |entry| {
-        if seen % DEADLINE_EVERY == 0 && Instant::now() >= deadline {
+        if seen.is_multiple_of(DEADLINE_EVERY) && Instant::now() >= deadline {
             stopped = Some(Stopped::Deadline);
             return ControlFlow::Break(());
         }
@@ -242,19 +264,28 @@ mod tests {
         std::fs::write(t.path().join("f"), &data).unwrap();
         std::fs::write(t.path().join("empty"), b"").unwrap();
         let d = dir(t.path());
-        assert_eq!(read_file_at(&d, "f", 100_000), Ok(Some(data.clone())));
-        assert_eq!(read_file_at(&d, "f", MAX_FILE), Ok(Some(data)));
-        assert_eq!(read_file_at(&d, "f", 99_999), Ok(None));
-        assert_eq!(read_file_at(&d, "empty", 0), Ok(Some(Vec::new())));
-        assert_eq!(read_file_at(&d, "f", MAX_FILE + 1), Err(ErrorCode::Invalid));
+        assert_eq!(
+            read_file_at(&d, "f", 100_000, later()),
+            Ok(Some(data.clone()))
+        );
+        assert_eq!(read_file_at(&d, "f", MAX_FILE, later()), Ok(Some(data)));
+        assert_eq!(read_file_at(&d, "f", 99_999, later()), Ok(None));
+        assert_eq!(read_file_at(&d, "empty", 0, later()), Ok(Some(Vec::new())));
+        assert_eq!(
+            read_file_at(&d, "f", MAX_FILE + 1, later()),
+            Err(Stopped::Error(ErrorCode::Invalid))
+        );
         for name in ["", ".", "..", "a/f", "/f", "../f", "f\0"] {
             assert_eq!(
-                read_file_at(&d, name, 10),
-                Err(ErrorCode::Invalid),
+                read_file_at(&d, name, 10, later()),
+                Err(Stopped::Error(ErrorCode::Invalid)),
                 "{name:?}"
             );
         }
-        assert_eq!(read_file_at(&d, "missing", 10), Err(ErrorCode::NoEntry));
+        assert_eq!(
+            read_file_at(&d, "missing", 10, later()),
+            Err(Stopped::Error(ErrorCode::NoEntry))
+        );
     }
 
     /// No link is followed (to a file or directory, dangling), a directory is `is-directory`, and
@@ -279,11 +310,21 @@ mod tests {
         .unwrap();
         let d = dir(p);
         for link in ["l", "ld", "dangling"] {
-            assert_eq!(read_file_at(&d, link, 10), Err(ErrorCode::Loop), "{link}");
+            assert_eq!(
+                read_file_at(&d, link, 10, later()),
+                Err(Stopped::Error(ErrorCode::Loop)),
+                "{link}"
+            );
         }
-        assert_eq!(read_file_at(&d, "sub", 10), Err(ErrorCode::IsDirectory));
+        assert_eq!(
+            read_file_at(&d, "sub", 10, later()),
+            Err(Stopped::Error(ErrorCode::IsDirectory))
+        );
         // Opened without waiting (`O_NONBLOCK`: no writer needed), refused unread.
-        assert_eq!(read_file_at(&d, "pipe", 10), Err(ErrorCode::Invalid));
+        assert_eq!(
+            read_file_at(&d, "pipe", 10, later()),
+            Err(Stopped::Error(ErrorCode::Invalid))
+        );
     }
 
     /// A listing gives each entry's own type (a link is a link), without `.`/`..`, and leaves out
@@ -370,8 +411,8 @@ mod tests {
             return; // not root: no device node can be made
         }
         assert_eq!(
-            read_file_at(&dir(t.path()), "zero", 10),
-            Err(ErrorCode::Invalid)
+            read_file_at(&dir(t.path()), "zero", 10, later()),
+            Err(Stopped::Error(ErrorCode::Invalid))
         );
     }
 }

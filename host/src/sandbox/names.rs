@@ -12,7 +12,8 @@
 //!   (it was swapped between the look and the open) the descriptor is closed unread and the open
 //!   fails with `EAGAIN`. What is read is therefore always the regular file that was looked at.
 //! - [`open_listed_file`] is for a name a listing of the same directory just reported as a
-//!   regular file (`read-file-at`, called by the built-in walk for those only): it skips the look
+//!   regular file (`read-file-at`: the built-in walk calls it only for a name its listing typed,
+//!   or that it looked at first, as a regular file): it skips the look
 //!   (one path lookup per file fewer: `search_project` reads every file of a tree this way) and
 //!   opens the name directly with the same flags, then `fstat`s it. A FIFO, device or socket put
 //!   in its place since the listing is then opened — `O_NONBLOCK`, so a FIFO's open never waits,

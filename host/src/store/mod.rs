@@ -387,17 +387,37 @@ fn load_or_make_key(dir: &Path, name: &str) -> io::Result<Vec<u8>> {
 /// other. (In tests, the side thread's fsyncs are added to this thread's count, see [`fsyncs`].)
 /// A panic in `side` is passed on.
 pub fn both<A: Send, B>(side: impl FnOnce() -> A + Send, main: impl FnOnce() -> B) -> (A, B) {
+    // `side` is shared with the spawn: if no thread can be made, it runs here after `main`.
+    let side = std::sync::Mutex::new(Some(side));
     std::thread::scope(|s| {
         #[cfg(test)]
         let plan = faults::current();
-        let h = s.spawn(move || {
+        let spawned = std::thread::Builder::new().spawn_scoped(s, || {
             #[cfg(test)]
             faults::install(plan);
-            (side(), thread_fsyncs())
+            let side = side.lock().ok().and_then(|mut f| f.take());
+            (side.map(|f| f()), thread_fsyncs())
         });
         let b = main();
-        let (a, n) = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-        count_fsyncs(n);
+        let a = match spawned {
+            Ok(h) => {
+                let (a, n) = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                count_fsyncs(n);
+                a
+            }
+            Err(_) => None,
+        };
+        let a = match a {
+            Some(a) => a,
+            None => {
+                let f = side.lock().unwrap_or_else(|e| e.into_inner()).take();
+                match f {
+                    Some(f) => f(),
+                    // Unreachable: the thread that took `side` ran it and returned `Some`.
+                    None => unreachable!("both: the side closure ran and returned nothing"),
+                }
+            }
+        };
         (a, b)
     })
 }
@@ -638,26 +658,71 @@ fn checked_len(f: &std::fs::File, max: u64) -> io::Result<usize> {
     usize::try_from(meta.len()).map_err(io::Error::other)
 }
 
+/// What tells one version of a file that is replaced atomically from the next: its device and
+/// inode (a rename puts another inode in place), its length and its modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+}
+
+/// The [`Stamp`] of `rel` in `dir` now (a final symlink is not followed).
+pub fn stamp(dir: &Dir, rel: impl AsRef<Path>) -> io::Result<Stamp> {
+    use cap_std::fs::MetadataExt;
+    let m = dir.symlink_metadata(rel)?;
+    Ok(Stamp {
+        dev: m.dev(),
+        ino: m.ino(),
+        len: m.len(),
+        mtime: (m.mtime(), m.mtime_nsec()),
+    })
+}
+
+/// [`read_regular_shared`], with the [`Stamp`] of the file it read.
+pub fn read_regular_shared_stamped(
+    dir: &Dir,
+    rel: impl AsRef<Path>,
+) -> io::Result<(Arc<[u8]>, Stamp)> {
+    use std::os::unix::fs::MetadataExt;
+    let (content, m) = read_shared(dir, rel)?;
+    let stamp = Stamp {
+        dev: m.dev(),
+        ino: m.ino(),
+        len: m.len(),
+        mtime: (m.mtime(), m.mtime_nsec()),
+    };
+    Ok((content, stamp))
+}
+
 /// [`read_regular`] straight into shared memory: the bytes are read into the `Arc` that keeps
 /// them, not into a buffer copied into one afterwards (a 1 MiB staged edit was copied once
 /// more that way). For files nothing writes to while they are read (a reply's staging copy):
 /// one that changes length meanwhile is an error.
 pub fn read_regular_shared(dir: &Dir, rel: impl AsRef<Path>) -> io::Result<Arc<[u8]>> {
+    read_shared(dir, rel).map(|(content, _)| content)
+}
+
+/// [`read_regular_shared`], with the metadata of the file it read (taken when it was opened).
+fn read_shared(dir: &Dir, rel: impl AsRef<Path>) -> io::Result<(Arc<[u8]>, std::fs::Metadata)> {
     use cap_std::fs::OpenOptionsExt;
     use std::io::Read;
     let mut opts = OpenOptions::new();
     opts.read(true).custom_flags(libc::O_NONBLOCK);
     let mut f = dir.open_with(rel, &opts)?.into_std();
     let len = checked_len(&f, MAX_READ)?;
+    let meta = f.metadata()?;
     let mut out: Arc<[u8]> = std::iter::repeat_n(0u8, len).collect();
-    if let Some(buf) = Arc::get_mut(&mut out) {
-        f.read_exact(buf)?;
-    }
+    // Just made, so not shared: never `None` (an error rather than zeros if it ever were).
+    let buf =
+        Arc::get_mut(&mut out).ok_or_else(|| io::Error::other("the read buffer is shared"))?;
+    f.read_exact(buf)?;
     let mut more = [0u8; 1];
     if f.read(&mut more)? != 0 {
         return Err(io::Error::other("the file grew while it was read"));
     }
-    Ok(out)
+    Ok((out, meta))
 }
 
 /// Removes `rel` (a file) if present.

@@ -136,11 +136,6 @@ impl Outputs {
         })
     }
 
-    /// The paths (inside the chat directory) of the files to publish.
-    pub fn paths(&self) -> impl Iterator<Item = &str> {
-        self.files.iter().map(|o| o.rel.as_str())
-    }
-
     /// Makes the files durable and puts them in place, all or nothing.
     pub fn publish(mut self) -> Result<(), PublishError> {
         for o in &mut self.files {
@@ -196,7 +191,7 @@ impl Outputs {
         let renamed = self.rename_all(keep)?;
         self.sync_parents();
         if let Err(e) = record.rename_into_place() {
-            renamed.roll_back(&self.chat_dir);
+            let e = renamed.roll_back(&self.chat_dir, e);
             return Err(record_err(e));
         }
         super::sync_dir(record_dir);
@@ -209,7 +204,18 @@ impl Outputs {
         let mut before = Vec::new();
         for (i, o) in self.files.iter().enumerate() {
             let prev = if i < keep {
-                super::read_regular(&self.chat_dir, &o.rel).ok()
+                match super::read_regular(&self.chat_dir, &o.rel) {
+                    Ok(b) => Some(b),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                    // Unreadable (not a regular file, too large, an I/O error): nothing is
+                    // renamed over what could not be given back.
+                    Err(source) => {
+                        return Err(PublishError::Output {
+                            path: o.rel.clone(),
+                            source,
+                        });
+                    }
+                }
             } else {
                 None
             };
@@ -218,7 +224,7 @@ impl Outputs {
         let mut renamed = Renamed(Vec::new());
         for (o, prev) in self.files.iter_mut().zip(before) {
             if let Err(source) = o.file.rename_into_place() {
-                renamed.roll_back(&self.chat_dir);
+                let source = renamed.roll_back(&self.chat_dir, source);
                 return Err(PublishError::Output {
                     path: o.rel.clone(),
                     source,
@@ -247,13 +253,39 @@ struct Renamed(Vec<(String, Option<Vec<u8>>)>);
 
 impl Renamed {
     /// Gives every renamed file its previous content back, last first (or removes it when it had
-    /// none). Best effort: this runs on a failure already being reported.
-    fn roll_back(&self, chat_dir: &Dir) {
+    /// none), then fsyncs the directories it touched. This runs on a failure, `why`, already being
+    /// reported: what could not be undone is added to it, naming the file.
+    fn roll_back(&self, chat_dir: &Dir, why: io::Error) -> io::Error {
+        let mut failed = Vec::new();
         for (rel, before) in self.0.iter().rev() {
-            let _ = match before {
+            let undone = match before {
                 Some(b) => super::write_atomic(chat_dir, rel, b),
                 None => super::remove_file_if_exists(chat_dir, rel),
             };
+            if let Err(e) = undone {
+                failed.push(format!(
+                    "{rel} could not be given back its previous state: {e}"
+                ));
+            }
+        }
+        let mut parents: Vec<&str> = Vec::new();
+        for (rel, _) in &self.0 {
+            let parent = rel.rsplit_once('/').map_or("", |(p, _)| p);
+            if !parents.contains(&parent) {
+                parents.push(parent);
+                if let Ok(d) = if parent.is_empty() {
+                    chat_dir.try_clone()
+                } else {
+                    chat_dir.open_dir(parent)
+                } {
+                    super::sync_dir(&d);
+                }
+            }
+        }
+        if failed.is_empty() {
+            why
+        } else {
+            io::Error::new(why.kind(), format!("{why}; and {}", failed.join("; ")))
         }
     }
 }
@@ -280,7 +312,7 @@ mod tests {
         v
     }
 
-    fn outputs<'a>(d: &Dir, files: &[(&str, &'a [u8])]) -> Outputs {
+    fn outputs(d: &Dir, files: &[(&str, &[u8])]) -> Outputs {
         Outputs::prepare(d, files.iter().map(|(r, b)| (r.to_string(), *b))).unwrap()
     }
 

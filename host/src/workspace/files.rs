@@ -184,6 +184,8 @@ impl Workspace {
     /// `apply_file`: writes the output of `path` to the project. Returns the content and the
     /// checkpoint id.
     pub fn apply_file(&mut self, path: &str) -> Result<(Vec<u8>, Option<String>), WorkspaceError> {
+        // From reading the output to settling the chat, no reply publishes over it.
+        let _outputs = crate::store::publish::exclusive();
         let out = self.output_to_apply(path)?;
         let cp = self.apply_content(path, path, &out, EventKind::UserApplyFile, |s| {
             s.write_checkpointed("apply_file", path, &out)
@@ -209,6 +211,7 @@ impl Workspace {
                 return Err(WorkspaceError::DestinationOutsideProject(d));
             }
         };
+        let _outputs = crate::store::publish::exclusive();
         let out = self.output_to_apply(path)?;
         let cp = self.apply_content(path, &dest, &out, EventKind::UserSaveAs, |s| {
             s.write_checkpointed("apply_file_as", &dest, &out)
@@ -245,11 +248,13 @@ impl Workspace {
 
     /// `output_delete`: rejects the output of `path`.
     pub fn reject_output(&mut self, path: &str) -> Result<(), WorkspaceError> {
+        let _outputs = crate::store::publish::exclusive();
         self.change_active(|chat, dir| apply::reject_output(chat, dir, path))
     }
 
     /// `diff_local_done`: what the user took from the output of `path` in a diff.
     pub fn diff_done(&mut self, path: &str) -> Result<Merged, WorkspaceError> {
+        let _outputs = crate::store::publish::exclusive();
         let local = self
             .read_local(&ClientPath::Internal(path.to_string()), false)
             .ok();

@@ -47,6 +47,7 @@ impl Workspace {
     /// The snapshots it reads are kept for the reply [`Self::start_reply`] starts next (under the
     /// same hold of the workspace), so a send reads each once.
     pub fn stale_context(&mut self) -> Option<Vec<String>> {
+        self.forget_snapshots();
         let mut memo = crate::chat::snapshots::Memo::default();
         let a = self.active().ok()?;
         // Read as the context itself is: the project path rule, and external files only when this
@@ -57,6 +58,11 @@ impl Workspace {
             });
         self.snapshot_memo = memo;
         Some(stale)
+    }
+
+    /// Drops the snapshots [`Self::stale_context`] kept (a send that did not start its reply).
+    pub fn forget_snapshots(&mut self) {
+        self.snapshot_memo = Default::default();
     }
 
     /// Sets up the reply `req` asks for in the active chat and records the user message (with its
@@ -198,9 +204,12 @@ impl Workspace {
             let (mut chat, _) = crate::chat::model::Chat::parse(&bytes)
                 .map_err(crate::chat::error::ChatError::Corrupt)?;
             record_in(&mut chat, record, outcome);
-            return outputs
+            outputs
                 .publish_with_record(&target.dir, "chat.json", &chat.to_json())
-                .map_err(WorkspaceError::Publish);
+                .map_err(WorkspaceError::Publish)?;
+            // As the record without files does: the flag is this reply's, now settled.
+            self.message_unsaved = false;
+            return Ok(());
         };
         let mut chat = a.chat.clone();
         record_in(&mut chat, record, outcome);

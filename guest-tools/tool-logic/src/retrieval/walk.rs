@@ -177,9 +177,12 @@ impl<'r> Walker<'r> {
             buf: FileBuf::new(),
             tree: Tree::new(root.dir()),
         };
-        if let Ok(Some(bytes)) = w
-            .buf
-            .read(&mut w.tree, ".git/info/exclude", MAX_IGNORE_FILE_BYTES)
+        // Looked at first (no listing typed it): only a regular file is opened, never a FIFO or a
+        // device node someone put there.
+        if matches!(w.tree.entry_type(".git/info/exclude"), Ok(EntryType::File))
+            && let Ok(Some(bytes)) =
+                w.buf
+                    .read(&mut w.tree, ".git/info/exclude", MAX_IGNORE_FILE_BYTES)
         {
             w.rules.set_exclude(bytes);
         }

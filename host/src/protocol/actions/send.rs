@@ -65,6 +65,8 @@ pub(super) fn start(
     let mut started = match begin(&mut s) {
         Ok(p) => p,
         Err(e) => {
+            // The snapshots read for this send are not kept past it.
+            s.forget_snapshots();
             drop(s);
             ctx.inflight.release();
             return Err(e);
