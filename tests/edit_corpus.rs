@@ -81,8 +81,8 @@ fn corpus_through_bb7_tools_call() {
 /// natively. The component scans a file 16 bytes at a time (`edit/scan.rs`: every newline, the
 /// ASCII check before UTF-8 validation, the check that an edit changed the file), natively the
 /// scans are memchr's and std's: every case puts what those scans look for — a CRLF, a non-ASCII
-/// character, invalid UTF-8, the one changed byte — at the start, inside a block, across a block
-/// boundary or in the bytes after the last whole block.
+/// character, invalid UTF-8, the one changed byte of a same-length edit — at the start, inside a
+/// block, across a block boundary or in the bytes after the last whole block.
 #[test]
 fn large_files_are_edited_in_the_sandbox_as_natively() {
     let home = Home::new();
@@ -143,6 +143,30 @@ fn large_files_are_edited_in_the_sandbox_as_natively() {
             t.into_bytes(),
             "line 0: the".into(),
             "line 0: THE".into(),
+        ));
+    }
+    // A same-length edit whose one changed byte is at every offset of a 64-byte group and at every
+    // byte after the last whole group: the component's vector check that the edit changed the
+    // file must see each (a miss would skip the write the tool reports).
+    let tail_start = base.len() - base.len() % 64;
+    for at in (1024..1024 + 64).chain(tail_start..base.len()) {
+        if base.as_bytes()[at] == b'\n' {
+            continue;
+        }
+        let start = base[..at].rfind('\n').map_or(0, |i| i + 1);
+        let end = base[at..].find('\n').map_or(base.len(), |i| at + i);
+        let line = &base[start..end];
+        let mut changed = line.as_bytes().to_vec();
+        changed[at - start] = if changed[at - start] == b'#' {
+            b'%'
+        } else {
+            b'#'
+        };
+        cases.push((
+            format!("same length, byte {at} changed"),
+            base.clone().into_bytes(),
+            line.to_string(),
+            String::from_utf8(changed).unwrap(),
         ));
     }
     for (name, bytes, old, new) in cases {

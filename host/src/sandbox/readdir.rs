@@ -52,6 +52,7 @@ fn define(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     types.func_wrap(
         "[method]descriptor.read-directory",
         |mut cx: StoreContextMut<'_, CallState>, (fd,): (Resource<Descriptor>,)| {
+            let deadline = cx.data().deadline();
             let table = cx.data_mut().table();
             let dir = match table.get(&fd)? {
                 wasmtime_wasi::filesystem::Descriptor::Dir(d) => Arc::clone(&d.dir),
@@ -59,11 +60,10 @@ fn define(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
                     return Ok((Err(ErrorCode::NotDirectory),));
                 }
             };
-            let entries = match list(&dir) {
-                Ok(entries) => entries,
-                Err(e) => return Ok((Err(error_code(e)),)),
+            let Some(entries) = list(&dir, deadline) else {
+                return Err(cx.data_mut().deadline_passed());
             };
-            let listing = table.push(Listing(entries.into_iter()))?;
+            let listing = cx.data_mut().table().push(Listing(entries.into_iter()))?;
             Ok((Ok(Resource::<DirectoryEntryStream>::new_own(listing.rep())),))
         },
     )?;
@@ -80,12 +80,32 @@ fn define(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     Ok(())
 }
 
+/// At most this many entries of one directory are held for a guest (about 100 MB of host memory
+/// at most): past it the stream ends with `overflow` after them.
+const MAX_ENTRIES: usize = 1 << 20;
+
+/// How many entries are listed between two looks at the call's deadline.
+const DEADLINE_EVERY: usize = 1024;
+
 /// The entries of `dir`, each with the type its listing gives (`names::each_entry`: an entry of
 /// unknown type is looked at without following a link; one that vanished in between is left out;
-/// a preopen, held `O_PATH`, is listed too).
-fn list(dir: &std::fs::File) -> std::io::Result<Vec<Result<DirectoryEntry, ErrorCode>>> {
+/// a preopen, held `O_PATH`, is listed too), at most [`MAX_ENTRIES`]; `None` when `deadline`
+/// passed while listing (checked every [`DEADLINE_EVERY`] entries).
+fn list(
+    dir: &std::fs::File,
+    deadline: std::time::Instant,
+) -> Option<Vec<Result<DirectoryEntry, ErrorCode>>> {
     let mut out = Vec::new();
+    let mut late = false;
     let listed = super::names::each_entry(dir.as_fd(), |entry| {
+        if out.len().is_multiple_of(DEADLINE_EVERY) && std::time::Instant::now() >= deadline {
+            late = true;
+            return std::ops::ControlFlow::Break(());
+        }
+        if out.len() == MAX_ENTRIES {
+            out.push(Err(ErrorCode::Overflow));
+            return std::ops::ControlFlow::Break(());
+        }
         out.push(match (entry.name.to_str(), entry.file_type) {
             (_, Err(e)) => Err(error_code(e.into())),
             (Ok(name), Ok(file_type)) => Ok(DirectoryEntry {
@@ -96,11 +116,14 @@ fn list(dir: &std::fs::File) -> std::io::Result<Vec<Result<DirectoryEntry, Error
         });
         std::ops::ControlFlow::Continue(())
     });
+    if late {
+        return None;
+    }
     if let Err(e) = listed {
         // The entries read before the error stand; the error ends the stream.
         out.push(Err(error_code(e.into())));
     }
-    Ok(out)
+    Some(out)
 }
 
 /// The WASI error for `e`, as wasmtime-wasi words it.
@@ -125,6 +148,21 @@ pub(super) fn descriptor_type(t: FileType) -> DescriptorType {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A deadline no test reaches.
+    fn later() -> std::time::Instant {
+        std::time::Instant::now() + std::time::Duration::from_secs(3600)
+    }
+
+    /// A listing stops at the call's deadline: nothing is handed out, the call is stopped.
+    #[test]
+    fn a_listing_stops_at_the_deadline() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join("f"), "x").unwrap();
+        let dir = std::fs::File::open(t.path()).unwrap();
+        assert!(list(&dir, std::time::Instant::now()).is_none());
+        assert_eq!(list(&dir, later()).map(|v| v.len()), Some(1));
+    }
     use std::os::unix::ffi::OsStrExt;
 
     /// The listing gives what wasmtime-wasi's `stat` per entry gave: each entry's own type (a link
@@ -143,7 +181,7 @@ mod tests {
         let dir = std::fs::File::open(d).unwrap();
         let mut got: Vec<(String, DescriptorType)> = Vec::new();
         let mut errors = Vec::new();
-        for e in list(&dir).unwrap() {
+        for e in list(&dir, later()).unwrap() {
             match e {
                 Ok(e) => got.push((e.name, e.type_)),
                 Err(e) => errors.push(e),
@@ -180,7 +218,7 @@ mod tests {
             )
             .unwrap(),
         );
-        let got = list(&path_only).unwrap();
+        let got = list(&path_only, later()).unwrap();
         assert!(matches!(&got[..], [Ok(e)] if e.name == "file"), "{got:?}");
     }
 }
