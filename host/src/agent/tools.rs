@@ -146,7 +146,7 @@ pub struct ToolRunner {
     writable: HashMap<String, ContextFile>,
     /// The snapshots of `writable` files the send already read (its stale check and request),
     /// by path: an edit's base without reading the snapshot again.
-    snapshots: HashMap<String, (Arc<[u8]>, crate::store::Stamp)>,
+    snapshots: HashMap<String, snapshots::Kept>,
     /// Paths the model may not change: read-only files and paths present only as sections.
     read_only: BTreeSet<String>,
     touched: Vec<Touched>,

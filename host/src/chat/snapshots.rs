@@ -29,7 +29,10 @@ pub fn read(chat_dir: &Dir, cf: &ContextFile) -> io::Result<Vec<u8>> {
 /// times per send, four with an edit). Keyed by where the snapshot lives and the entry's
 /// `version`, so an entry whose snapshot was replaced is read again.
 #[derive(Debug, Default)]
-pub struct Memo(HashMap<(String, String), (Arc<[u8]>, Stamp)>);
+pub struct Memo(HashMap<(String, String), Kept>);
+
+/// A snapshot as read, with the [`Stamp`] of the file it was read from.
+pub type Kept = (Arc<[u8]>, Stamp);
 
 impl Memo {
     /// `cf`'s snapshot: as read before, else read now and kept.
@@ -46,7 +49,7 @@ impl Memo {
 
     /// `cf`'s snapshot if it was read through this memo, with the [`Stamp`] of the file read
     /// (to tell later whether the snapshot on disk is still that one: [`unchanged`]).
-    pub fn get(&self, cf: &ContextFile) -> Option<(Arc<[u8]>, Stamp)> {
+    pub fn get(&self, cf: &ContextFile) -> Option<Kept> {
         let rel = location(cf).ok()?;
         self.0.get(&(rel, cf.version.clone())).cloned()
     }

@@ -369,6 +369,37 @@ mod tests {
         }
     }
 
+    /// An existing output that cannot be read for the rollback (here a FIFO in its place) stops
+    /// the publish before anything is renamed: nothing would give it back.
+    #[test]
+    fn an_output_that_cannot_be_kept_for_the_rollback_is_not_replaced() {
+        let (t, d) = dir();
+        d.write("chat.json", b"old").unwrap();
+        d.create_dir_all("output").unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            t.path().join("output/a.txt"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let o = outputs(&d, &[("output/b.txt", b"b"), ("output/a.txt", b"a")]);
+        let e = o
+            .publish_with_record(&d, "chat.json", b"new")
+            .expect_err("fails");
+        assert!(
+            e.to_string()
+                .starts_with("Cannot write the output file output/a.txt"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read(t.path().join("chat.json")).unwrap(), b"old");
+        assert!(!t.path().join("output/b.txt").exists(), "nothing renamed");
+        let ft = std::fs::symlink_metadata(t.path().join("output/a.txt")).unwrap();
+        assert!(std::os::unix::fs::FileTypeExt::is_fifo(&ft.file_type()));
+        assert_eq!(names(&t.path().join("output")), ["a.txt"]);
+    }
+
     /// Outputs alone: a failed rename of the second file rolls the first back.
     #[test]
     fn a_failed_rename_rolls_the_earlier_outputs_back() {
