@@ -642,6 +642,11 @@ fn check_and_read_max(f: std::fs::File, max: u64) -> io::Result<Vec<u8>> {
 
 /// The length of `f` if it is a regular file of at most `max` bytes.
 fn checked_len(f: &std::fs::File, max: u64) -> io::Result<usize> {
+    checked_meta(f, max).map(|(len, _)| len)
+}
+
+/// [`checked_len`], with the metadata it looked at (one `fstat`).
+fn checked_meta(f: &std::fs::File, max: u64) -> io::Result<(usize, std::fs::Metadata)> {
     let meta = f.metadata()?;
     if !meta.is_file() {
         return Err(io::Error::new(
@@ -655,7 +660,8 @@ fn checked_len(f: &std::fs::File, max: u64) -> io::Result<usize> {
             format!("larger than {} MiB", max >> 20),
         ));
     }
-    usize::try_from(meta.len()).map_err(io::Error::other)
+    let len = usize::try_from(meta.len()).map_err(io::Error::other)?;
+    Ok((len, meta))
 }
 
 /// What tells one version of a file that is replaced atomically from the next: its device and
@@ -668,16 +674,28 @@ pub struct Stamp {
     mtime: (i64, i64),
 }
 
+impl Stamp {
+    /// The stamp of a file's metadata (std's and cap-std's name the same fields differently).
+    fn new(dev: u64, ino: u64, len: u64, mtime: (i64, i64)) -> Stamp {
+        Stamp {
+            dev,
+            ino,
+            len,
+            mtime,
+        }
+    }
+}
+
 /// The [`Stamp`] of `rel` in `dir` now (a final symlink is not followed).
 pub fn stamp(dir: &Dir, rel: impl AsRef<Path>) -> io::Result<Stamp> {
     use cap_std::fs::MetadataExt;
     let m = dir.symlink_metadata(rel)?;
-    Ok(Stamp {
-        dev: m.dev(),
-        ino: m.ino(),
-        len: m.len(),
-        mtime: (m.mtime(), m.mtime_nsec()),
-    })
+    Ok(Stamp::new(
+        m.dev(),
+        m.ino(),
+        m.len(),
+        (m.mtime(), m.mtime_nsec()),
+    ))
 }
 
 /// [`read_regular_shared`], with the [`Stamp`] of the file it read.
@@ -687,13 +705,10 @@ pub fn read_regular_shared_stamped(
 ) -> io::Result<(Arc<[u8]>, Stamp)> {
     use std::os::unix::fs::MetadataExt;
     let (content, m) = read_shared(dir, rel)?;
-    let stamp = Stamp {
-        dev: m.dev(),
-        ino: m.ino(),
-        len: m.len(),
-        mtime: (m.mtime(), m.mtime_nsec()),
-    };
-    Ok((content, stamp))
+    Ok((
+        content,
+        Stamp::new(m.dev(), m.ino(), m.len(), (m.mtime(), m.mtime_nsec())),
+    ))
 }
 
 /// [`read_regular`] straight into shared memory: the bytes are read into the `Arc` that keeps
@@ -711,8 +726,7 @@ fn read_shared(dir: &Dir, rel: impl AsRef<Path>) -> io::Result<(Arc<[u8]>, std::
     let mut opts = OpenOptions::new();
     opts.read(true).custom_flags(libc::O_NONBLOCK);
     let mut f = dir.open_with(rel, &opts)?.into_std();
-    let len = checked_len(&f, MAX_READ)?;
-    let meta = f.metadata()?;
+    let (len, meta) = checked_meta(&f, MAX_READ)?;
     let mut out: Arc<[u8]> = std::iter::repeat_n(0u8, len).collect();
     // Just made, so not shared: never `None` (an error rather than zeros if it ever were).
     let buf =
