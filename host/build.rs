@@ -4,11 +4,16 @@
 //! sharing the outer one would deadlock on cargo's lock), with the outer build's flags scrubbed from
 //! its environment. The one component holding all five built-in tools (guest-tools/builtins) is
 //! embedded with its sha256 (`$OUT_DIR/builtin_components.rs`) and its native code, precompiled here
-//! by wasmtime with exactly the host's engine configuration (`src/sandbox/engine_config.rs`, included
-//! below), so that no run of `bb7` — not even the first one after an install — compiles a built-in
-//! tool. (The per-tool crates are built too: they are examples, and tests load them as files.)
+//! by `bb7-compile` (compiler/: wasmtime with Cranelift and exactly the host's engine configuration,
+//! `src/sandbox/engine_config.rs`), so that no run of `bb7` — not even the first one after an install
+//! — compiles a built-in tool. (The per-tool crates are built too: they are examples, and tests load them as files.)
 //! The component's WebAssembly bytes are only needed when that native code cannot be used, so they are
 //! embedded zstd-compressed.
+//!
+//! `bb7-compile` is its own workspace (in this one cargo would unify wasmtime's features and link
+//! Cranelift into `bb7`, a third of its size), built here by a nested cargo into `<target>/compiler`
+//! and copied beside `bb7` (`<target>/<profile>/bb7-compile`), where `bb7` runs it to compile
+//! third-party components and hooks (`src/sandbox/compiler.rs`).
 //!
 //! It also turns the `cl100k_base` ranks file (host/assets/, base64 tokens) into the compact table
 //! `src/tokens/bpe.rs` reads: every token's bytes in rank order, then one length byte per token,
@@ -21,11 +26,6 @@ use std::process::Command;
 
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
-
-include!("src/sandbox/engine_config.rs");
-
-/// The default per-call memory limit (`sandbox::Limits::default().memory_bytes`).
-const DEFAULT_MEMORY_BYTES: usize = 256 << 20;
 
 /// The built-in tools, in the order they are offered to the model. All five live in one component
 /// (guest-tools/builtins): they share tool-logic, serde_json and std instead of carrying them five
@@ -73,10 +73,21 @@ fn main() {
         "cargo:rerun-if-changed={}",
         manifest.join("src/sandbox/engine_config.rs").display()
     );
+    for p in ["Cargo.toml", "Cargo.lock", "src"] {
+        println!(
+            "cargo:rerun-if-changed={}",
+            root.join("compiler").join(p).display()
+        );
+    }
 
     cl100k_table(&manifest, &out);
     check_wasm_target();
     link_for_fast_start();
+
+    let compiler = build_compiler(&root, &target_dir(&out));
+    println!("cargo:rustc-env=BB7_COMPILER_BUILT={}", compiler.display());
+    println!("cargo:rustc-env=BB7_ENGINE_DIGEST={}", digest(&compiler));
+    beside_bb7(&compiler, &out);
 
     let guest_target = target_dir(&out).join("wasm-guest");
     // Two builds: the built-in component's tool-logic has the feature `host-files` (the host links
@@ -90,8 +101,6 @@ fn main() {
     );
 
     let wasm_dir = guest_target.join("wasm32-wasip2").join("release");
-    let engine = new_engine(DEFAULT_MEMORY_BYTES)
-        .unwrap_or_else(|e| panic!("cannot start wasmtime to precompile the tools: {e}"));
     let bytes = fs::read(wasm_dir.join(BUILTINS_WASM))
         .unwrap_or_else(|e| panic!("missing component {BUILTINS_WASM} after the guest build: {e}"));
     let sha = hex::encode(Sha256::digest(&bytes));
@@ -99,29 +108,24 @@ fn main() {
     let packed = zstd::bulk::compress(&bytes, ZSTD_LEVEL)
         .unwrap_or_else(|e| panic!("compressing {BUILTINS_WASM}: {e}"));
     fs::write(&dest, &packed).unwrap_or_else(|e| panic!("writing {}: {e}", dest.display()));
-    let native = engine
-        .precompile_component(&bytes)
-        .unwrap_or_else(|e| panic!("precompiling {BUILTINS_WASM}: {e}"));
+    let native = precompile(&compiler, &bytes);
     let cwasm = out.join(format!("{BUILTINS_WASM}.cwasm"));
     fs::write(&cwasm, &native).unwrap_or_else(|e| panic!("writing {}: {e}", cwasm.display()));
     let mut generated = format!(
-        "/// The digest of the engine configuration the built-ins were precompiled for.\n\
-         pub const PRECOMPILED_FOR: u64 = {digest};\n\
-         /// The component holding every built-in tool: its WebAssembly bytes, zstd-compressed (read\n\
+        "/// The component holding every built-in tool: its WebAssembly bytes, zstd-compressed (read\n\
          /// only when this engine cannot run [`BUILTIN_PRECOMPILED`]).\n\
          pub static BUILTIN_WASM_ZST: &[u8] = include_bytes!({dest:?});\n\
          /// The length of the component's WebAssembly bytes (decompressed [`BUILTIN_WASM_ZST`]).\n\
          pub const BUILTIN_WASM_LEN: usize = {len};\n\
          /// Hex sha256 of the component's WebAssembly bytes, computed at build time.\n\
          pub const BUILTIN_SHA256: &str = {sha:?};\n\
-         /// The component's native code, precompiled at build time for an engine whose configuration\n\
-         /// digest is [`PRECOMPILED_FOR`]; page-aligned in the binary's read-only data, so that it can\n\
-         /// run where it is (`sandbox::engine::host_engine`).\n\
+         /// The component's native code, precompiled at build time by `bb7-compile` for the host's\n\
+         /// engine configuration; page-aligned in the binary's read-only data, so that it can run\n\
+         /// where it is (`sandbox::engine::host_engine`).\n\
          pub static BUILTIN_PRECOMPILED: &[u8] = &PRECOMPILED_PAGES.0;\n\
          static PRECOMPILED_PAGES: PageAligned<[u8; {native_len}]> = PageAligned(*include_bytes!({cwasm:?}));\n\
          /// The built-in tools, all in that one component, in the order they are offered.\n\
          pub static BUILTIN_COMPONENTS: &[EmbeddedComponent] = &[\n",
-        digest = compatibility_digest(&engine),
         len = bytes.len(),
         dest = dest.display().to_string(),
         cwasm = cwasm.display().to_string(),
@@ -134,6 +138,90 @@ fn main() {
     }
     generated.push_str("];\n");
     fs::write(out.join("builtin_components.rs"), generated).expect("writing builtin_components.rs");
+}
+
+/// Builds `bb7-compile` (compiler/, a workspace of its own) into `<target>/compiler`; its path.
+fn build_compiler(root: &Path, target: &Path) -> PathBuf {
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let dir = target.join("compiler");
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root.join("compiler"))
+        .args(["build", "--release", "--locked", "--target-dir"])
+        .arg(&dir);
+    scrub_env(&mut cmd);
+    let output = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("could not run cargo for bb7-compile: {e}"));
+    if !output.status.success() {
+        panic!(
+            "building the WebAssembly compiler (compiler/) failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    dir.join("release").join("bb7-compile")
+}
+
+/// Copies the compiler beside `bb7` (`<target>/<profile>/`, where cargo puts `bb7`): renamed into
+/// place, so a `bb7` running it meanwhile sees the old one or the new one, whole.
+fn beside_bb7(compiler: &Path, out: &Path) {
+    let Some(profile) = out
+        .ancestors()
+        .find(|p| p.file_name().is_some_and(|n| n == "build"))
+        .and_then(|build| build.parent())
+    else {
+        return;
+    };
+    let tmp = profile.join(".bb7-compile.tmp");
+    fs::copy(compiler, &tmp)
+        .and_then(|_| fs::rename(&tmp, profile.join("bb7-compile")))
+        .unwrap_or_else(|e| panic!("copying bb7-compile to {}: {e}", profile.display()));
+}
+
+/// `bb7-compile digest`: what the code it makes depends on (the compiled-component cache's key).
+fn digest(compiler: &Path) -> String {
+    let output = Command::new(compiler)
+        .arg("digest")
+        .output()
+        .unwrap_or_else(|e| panic!("could not run {}: {e}", compiler.display()));
+    let digest = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    if !output.status.success() || digest.len() != 16 {
+        panic!(
+            "{} digest failed ({}): {}",
+            compiler.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    digest
+}
+
+/// The native code of component `wasm`, from `compiler`.
+fn precompile(compiler: &Path, wasm: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new(compiler)
+        .arg("component")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("could not run {}: {e}", compiler.display()));
+    let mut stdin = child.stdin.take().expect("piped");
+    let wasm = wasm.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&wasm));
+    let output = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", compiler.display()));
+    let written = writer.join().expect("the writer thread");
+    if !output.status.success() {
+        panic!(
+            "precompiling {BUILTINS_WASM} failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).replace('\0', ": ")
+        );
+    }
+    written.unwrap_or_else(|e| panic!("writing {BUILTINS_WASM} to the compiler: {e}"));
+    output.stdout
 }
 
 /// Builds the guest crates `select` names (cargo's package selection) for wasm32-wasip2 into

@@ -166,6 +166,69 @@ fn third_party_components_are_cached_on_disk() {
     assert_eq!(run(), first, "a warm start behaves the same");
 }
 
+/// `bb7` links no compiler: a third-party component is compiled by `bb7-compile` (beside `bb7`, or
+/// `$BB7_COMPILER`) in a process of its own, and without one the call fails saying what to do.
+#[test]
+fn third_party_components_are_compiled_by_bb7_compile_in_a_process_of_its_own() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = Home::new();
+    let beside = std::path::Path::new(env!("CARGO_BIN_EXE_bb7")).with_file_name("bb7-compile");
+    assert!(beside.is_file(), "the build leaves bb7-compile beside bb7");
+    let work = home.path().join("w");
+    fs::create_dir_all(&work).unwrap();
+    fs::write(work.join("a.txt"), "hello\n").unwrap();
+    let component = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/wasm-guest/wasm32-wasip2/release/bb7_tool_read_file.wasm");
+    let call = |compiler: &std::path::Path, cache: &str| {
+        home.cmd()
+            .env("BB7_COMPILER", compiler)
+            .env("BB7_CACHE_DIR", home.path().join(cache))
+            .args(["tools", "call", "read_file", "--component"])
+            .arg(&component)
+            .args(["--access", "read-only", "--dir"])
+            .arg(&work)
+            .args(["--args", r#"{"file_path":"a.txt"}"#])
+            .output()
+            .unwrap()
+    };
+    let missing = home.path().join("no-such-compiler");
+    let o = call(&missing, "c1");
+    assert!(!o.status.success(), "compiled without a compiler");
+    let e = stderr(&o);
+    assert!(
+        e.contains("WebAssembly compiler")
+            && e.contains("no-such-compiler")
+            && !e.contains("panicked"),
+        "{e}"
+    );
+    // A wrapper that leaves a mark, then runs the real compiler.
+    let mark = home.path().join("compiled");
+    let wrapper = home.path().join("wrapped-compile");
+    fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$$ $1\" >> '{}'\nexec '{}' \"$@\"\n",
+            mark.display(),
+            beside.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).unwrap();
+    let o = call(&wrapper, "c2");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("hello"), "{}", stdout(&o));
+    let runs = fs::read_to_string(&mark).unwrap();
+    assert_eq!(runs.lines().count(), 1, "{runs}");
+    assert!(runs.ends_with(" component\n"), "{runs}");
+    assert!(
+        !runs.starts_with(&format!("{} ", std::process::id())),
+        "{runs}"
+    );
+    // Cached: the next start compiles nothing.
+    assert!(call(&wrapper, "c2").status.success());
+    assert_eq!(fs::read_to_string(&mark).unwrap().lines().count(), 1);
+}
+
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     if let Ok(rd) = fs::read_dir(dir) {
@@ -537,6 +600,8 @@ fn builtins_never_compile_at_run_time() {
     ];
     for (tool, args) in calls {
         let mut c = home.cmd();
+        // No compiler at all: a built-in that needed one would fail.
+        c.env("BB7_COMPILER", home.path().join("no-such-compiler"));
         c.env("BB7_CACHE_DIR", &cache).args([
             "tools",
             "call",

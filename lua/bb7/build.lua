@@ -13,8 +13,9 @@
 --- units) only on a terminal. `CARGO_TERM_PROGRESS_WHEN=always` (stable cargo configuration, which
 --- needs `CARGO_TERM_PROGRESS_WIDTH` with it) makes it draw the bar into our pipe too: the `N/M` is
 --- read from there, the crate name from cargo's `Compiling name vX` lines, and the units of the `bb7`
---- package name the phases (`bb7(build)`: its build script, which builds the tool components for
---- wasm32-wasip2 with a nested cargo and precompiles them; `bb7`: the host; `bb7(bin)`: linking).
+--- package name the phases (`bb7(build)`: its build script, which builds the compiler `bb7-compile`
+--- and the tool components for wasm32-wasip2 with nested cargos and precompiles the built-ins;
+--- `bb7`: the host; `bb7(bin)`: linking).
 --- (`--unit-graph` would give the total up front, but it is nightly-only.)
 local M = {}
 
@@ -39,6 +40,7 @@ M.SOURCES = {
   "host/prompts",
   "host/assets",
   "guest-tools",
+  "compiler",
   "wit",
 }
 
@@ -189,7 +191,7 @@ function Job:describe()
       parts[#parts + 1] = "Compiling " .. self.compiling
     end
     if tools then
-      parts[#parts + 1] = "building the wasm tool components"
+      parts[#parts + 1] = "building the compiler and the wasm tool components"
     end
     if lib then
       parts[#parts + 1] = "compiling bb7 (the host)"

@@ -1,9 +1,11 @@
-//! Compiled components on disk, so that only the first start after an install pays for compilation.
+//! Compiled components on disk, so that only the first start after an install pays for compilation
+//! (by `bb7-compile`: [`super::compiler`]).
 //!
-//! Layout: `<cache dir>/components/<engine hash>/<component sha256>.cwasm`. The engine hash covers the
-//! wasmtime version and every setting that affects code generation, so a stale artifact is never
-//! loaded; one that fails to load anyway is recompiled and replaced. The cache lives under the user's
-//! cache directory, which no tool is ever granted.
+//! Layout: `<cache dir>/components/<engine digest>/<component sha256>.cwasm`. The engine digest
+//! covers the wasmtime version and the compiler's settings; wasmtime checks each artifact's header
+//! against the engine (target, CPU features, code-generation settings) when it loads it, and one
+//! that fails to load is recompiled and replaced. The cache lives under the user's cache
+//! directory, which no tool is ever granted.
 //!
 //! Integrity: a `.cwasm` is native code the host maps and runs, so it is loaded only when its
 //! HMAC-SHA256 tag (`<sha256>.cwasm.tag`, keyed with a random key made on first use, `<cache
@@ -12,9 +14,7 @@
 //! can forge a tag: that is a local attacker with the user's own rights, who could as well replace
 //! `bb7` itself; out of scope.)
 
-use std::collections::hash_map::DefaultHasher;
 use std::fs;
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 use hmac::{Hmac, Mac};
@@ -23,6 +23,10 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 type HmacSha256 = Hmac<Sha256>;
+
+/// What the compiler's code depends on (`bb7-compile digest` at build time: the wasmtime version,
+/// target and CPU features, code-generation settings): the cache directory's name.
+const ENGINE_DIGEST: &str = env!("BB7_ENGINE_DIGEST");
 
 /// Where compiled components are kept for an engine.
 #[derive(Debug, Clone)]
@@ -44,15 +48,11 @@ pub enum CacheOutcome {
 }
 
 impl ComponentCache {
-    /// The cache for `engine` under `base` (`$BB7_CACHE_DIR`, else `$XDG_CACHE_HOME/bb7`, else
+    /// The cache under `base` (`$BB7_CACHE_DIR`, else `$XDG_CACHE_HOME/bb7`, else
     /// `~/.cache/bb7`). `None` disables caching.
-    pub fn new(engine: &Engine, base: Option<PathBuf>) -> Self {
+    pub fn new(base: Option<PathBuf>) -> Self {
         let key_dir = base.clone();
-        let dir = base.map(|b| {
-            let mut h = DefaultHasher::new();
-            engine.precompile_compatibility_hash().hash(&mut h);
-            b.join("components").join(format!("{:016x}", h.finish()))
-        });
+        let dir = base.map(|b| b.join("components").join(ENGINE_DIGEST));
         ComponentCache { key_dir, dir }
     }
 
@@ -75,35 +75,30 @@ impl ComponentCache {
     }
 
     /// Loads the component whose bytes hash to `sha256`: from the cache when an artifact with a valid
-    /// tag is there, else compiles `bytes` and stores the result with its tag (a failure to store is
-    /// not an error: the next start compiles again).
+    /// tag is there, else compiles `bytes` (stopped past `limit`) and stores the result with its tag
+    /// (a failure to store is not an error: the next start compiles again).
     pub fn load(
         &self,
         engine: &Engine,
         sha256: &str,
         bytes: &[u8],
+        limit: std::time::Duration,
     ) -> anyhow::Result<(Component, CacheOutcome)> {
         let key = self.key();
         if let (Some(path), Some(key)) = (self.artifact(sha256), &key)
             && let Some(artifact) = read_verified(&path, key)
         {
             // SAFETY: the artifact carries a valid HMAC under this user's key, so it is exactly
-            // what this program serialised with this engine configuration (the directory is
-            // keyed by the engine's compatibility hash). wasmtime additionally checks the
-            // header's version and configuration, and we fall back to compiling on error.
+            // what this program's compiler made (the directory is keyed by the compiler's
+            // configuration digest). wasmtime additionally checks the header's version, target,
+            // CPU features and configuration, and we fall back to compiling on error.
             if let Ok(c) = unsafe { Component::deserialize(engine, &artifact) } {
                 return Ok((c, CacheOutcome::Hit));
             }
         }
-        let component = Component::new(engine, bytes).map_err(|e| {
-            anyhow::anyhow!(
-                "compiling component: {}",
-                super::hints::explained(super::hints::chain(e.chain()))
-            )
-        })?;
-        if let (Some(path), Some(key)) = (self.artifact(sha256), &key)
-            && let Ok(serialized) = component.serialize()
-        {
+        let (component, serialized) = super::compiler::component(engine, bytes, limit)
+            .map_err(|e| anyhow::anyhow!("compiling component: {e:#}"))?;
+        if let (Some(path), Some(key)) = (self.artifact(sha256), &key) {
             // The tag first: an artifact without its matching tag is never loaded.
             let _ = write_atomic(&tag_path(&path), tag(key, &serialized).as_bytes())
                 .and_then(|_| write_atomic(&path, &serialized));

@@ -133,10 +133,8 @@ mod tests {
         code.function(&f);
         m.section(&code);
         let wasm = m.finish();
-        let mut config = wasmtime::Config::new();
-        config.epoch_interruption(true);
-        let engine = wasmtime::Engine::new(&config).expect("engine");
-        let module = wasmtime::Module::new(&engine, &wasm).expect("module");
+        let engine = super::super::engine::new_engine(64 << 20).expect("engine");
+        let module = super::super::compiler::module(&engine, &wasm);
         let limits = Limits {
             wall_time: Duration::from_millis(20),
             ..Default::default()

@@ -1068,7 +1068,13 @@ mod tests {
     fn maps_and_fixed_length_lists_are_offered_and_called() {
         let engine = crate::sandbox::engine::new_engine(64 << 20).unwrap();
         let bytes = map_and_fixed_list_component();
-        let component = Component::new(&engine, &bytes).expect("the engine takes the types");
+        let component = crate::sandbox::compiler::component(
+            &engine,
+            &bytes,
+            std::time::Duration::from_secs(120),
+        )
+        .expect("the engine takes the types")
+        .0;
         let exports = inspect(&engine, &component, &bytes).unwrap();
         assert!(exports.skipped.is_empty(), "{:?}", exports.skipped);
         let f = |t: &str| exports.functions.iter().find(|f| f.tool == t).unwrap();

@@ -1,8 +1,8 @@
-// The wasmtime configuration every tool component is compiled for. This file is shared, by
-// `include!`, between the host (`sandbox/engine.rs`) and its build script, which precompiles the
-// built-in components with exactly this configuration; the host checks the engine's
-// `precompile_compatibility_hash` against the one recorded at build time and compiles at run time
-// only if they ever differ. It may use nothing but `wasmtime`.
+// The wasmtime configuration every tool component is compiled for and run with. This file is
+// shared, by `include!`, between the host (`sandbox/engine.rs`) and `bb7-compile` (compiler/), which
+// compiles the built-in component at build time and third-party components and hooks at run time
+// with exactly this configuration (wasmtime checks compiled code against the engine that loads it).
+// It may use nothing but `wasmtime`.
 
 /// The engine configuration for linear memories of at most `memory_bytes`, pooled or on demand.
 pub fn engine_config(memory_bytes: usize, pooled: bool) -> wasmtime::Config {
@@ -40,12 +40,4 @@ pub fn engine_config(memory_bytes: usize, pooled: bool) -> wasmtime::Config {
 pub fn new_engine(memory_bytes: usize) -> wasmtime::Result<wasmtime::Engine> {
     wasmtime::Engine::new(&engine_config(memory_bytes, true))
         .or_else(|_| wasmtime::Engine::new(&engine_config(memory_bytes, false)))
-}
-
-/// A stable digest of an engine's `precompile_compatibility_hash` (what precompiled code must match).
-pub fn compatibility_digest(engine: &wasmtime::Engine) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    engine.precompile_compatibility_hash().hash(&mut h);
-    h.finish()
 }

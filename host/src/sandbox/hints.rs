@@ -7,9 +7,14 @@
 pub fn chain<'a>(
     causes: impl IntoIterator<Item = &'a (dyn std::error::Error + 'static)>,
 ) -> String {
+    chain_of(causes.into_iter().map(|c| c.to_string()))
+}
+
+/// [`chain`] of causes already turned into text, outermost first (`bb7-compile` reports them so).
+pub fn chain_of(causes: impl IntoIterator<Item = impl AsRef<str>>) -> String {
     let mut parts: Vec<String> = Vec::new();
     for cause in causes {
-        let text = cause.to_string();
+        let text = cause.as_ref();
         let text = if text.contains("wasm backtrace:") {
             // "error while executing at wasm backtrace:\n 0: …": keep the sentence, drop frames.
             match text.split_once(" at wasm backtrace") {

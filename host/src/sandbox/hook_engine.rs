@@ -82,3 +82,25 @@ fn tick(engine: &Engine) -> std::io::Result<()> {
         })
         .map(drop)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use wasmtime::component::Component;
+
+    use super::super::compiler::{Kind, native_code};
+
+    #[test]
+    fn the_hook_engine_runs_what_the_compiler_makes_for_the_tools_engine() {
+        // So a hook compiled by `bb7 tools add` (cached once) loads on either engine.
+        let empty_component = b"\0asm\x0d\0\x01\0";
+        let native = native_code(Kind::Component, empty_component, Duration::from_secs(60))
+            .expect("compiles");
+        let tools = super::super::engine::shared(&super::Limits::default()).unwrap();
+        for engine in [super::engine().unwrap(), tools] {
+            // SAFETY: made just now by the compiler; wasmtime checks it against the engine.
+            unsafe { Component::deserialize(&engine, &native) }.expect("loads");
+        }
+    }
+}

@@ -3,6 +3,7 @@
 //!
 //! - [`engine`]: the one process-wide engine (pooling allocator, epoch ticker).
 //! - [`hook_engine`]: the hooks' engine (the same code generation, a smaller pool).
+//! - [`compiler`]: native code made by the separate `bb7-compile` program, killed at its time limit.
 //! - [`cache`]: compiled components on disk, keyed by engine and component sha256.
 //! - [`registry`]: the built-in components (embedded in the binary) and third-party component files.
 //! - [`api`]: the WIT versions the host speaks, behind one version-neutral surface.
@@ -23,6 +24,7 @@ pub mod api;
 pub mod audit;
 pub mod cache;
 pub mod cancel;
+pub mod compiler;
 pub mod dynamic;
 pub mod engine;
 pub mod error;

@@ -195,18 +195,18 @@ pub struct Registry {
     /// Whether a built-in tool already reported the shared component's load time.
     shared_load_reported: std::sync::atomic::AtomicBool,
     builtins: Vec<OnceLock<Result<Arc<ToolComponent>, Arc<anyhow::Error>>>>,
-    /// Whether this engine can run the built-ins' precompiled code (else they are compiled, once,
-    /// through the cache).
-    precompiled_usable: bool,
+    /// Whether to load the built-ins' precompiled code (wasmtime refuses it if it does not fit the
+    /// engine, and they are then compiled, once, through the cache); off only in tests, to take
+    /// that path.
+    try_precompiled: bool,
 }
 
 impl Registry {
     /// A registry over the shared `engine`, caching compiled components under `cache_base`.
     pub fn new(engine: Engine, cache_base: Option<PathBuf>) -> anyhow::Result<Self> {
         let linker = super::linking::linker(&engine, false)?;
-        let cache = ComponentCache::new(&engine, cache_base);
+        let cache = ComponentCache::new(cache_base);
         let builtins = BUILTIN_COMPONENTS.iter().map(|_| OnceLock::new()).collect();
-        let precompiled_usable = super::engine::compatibility_digest(&engine) == PRECOMPILED_FOR;
         Ok(Registry {
             engine,
             linker,
@@ -216,7 +216,7 @@ impl Registry {
             shared: OnceLock::new(),
             shared_load_reported: Default::default(),
             builtins,
-            precompiled_usable,
+            try_precompiled: true,
         })
     }
 
@@ -300,8 +300,8 @@ impl Registry {
     /// A third-party component from `path`, named `name`, whose calls get one directory with `access`.
     ///
     /// A third-party component is bounded before it costs anything: at most
-    /// [`MAX_COMPONENT_BYTES`], and compiled within [`COMPILE_TIME_LIMIT`] (past it the load fails;
-    /// the compiling thread is abandoned and its result discarded).
+    /// [`MAX_COMPONENT_BYTES`], and compiled within [`COMPILE_TIME_LIMIT`] (past it the compiler
+    /// process is killed and the load fails).
     pub fn load_file(
         &self,
         name: &str,
@@ -360,36 +360,14 @@ impl Registry {
             .map_err(|e| anyhow::anyhow!("{e:#}"))
     }
 
-    /// Compiles (or loads from the cache) within `limit`.
-    fn load_bounded(
+    /// Loads from the cache, or compiles within [`COMPILE_TIME_LIMIT`].
+    fn load_compiled(
         &self,
         sha256: &str,
         bytes: &[u8],
-        limit: Option<Duration>,
     ) -> anyhow::Result<(Component, CacheOutcome)> {
-        let Some(limit) = limit else {
-            return self.cache.load(&self.engine, sha256, bytes);
-        };
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (engine, cache, sha, bytes) = (
-            self.engine.clone(),
-            self.cache.clone(),
-            sha256.to_string(),
-            bytes.to_vec(),
-        );
-        std::thread::Builder::new()
-            .name("bb7-compile".into())
-            .spawn(move || {
-                let _ = tx.send(cache.load(&engine, &sha, &bytes));
-            })
-            .map_err(|e| anyhow::anyhow!("cannot start compiling: {e}"))?;
-        match rx.recv_timeout(limit) {
-            Ok(r) => r,
-            Err(_) => anyhow::bail!(
-                "compiling the component took longer than {} s; it is refused",
-                limit.as_secs()
-            ),
-        }
+        self.cache
+            .load(&self.engine, sha256, bytes, COMPILE_TIME_LIMIT)
     }
 
     fn prepare(
@@ -403,16 +381,13 @@ impl Registry {
     ) -> anyhow::Result<ToolComponent> {
         let t0 = Instant::now();
         let (component, cache) = match &origin {
-            Origin::Builtin(native) if self.precompiled_usable => {
+            Origin::Builtin(native) if self.try_precompiled => {
                 match load_embedded(&self.engine, native) {
                     Ok(c) => (c, CacheOutcome::Embedded),
-                    Err(_) => self.load_bounded(&sha256, &bytes.get()?, None)?,
+                    Err(_) => self.load_compiled(&sha256, &bytes.get()?)?,
                 }
             }
-            Origin::Builtin(_) => self.load_bounded(&sha256, &bytes.get()?, None)?,
-            Origin::File(_) => {
-                self.load_bounded(&sha256, &bytes.get()?, Some(COMPILE_TIME_LIMIT))?
-            }
+            Origin::Builtin(_) | Origin::File(_) => self.load_compiled(&sha256, &bytes.get()?)?,
         };
         let load_ms = t0.elapsed().as_secs_f64() * 1000.0;
         // No bb7:tool interface: a generic component, every exported function a tool.
@@ -539,9 +514,10 @@ fn load_embedded(engine: &Engine, native: &'static [u8]) -> wasmtime::Result<Com
             Some((e, c)) if Engine::same(e, engine) => return Ok(c.clone()),
             Some(_) => {}
             None => {
-                // SAFETY: `native` was produced by `Engine::precompile_component` in this binary's
-                // build script, for an engine whose compatibility digest equals this engine's
-                // (checked once in `Registry::new`); wasmtime also checks its header. It is a
+                // SAFETY: `native` was produced by `Engine::precompile_component` (`bb7-compile`,
+                // run by this binary's build script) for the host's engine configuration;
+                // wasmtime checks its header against this engine (version, target, CPU features,
+                // settings) and refuses it otherwise. It is a
                 // `'static` in the binary's read-only data: it lives as long as the process and
                 // no mapping of it is ever writable, so nothing (no tool, no user file) can change
                 // it while the component uses it.
@@ -620,7 +596,7 @@ mod tests {
     fn a_builtin_is_compiled_from_its_compressed_bytes_when_the_precompiled_code_does_not_fit() {
         let engine = super::super::engine::new_engine(64 << 20).expect("engine");
         let mut registry = Registry::new(engine, None).expect("registry");
-        registry.precompiled_usable = false;
+        registry.try_precompiled = false;
         let tool = registry.builtin("read_file").expect("compiles");
         assert_eq!(tool.cache, CacheOutcome::Compiled);
         assert_eq!(tool.size, BUILTIN_WASM_LEN);

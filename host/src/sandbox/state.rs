@@ -345,7 +345,13 @@ mod tests {
     fn instantiate(bytes: &[u8]) -> (Option<String>, bool) {
         let limits = Limits::default();
         let engine = engine::shared(&limits).unwrap();
-        let component = wasmtime::component::Component::new(&engine, bytes).unwrap();
+        let component = crate::sandbox::compiler::component(
+            &engine,
+            bytes,
+            std::time::Duration::from_secs(120),
+        )
+        .unwrap()
+        .0;
         let mut store = new_store(
             &engine,
             &limits,

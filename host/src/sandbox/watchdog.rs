@@ -400,10 +400,8 @@ mod tests {
         code.function(&f);
         m.section(&code);
         let wasm = m.finish();
-        let mut config = wasmtime::Config::new();
-        config.epoch_interruption(true);
-        let engine = wasmtime::Engine::new(&config).unwrap();
-        let module = wasmtime::Module::new(&engine, &wasm).unwrap();
+        let engine = super::super::engine::new_engine(64 << 20).unwrap();
+        let module = super::super::compiler::module(&engine, &wasm);
         let opens = Arc::new(AtomicU32::new(0));
         let counted = Arc::clone(&opens);
         let limits = super::super::limits::Limits {
