@@ -135,7 +135,8 @@ fn run(
     let (done, finished) = std::sync::mpsc::channel::<()>();
     let (out, err, killed) = std::thread::scope(|s| {
         // Stops the compiler at the limit. The child is reaped only after this thread has been
-        // joined, so the pid it signals is still the compiler's.
+        // joined (below, it is only waited for without reaping), so the pid it signals is still
+        // the compiler's.
         let watchdog = s.spawn(move || match finished.recv_timeout(limit) {
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 // SAFETY: `kill` only sends a signal to the process `pid`, our unreaped child.
@@ -160,6 +161,11 @@ fn run(
         let read = stdout.take(MAX_OUTPUT).read_to_end(&mut code);
         let _ = writer.join();
         let text = errors.join().unwrap_or_default();
+        // Its output is closed; until it has exited (or the watchdog has stopped it), wait
+        // without reaping.
+        while !exited(pid) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let _ = done.send(());
         let killed = watchdog.join().unwrap_or(false);
         (read.map(|_| code), text, killed)
@@ -186,6 +192,22 @@ fn run(
         status,
         stderr: String::from_utf8_lossy(&err).trim().to_string(),
     })
+}
+
+/// Whether child `pid` has exited (or cannot be waited for), leaving it unreaped.
+fn exited(pid: u32) -> bool {
+    // SAFETY: `waitid` with WNOWAIT only reads the child's state into `info`, a plain C struct
+    // zeroed here; the child stays a zombie until `Child::wait` reaps it.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let r = libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOWAIT | libc::WNOHANG,
+        );
+        r != 0 || info.si_pid() != 0
+    }
 }
 
 /// `wasm` compiled by the compiler within `limit` and loaded on `engine`; also the native code,
@@ -261,6 +283,19 @@ mod tests {
             t0.elapsed() < Duration::from_secs(20),
             "the compiler was waited for"
         );
+    }
+
+    #[test]
+    fn a_compiler_that_closes_its_output_and_hangs_is_killed_at_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = run(
+            fake(dir.path(), "exec >&- 2>&- <&-; exec sleep 30"),
+            Kind::Component,
+            b"x",
+            Duration::from_millis(300),
+        )
+        .expect_err("stopped");
+        assert!(matches!(e, CompileError::TimedOut(_)), "{e:?}");
     }
 
     #[test]
