@@ -141,12 +141,35 @@ fn main() {
 }
 
 /// Builds `bb7-compile` (compiler/, a workspace of its own) into `<target>/compiler`; its path.
+///
+/// Only for a `bb7` that runs where it is built: the compiler runs here (it precompiles the
+/// built-ins) and beside `bb7` (it compiles third-party components), so both must be this
+/// machine's target; a cross build is refused with what to do instead.
 fn build_compiler(root: &Path, target: &Path) -> PathBuf {
+    let host = env::var("HOST").expect("HOST");
+    let for_target = env::var("TARGET").expect("TARGET");
+    if host != for_target {
+        panic!(
+            "\n\nbb7 cannot be cross-compiled (building on {host} for {for_target}): its build runs \
+             the WebAssembly compiler it builds, bb7-compile, to precompile the built-in tools, and \
+             bb7 runs that same compiler beside it.\nFix: build bb7 on a {for_target} machine \
+             (`cargo build --release -p bb7`).\n\n"
+        );
+    }
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let dir = target.join("compiler");
     let mut cmd = Command::new(cargo);
+    // `--target` made explicit: a `[build] target` in the user's cargo configuration must not
+    // move the binary.
     cmd.current_dir(root.join("compiler"))
-        .args(["build", "--release", "--locked", "--target-dir"])
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--target",
+            &host,
+            "--target-dir",
+        ])
         .arg(&dir);
     scrub_env(&mut cmd);
     let output = cmd
@@ -158,7 +181,7 @@ fn build_compiler(root: &Path, target: &Path) -> PathBuf {
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    dir.join("release").join("bb7-compile")
+    dir.join(&host).join("release").join("bb7-compile")
 }
 
 /// Copies the compiler beside `bb7` (`<target>/<profile>/`, where cargo puts `bb7`): renamed into

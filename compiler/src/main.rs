@@ -8,7 +8,9 @@
 //! (`Engine::precompile_compatibility_hash`); `bb7` keys its compiled-component cache with it.
 //!
 //! Exit status: 0 with the native code on stdout; 2 when wasmtime refuses the input, with the
-//! error's causes on stderr, outermost first, each ended by a NUL byte; 64 for a usage error.
+//! error's causes on stderr, outermost first, each ended by a NUL byte; 3 when this program itself
+//! fails (no engine, the input or output pipe broke), with the causes the same way; 64 for a usage
+//! error.
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -43,39 +45,44 @@ fn main() -> ExitCode {
     // On demand, not pooled: no address space reserved for instances that are never made here.
     let engine = match wasmtime::Engine::new(&engine_config(MEMORY_BYTES, false)) {
         Ok(e) => e,
-        Err(e) => return refused(&causes(&e)),
+        Err(e) => return failed(3, &causes(&e)),
     };
-    if let Kind::Digest = kind {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        engine.precompile_compatibility_hash().hash(&mut h);
-        println!("{:016x}", h.finish());
-        return ExitCode::SUCCESS;
-    }
+    let component = match kind {
+        Kind::Component => true,
+        Kind::Module => false,
+        Kind::Digest => {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            engine.precompile_compatibility_hash().hash(&mut h);
+            println!("{:016x}", h.finish());
+            return ExitCode::SUCCESS;
+        }
+    };
     let mut wasm = Vec::new();
     if let Err(e) = std::io::stdin()
         .lock()
         .take(MAX_INPUT + 1)
         .read_to_end(&mut wasm)
     {
-        return refused(&[format!("reading the input: {e}")]);
+        return failed(3, &[format!("reading the input: {e}")]);
     }
     if wasm.len() as u64 > MAX_INPUT {
-        return refused(&[format!("the input is larger than {MAX_INPUT} bytes")]);
+        return failed(2, &[format!("the input is larger than {MAX_INPUT} bytes")]);
     }
-    let native = match kind {
-        Kind::Component => engine.precompile_component(&wasm),
-        Kind::Module | Kind::Digest => engine.precompile_module(&wasm),
+    let native = if component {
+        engine.precompile_component(&wasm)
+    } else {
+        engine.precompile_module(&wasm)
     };
     match native {
         Ok(native) => {
             let mut out = std::io::stdout().lock();
             match out.write_all(&native).and_then(|()| out.flush()) {
                 Ok(()) => ExitCode::SUCCESS,
-                Err(e) => refused(&[format!("writing the native code: {e}")]),
+                Err(e) => failed(3, &[format!("writing the native code: {e}")]),
             }
         }
-        Err(e) => refused(&causes(&e)),
+        Err(e) => failed(2, &causes(&e)),
     }
 }
 
@@ -91,12 +98,12 @@ fn causes(e: &wasmtime::Error) -> Vec<String> {
     e.chain().map(|c| c.to_string()).collect()
 }
 
-/// Exit status 2 with `causes` on stderr, each ended by a NUL byte.
-fn refused(causes: &[String]) -> ExitCode {
+/// Exit status `status` with `causes` on stderr, each ended by a NUL byte.
+fn failed(status: u8, causes: &[String]) -> ExitCode {
     let mut err = std::io::stderr().lock();
     for c in causes {
         let _ = err.write_all(c.replace('\0', " ").as_bytes());
         let _ = err.write_all(b"\0");
     }
-    ExitCode::from(2)
+    ExitCode::from(status)
 }

@@ -327,6 +327,7 @@ return {
         "OK handshake ok",
         "OK API key is set (not shown)",
         "built-in tools embedded and compiled into the binary",
+        "OK compiler for third-party components and hooks: ",
       }) do
         t.ok(text:find(want, 1, true), want .. " in:\n" .. text)
       end

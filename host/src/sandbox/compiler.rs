@@ -71,8 +71,13 @@ pub enum CompileError {
     #[error("{}", super::hints::explained(super::hints::chain_of(.0.iter().map(String::as_str))))]
     Refused(Vec<String>),
     /// The compiler failed in a way it does not report (a crash, a signal).
-    #[error("the WebAssembly compiler {} failed ({status}){}", .program.display(),
-        if .stderr.is_empty() { String::new() } else { format!(": {}", .stderr) })]
+    #[error("the WebAssembly compiler {} failed ({status}){}{}", .program.display(),
+        if .stderr.is_empty() { String::new() } else { format!(": {}", .stderr) },
+        if std::os::unix::process::ExitStatusExt::signal(status) == Some(9) {
+            " (killed: out of memory?)"
+        } else {
+            ""
+        })]
     Failed {
         /// The program run.
         program: PathBuf,
@@ -84,7 +89,9 @@ pub enum CompileError {
 }
 
 /// The compiler program: `$BB7_COMPILER`, else `bb7-compile` beside this executable, else where the
-/// build left it.
+/// build left it — that last one only if no other user could have put it there (see [`trusted`]):
+/// after a `cargo install` the build's directory is gone, and a path under a shared directory such
+/// as `/tmp` could be taken by anyone.
 pub fn program() -> Result<PathBuf, CompileError> {
     if let Some(p) = std::env::var_os("BB7_COMPILER").filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
@@ -94,18 +101,71 @@ pub fn program() -> Result<PathBuf, CompileError> {
         .ok()
         .and_then(|e| e.parent().map(Path::to_path_buf))
     {
-        looked.push(dir.join(PROGRAM));
+        let beside = dir.join(PROGRAM);
+        if beside.is_file() {
+            return Ok(beside);
+        }
+        looked.push(beside);
     }
-    looked.push(PathBuf::from(BUILT_AT));
-    match looked.iter().find(|p| p.is_file()) {
-        Some(p) => Ok(p.clone()),
-        None => Err(CompileError::NotFound(looked)),
+    let built = PathBuf::from(BUILT_AT);
+    if built.is_file() && trusted(&built) {
+        return Ok(built);
     }
+    looked.push(built);
+    Err(CompileError::NotFound(looked))
+}
+
+/// Whether `path` and every directory above it belong to this user or root and are writable by no
+/// one else (so no other user can have placed or replaced the program there).
+fn trusted(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(real) = std::fs::canonicalize(path) else {
+        return false;
+    };
+    // SAFETY: `geteuid` only reads the process's effective user id.
+    let me = unsafe { libc::geteuid() };
+    real.ancestors().all(|p| {
+        std::fs::metadata(p).is_ok_and(|m| (m.uid() == me || m.uid() == 0) && m.mode() & 0o022 == 0)
+    })
 }
 
 /// The native code of `wasm`, made by the compiler within `limit` (past it the compiler is killed).
 pub fn native_code(kind: Kind, wasm: &[u8], limit: Duration) -> Result<Vec<u8>, CompileError> {
     run(program()?, kind, wasm, limit)
+}
+
+/// A started compiler, killed and reaped if it is dropped before [`Running::wait`] (a panic on the
+/// way must not leave it running).
+struct Running(Option<std::process::Child>);
+
+impl Running {
+    fn wait(mut self) -> std::io::Result<std::process::ExitStatus> {
+        self.0.take().expect("waited once").wait()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Starts `cmd`, retrying briefly while the program is busy being written (`ETXTBSY`: a file just
+/// written may still be open for writing in a process another thread is forking).
+fn spawn(cmd: &mut Command) -> std::io::Result<std::process::Child> {
+    let mut tries = 0;
+    loop {
+        match cmd.spawn() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 20 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            r => return r,
+        }
+    }
 }
 
 /// [`native_code`] made by `program`.
@@ -115,50 +175,58 @@ fn run(
     wasm: &[u8],
     limit: Duration,
 ) -> Result<Vec<u8>, CompileError> {
+    use std::os::unix::process::CommandExt;
     let io = |error| CompileError::Io {
         program: program.clone(),
         error,
     };
-    let mut child = Command::new(&program)
-        .arg(kind.arg())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(io)?;
+    let mut child = spawn(
+        Command::new(&program)
+            .arg(kind.arg())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // A group of its own, so that the limit stops whatever it started too.
+            .process_group(0),
+    )
+    .map_err(io)?;
     let pid = child.id();
     let (mut stdin, stdout, stderr) = (
         child.stdin.take(),
         child.stdout.take().expect("piped"),
         child.stderr.take().expect("piped"),
     );
+    let child = Running(Some(child));
     let (done, finished) = std::sync::mpsc::channel::<()>();
-    let (out, err, killed) = std::thread::scope(|s| {
-        // Stops the compiler at the limit. The child is reaped only after this thread has been
-        // joined (below, it is only waited for without reaping), so the pid it signals is still
-        // the compiler's.
-        let watchdog = s.spawn(move || match finished.recv_timeout(limit) {
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                // SAFETY: `kill` only sends a signal to the process `pid`, our unreaped child.
-                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-                true
+    let (out, err, killed) = std::thread::scope(|s| -> std::io::Result<_> {
+        // Stops the compiler and its group at the limit. The compiler (the group's leader) is
+        // reaped only after this thread has been joined (below, it is only waited for without
+        // reaping), so the group id it signals is still the compiler's.
+        let watchdog = std::thread::Builder::new().spawn_scoped(s, move || {
+            match finished.recv_timeout(limit) {
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    // SAFETY: `kill` only sends a signal to process group `pid`, our unreaped
+                    // child's.
+                    unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
+                    true
+                }
+                _ => false,
             }
-            _ => false,
-        });
-        let writer = s.spawn(move || {
+        })?;
+        let writer = std::thread::Builder::new().spawn_scoped(s, move || {
             // A compiler that stops reading (it failed, or was killed) ends the write with EPIPE;
             // its exit status says why.
             if let Some(mut stdin) = stdin.take() {
                 let _ = stdin.write_all(wasm);
             }
-        });
-        let errors = s.spawn(move || {
+        })?;
+        let errors = std::thread::Builder::new().spawn_scoped(s, move || {
             let mut text = Vec::new();
             let _ = stderr.take(MAX_ERROR).read_to_end(&mut text);
             text
-        });
+        })?;
         let mut code = Vec::new();
-        let read = stdout.take(MAX_OUTPUT).read_to_end(&mut code);
+        let read = stdout.take(MAX_OUTPUT + 1).read_to_end(&mut code);
         let _ = writer.join();
         let text = errors.join().unwrap_or_default();
         // Its output is closed; until it has exited (or the watchdog has stopped it), wait
@@ -168,14 +236,23 @@ fn run(
         }
         let _ = done.send(());
         let killed = watchdog.join().unwrap_or(false);
-        (read.map(|_| code), text, killed)
-    });
+        Ok((read.map(|_| code), text, killed))
+    })
+    .map_err(io)?;
     let status = child.wait().map_err(io)?;
+    if status.success() {
+        let code = out.map_err(io)?;
+        if code.len() as u64 > MAX_OUTPUT {
+            return Err(CompileError::Failed {
+                program,
+                status,
+                stderr: format!("its output is larger than {MAX_OUTPUT} bytes"),
+            });
+        }
+        return Ok(code);
+    }
     if killed {
         return Err(CompileError::TimedOut(limit));
-    }
-    if status.success() {
-        return out.map_err(io);
     }
     if status.code() == Some(2) {
         let causes: Vec<String> = err
@@ -222,9 +299,10 @@ pub fn component(
 
 /// `native`, from the compiler, loaded on `engine`.
 fn load(engine: &Engine, native: Vec<u8>) -> anyhow::Result<(Component, Vec<u8>)> {
-    // SAFETY: the bytes were made just now by the compiler `bb7` was built with (the program is
-    // ours: found beside bb7, where the build put it, or named by the user); wasmtime checks the
-    // header (version, target, CPU features, code-generation settings) against this engine.
+    // SAFETY: the bytes were made just now by the compiler program: the one named by the user
+    // ($BB7_COMPILER), the one beside bb7 (as trusted as bb7 itself), or the one the build left
+    // where no other user can have placed it; wasmtime checks the header (version, target, CPU
+    // features, code-generation settings) against this engine.
     let component = unsafe { Component::deserialize(engine, &native) }
         .map_err(|e| anyhow::anyhow!("loading the compiled component: {e:#}"))?;
     Ok((component, native))
@@ -243,7 +321,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_compiler_is_found_and_its_refusals_keep_every_cause() {
+    fn the_compiler_is_found_and_refuses_what_is_not_webassembly() {
         assert!(program().expect("the build leaves the compiler").is_file());
         let e = native_code(
             Kind::Component,
@@ -283,6 +361,78 @@ mod tests {
             t0.elapsed() < Duration::from_secs(20),
             "the compiler was waited for"
         );
+    }
+
+    #[test]
+    fn a_refusal_keeps_every_cause_in_order_and_other_failures_are_not_refusals() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = run(
+            fake(
+                dir.path(),
+                r"printf 'outer\000middle: x\000root\000' >&2; exit 2",
+            ),
+            Kind::Component,
+            b"x",
+            Duration::from_secs(60),
+        )
+        .expect_err("refused");
+        let CompileError::Refused(causes) = &e else {
+            panic!("not a refusal: {e:?}")
+        };
+        assert_eq!(causes, &["outer", "middle: x", "root"]);
+        assert_eq!(e.to_string(), "outer: middle: x: root");
+        // The compiler's own failures (exit 3) are not the component's fault.
+        let own = run(
+            fake(dir.path(), r"printf 'no engine\000' >&2; exit 3"),
+            Kind::Component,
+            b"x",
+            Duration::from_secs(60),
+        )
+        .expect_err("failed");
+        assert!(matches!(own, CompileError::Failed { .. }), "{own:?}");
+    }
+
+    #[test]
+    fn the_cache_key_is_the_digest_of_the_compiler_beside_bb7() {
+        let out = Command::new(program().unwrap())
+            .arg("digest")
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            env!("BB7_ENGINE_DIGEST")
+        );
+    }
+
+    #[test]
+    fn only_a_program_no_other_user_can_have_placed_is_trusted() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = fake(dir.path(), "exit 0");
+        // tempdir() is under a world-writable directory (/tmp, sticky): not trusted.
+        if std::env::temp_dir()
+            .metadata()
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o002
+            != 0
+        {
+            assert!(!trusted(&p));
+        }
+        let own = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tmp/trust-test");
+        std::fs::create_dir_all(&own).unwrap();
+        std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let q = fake(&own, "exit 0");
+        let parents_ok = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .all(|a| a.metadata().unwrap().permissions().mode() & 0o022 == 0);
+        if parents_ok {
+            assert!(trusted(&q), "{}", q.display());
+        }
+        std::fs::set_permissions(&q, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(!trusted(&q), "a program anyone may rewrite");
     }
 
     #[test]

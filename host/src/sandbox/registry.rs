@@ -384,7 +384,12 @@ impl Registry {
             Origin::Builtin(native) if self.try_precompiled => {
                 match load_embedded(&self.engine, native) {
                     Ok(c) => (c, CacheOutcome::Embedded),
-                    Err(_) => self.load_compiled(&sha256, &bytes.get()?)?,
+                    Err(refused) => self.load_compiled(&sha256, &bytes.get()?).map_err(|e| {
+                        e.context(format!(
+                            "the built-in tools' precompiled code does not fit this engine \
+                             ({refused}), so they must be compiled"
+                        ))
+                    })?,
                 }
             }
             Origin::Builtin(_) | Origin::File(_) => self.load_compiled(&sha256, &bytes.get()?)?,
