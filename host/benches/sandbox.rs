@@ -6,6 +6,7 @@
 //! 3. process start to all built-in components ready (`bb7 tools list`), warm and cold cache;
 //! 4. `search_project` over 20,000 files vs `grep -rn` (and `rg` when installed): the built-in
 //!    component (which reads through `bb7:host/files`) and the single-tool build (WASI alone).
+//!    `BB7_BENCH_ONLY=sandboxed` (or `native`, `wasi-walk`) runs that one alone, for a profiler.
 
 use std::fs;
 use std::path::Path;
@@ -262,6 +263,45 @@ fn search_bench(sb: &Sandbox) {
             .output()
             .expect("search tool");
     };
+    // `BB7_BENCH_ONLY=sandboxed|native|wasi-walk`: that contender alone, 100 calls, for a
+    // profiler (`perf record -g`) to see nothing else; prints its median.
+    if let Ok(only) = std::env::var("BB7_BENCH_ONLY") {
+        let mut run: Box<dyn FnMut() + Send> = match only.as_str() {
+            "sandboxed" => Box::new(|| {
+                sb.call(&tool, &grant, &[], args)
+                    .0
+                    .expect("sandboxed search");
+            }),
+            "native" => Box::new(|| {
+                bb7_tool_logic::tools::search_project::call(&root, &settings, args)
+                    .expect("native search");
+            }),
+            "wasi-walk" => Box::new(|| {
+                sb.call(&wasi_walk, &grant, &[], args)
+                    .0
+                    .expect("sandboxed search (WASI walk)");
+            }),
+            other => panic!("BB7_BENCH_ONLY: {other}? (sandboxed, native or wasi-walk)"),
+        };
+        // On a thread of its own, named `bench-only`: `perf report --comm bench-only` leaves out
+        // making the tree.
+        let d = std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .name("bench-only".into())
+                .spawn_scoped(s, || {
+                    run();
+                    time(100, &mut *run)
+                })
+                .expect("thread")
+                .join()
+                .expect("bench-only run")
+        });
+        println!(
+            "search_project over 20,000 files, {only} alone: median {}",
+            fmt(d)
+        );
+        return;
+    }
     // Wall and CPU samples per contender: native, sandboxed, grep, rg, sandboxed WASI walk.
     let mut wall: [Vec<Duration>; 5] = Default::default();
     let mut cpu: [Vec<Duration>; 5] = Default::default();

@@ -40,6 +40,11 @@ pub const DEFAULT_DENY: [&str; 15] = [
 /// under `**/` without wildcards (`**/.aws/credentials`), or a path from the root without
 /// wildcards — the lowercased path is matched by [`Plain`] string comparisons, with no glob
 /// engine at all (a walk asks once per entry; the default list is all plain).
+///
+/// And almost no entry is denied: with plain patterns, an entry whose ASCII name can match none of
+/// them (a first letter no pattern's name starts with, a last letter none ends with:
+/// [`NameFilter`]) is let through on its name alone ([`DenyList::check_entry`]), without its path
+/// being built or lowercased.
 #[derive(Clone, Default)]
 pub struct DenyList {
     matcher: Option<Gitignore>,
@@ -47,6 +52,64 @@ pub struct DenyList {
     ascii: Option<(Gitignore, Vec<(String, String)>)>,
     /// `ascii`'s patterns as plain matchers, in order, when every one of them is plain.
     plain: Option<Vec<Plain>>,
+    /// What an entry's name must look like for any of `plain` to match it, when every pattern
+    /// says something about the name's first or last letter.
+    names: Option<NameFilter>,
+}
+
+/// A necessary condition for a list of plain patterns to match a path, on the path's last name
+/// alone (lowercased): every pattern fixes the name's first letter (`.env`, `id_rsa*`, the
+/// `credentials` of `**/.aws/credentials`) or its last (`*.pem`), and a name with neither
+/// letter of any pattern matches none.
+#[derive(Clone)]
+struct NameFilter {
+    /// Bit `b` of word `b / 64`: some pattern's name starts with byte `b`.
+    first: [u64; 4],
+    /// Likewise for the last byte, of patterns whose name has no fixed start.
+    last: [u64; 4],
+}
+
+impl NameFilter {
+    /// The filter for `plain`, or `None` when some pattern fixes neither letter of a name (`*`,
+    /// `*a*`).
+    fn new(plain: &[Plain]) -> Option<NameFilter> {
+        let mut f = NameFilter {
+            first: [0; 4],
+            last: [0; 4],
+        };
+        let set = |bits: &mut [u64; 4], b: u8| bits[usize::from(b / 64)] |= 1 << (b % 64);
+        for p in plain {
+            match &p.shape {
+                Shape::Name(parts) => {
+                    let first = parts.first().and_then(|s| s.bytes().next());
+                    let last = parts.last().and_then(|s| s.bytes().last());
+                    match (first, last) {
+                        (Some(b), _) => set(&mut f.first, b),
+                        (None, Some(b)) => set(&mut f.last, b),
+                        (None, None) => return None,
+                    }
+                }
+                // The whole name after the last `/` is fixed.
+                Shape::Tail(t) | Shape::Exact(t) => {
+                    let name = t.rsplit('/').next().unwrap_or(t);
+                    set(&mut f.first, name.bytes().next()?);
+                }
+            }
+        }
+        Some(f)
+    }
+
+    /// Whether a path whose last name is `name` (ASCII, any case) may match some pattern.
+    fn may_match(&self, name: &[u8]) -> bool {
+        let has = |bits: &[u64; 4], b: u8| {
+            let b = b.to_ascii_lowercase();
+            bits[usize::from(b / 64)] & (1 << (b % 64)) != 0
+        };
+        match (name.first(), name.last()) {
+            (Some(&a), Some(&z)) => has(&self.first, a) || has(&self.last, z),
+            _ => true,
+        }
+    }
 }
 
 /// A lowercased deny pattern simple enough to match by comparing strings.
@@ -102,13 +165,14 @@ impl Plain {
         Some(Plain { shape, dir_only })
     }
 
-    /// Whether the pattern matches `path` (lowercased; a directory when `is_dir`).
-    fn matches(&self, path: &str, is_dir: bool) -> bool {
+    /// Whether the pattern matches `path` (lowercased; a directory when `is_dir`), whose last
+    /// name is `name`.
+    fn matches(&self, path: &str, name: &str, is_dir: bool) -> bool {
         if self.dir_only && !is_dir {
             return false;
         }
         match &self.shape {
-            Shape::Name(parts) => glob_star(parts, path.rsplit('/').next().unwrap_or(path)),
+            Shape::Name(parts) => glob_star(parts, name),
             Shape::Tail(t) => path
                 .strip_suffix(t.as_str())
                 .is_some_and(|head| head.is_empty() || head.ends_with('/')),
@@ -179,11 +243,28 @@ impl DenyList {
             _ => None,
         };
         let plain = plain.filter(|v| ascii.as_ref().is_some_and(|(_, o)| o.len() == v.len()));
+        let names = plain.as_deref().and_then(NameFilter::new);
         DenyList {
             matcher,
             ascii,
             plain,
+            names,
         }
+    }
+
+    /// [`DenyList::check`] for entry `name` of directory `dir` (`""` for the root): the same
+    /// answer, but an entry whose name no pattern can match is let through without its path
+    /// being built (a walk asks about every entry it lists).
+    pub fn check_entry(&self, dir: &str, name: &str, is_dir: bool) -> Option<String> {
+        // Only an ASCII name: a pattern's letter may match another letter in Unicode's case
+        // folding (`k` the Kelvin sign), and then the globs decide.
+        if let Some(filter) = &self.names
+            && name.is_ascii()
+            && !filter.may_match(name.as_bytes())
+        {
+            return None;
+        }
+        self.check(&super::join_rel(dir, name), is_dir)
     }
 
     /// The pattern that denies `rel` (relative to the project root; a directory when `is_dir`),
@@ -204,8 +285,9 @@ impl DenyList {
                 &lowered
             };
             if let Some(plain) = &self.plain {
+                let name = path.rsplit_once('/').map_or(path, |(_, n)| n);
                 // As the glob matcher reports it: the last pattern that matches.
-                let hit = plain.iter().rposition(|m| m.matches(path, is_dir))?;
+                let hit = plain.iter().rposition(|m| m.matches(path, name, is_dir))?;
                 let l = &originals.get(hit)?.0;
                 return originals
                     .iter()
@@ -476,6 +558,99 @@ mod plain_tests {
             }
         }
         assert!(compared > 100, "the lists deny something: {compared}");
+    }
+
+    /// `check_entry` answers as `check` on the joined path, for every list above and a few more
+    /// (one whose patterns fix no letter of a name, one with a pattern that is not plain), names
+    /// in any case, non-ASCII ones, and directories that are not ASCII; and its name filter lets
+    /// the defaults skip ordinary names.
+    #[test]
+    fn check_entry_agrees_with_check() {
+        let lists: [&[&str]; 6] = [
+            &DEFAULT_DENY,
+            &["*", "x/"],
+            &[
+                "a*b*c", "*ab*b", "a*a", "*.tar.*", "sec*/", "/top.txt", "deep/a/b",
+            ],
+            &[
+                "**/b/c",
+                "**/c",
+                "/a/b/",
+                "b",
+                "*.PEM",
+                "*.pem",
+                "**/Secret/",
+            ],
+            &["ab*", "*ba", "*a*", "a**"],
+            &["*.key", "k*", "*k"],
+        ];
+        let names = [
+            "a",
+            "b",
+            "c",
+            "ab",
+            "abc",
+            "aXbYc",
+            "acb",
+            "x.tar.gz",
+            "top.TXT",
+            "key.pem",
+            "b.PEM",
+            ".env",
+            ".ENV",
+            ".env.local",
+            "id_rsa.pub",
+            "ID_RSA",
+            "credentials",
+            "Credentials",
+            "config.json",
+            "config",
+            "Secret",
+            "f123.rs",
+            "mod4",
+            "pkg001",
+            "x.\u{212a}ey",
+            "\u{212a}ey",
+            "\u{e9}.pem",
+            "sec",
+            "secret",
+        ];
+        let dirs = [
+            "",
+            "a",
+            "deep",
+            "deep/a",
+            "home/.aws",
+            ".kube",
+            "q/.docker",
+            "\u{e9}t\u{e9}",
+        ];
+        for list in lists {
+            let d = DenyList::new(list.iter().copied());
+            for dir in dirs {
+                for name in names {
+                    let rel = super::super::join_rel(dir, name);
+                    for is_dir in [false, true] {
+                        assert_eq!(
+                            d.check_entry(dir, name, is_dir),
+                            d.check(&rel, is_dir),
+                            "{list:?} {rel} {is_dir}"
+                        );
+                    }
+                }
+            }
+        }
+        let defaults = DenyList::new(DEFAULT_DENY);
+        let Some(filter) = &defaults.names else {
+            panic!("the defaults are plain, each fixing a letter of the name")
+        };
+        for skipped in ["f123.rs", "mod4", "pkg001", "README.md", "main.rs"] {
+            assert!(!filter.may_match(skipped.as_bytes()), "{skipped}");
+        }
+        for kept in [".env", "ID_RSA", "a.PEM", "credentials", "config"] {
+            assert!(filter.may_match(kept.as_bytes()), "{kept}");
+        }
+        assert!(DenyList::new(["*", "x/"]).names.is_none());
     }
 
     #[test]

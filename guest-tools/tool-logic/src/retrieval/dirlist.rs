@@ -71,6 +71,8 @@ pub struct Tree {
     base: Option<sys::Handle>,
     /// The directories opened below the root along the current path: `chain[i]` is at depth `i + 1`.
     chain: Vec<(String, sys::Handle)>,
+    /// The names of `chain` joined by `/` (`""` for none): the directory whose handle is last.
+    chain_path: String,
 }
 
 impl Tree {
@@ -81,6 +83,7 @@ impl Tree {
             root: root.to_path_buf(),
             base: None,
             chain: Vec::new(),
+            chain_path: String::new(),
         }
     }
 
@@ -90,7 +93,22 @@ impl Tree {
         if self.base.is_none() {
             self.base = Some(sys::open_root(&self.root)?);
         }
-        // The names of `rel` the open chain already holds are kept; the rest are opened.
+        // Most calls ask for the directory last asked for (every file of a directory in turn).
+        if rel != self.chain_path {
+            self.open_chain(rel)?;
+        }
+        match self.chain.last() {
+            Some((_, h)) => Ok(h),
+            None => self
+                .base
+                .as_ref()
+                .ok_or_else(|| io::Error::other("no root")),
+        }
+    }
+
+    /// Makes the open chain lead to `rel`: the names of `rel` it already holds are kept, the rest
+    /// opened. On an error the chain holds a part of the way (and `chain_path` says which).
+    fn open_chain(&mut self, rel: &str) -> io::Result<()> {
         let mut rest = rel;
         let mut common = 0;
         while let Some((name, _)) = self.chain.get(common) {
@@ -104,6 +122,13 @@ impl Tree {
             rest = tail;
         }
         self.chain.truncate(common);
+        // The first `common` names of `rel` are those of the chain.
+        let kept = match common {
+            0 => 0,
+            _ if rest.is_empty() => rel.len(),
+            _ => rel.len() - rest.len() - 1,
+        };
+        self.chain_path.truncate(kept);
         while let Some((seg, tail)) = first_name(rest) {
             rest = tail;
             let opened = {
@@ -117,14 +142,12 @@ impl Tree {
                 sys::open_dir(parent, seg)?
             };
             self.chain.push((seg.to_string(), opened));
+            if !self.chain_path.is_empty() {
+                self.chain_path.push('/');
+            }
+            self.chain_path.push_str(seg);
         }
-        match self.chain.last() {
-            Some((_, h)) => Ok(h),
-            None => self
-                .base
-                .as_ref()
-                .ok_or_else(|| io::Error::other("no root")),
-        }
+        Ok(())
     }
 
     /// The entries of directory `rel`: `(name, Some(kind))` for regular files and directories,
@@ -647,5 +670,52 @@ mod sys {
         let n = data.len().min(out.len());
         out[..n].copy_from_slice(&data[..n]);
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::put;
+    use super::*;
+
+    /// Files read in any order of directories — deeper, back up, across, into one that is
+    /// missing and then one that exists — each come from their own directory.
+    #[test]
+    fn the_open_chain_follows_every_move() {
+        let t = tempfile::tempdir().unwrap();
+        let files = [
+            "top", "a/f", "a/b/f", "a/b/c/f", "a/bb/f", "ab/f", "b/f", "b/a/f", "a/b/c/g",
+        ];
+        for f in files {
+            put(t.path(), f, f);
+        }
+        let mut tree = Tree::new(t.path());
+        let mut buf = Vec::new();
+        let order = [
+            "a/b/c/f",
+            "a/b/f",
+            "a/f",
+            "top",
+            "a/bb/f",
+            "ab/f",
+            "a/b/c/g",
+            "b/a/f",
+            "b/f",
+            "a/b/c/f",
+            "missing/x/f",
+            "a/b/f",
+            "top",
+        ];
+        for rel in order {
+            let got = tree.read_capped(rel, 100, &mut buf);
+            if rel.starts_with("missing") {
+                assert_eq!(got.unwrap_err().kind(), io::ErrorKind::NotFound);
+                continue;
+            }
+            assert_eq!(got.unwrap(), Some(rel.len()), "{rel}");
+            assert_eq!(&buf[..], rel.as_bytes(), "{rel}");
+            let parent = rel.rsplit_once('/').map_or("", |(p, _)| p);
+            assert_eq!(tree.chain_path, parent, "{rel}");
+        }
     }
 }

@@ -140,16 +140,21 @@ struct Entry {
 /// Sorts so that the depth-first walk yields paths in byte order of the full relative path: a
 /// directory `a` sorts as `a/`, after `a.txt` and before `a0`.
 fn entry_order(a: &Entry, b: &Entry) -> std::cmp::Ordering {
-    let suffix = |e: &Entry| {
-        if e.kind == Kind::Dir {
-            &b"/"[..]
-        } else {
-            &b""[..]
-        }
+    let (x, y) = (a.name.as_bytes(), b.name.as_bytes());
+    let n = x.len().min(y.len());
+    match x[..n].cmp(&y[..n]) {
+        std::cmp::Ordering::Equal => {}
+        other => return other,
+    }
+    // One name starts the other: the keys differ from byte `n` on, where a name that ends has
+    // its `/` if it is a directory (no name holds a `/`, so that never ties with a byte).
+    let next = |e: &Entry, bytes: &[u8]| {
+        bytes
+            .get(n)
+            .copied()
+            .or((e.kind == Kind::Dir).then_some(b'/'))
     };
-    let ka = a.name.as_bytes().iter().chain(suffix(a));
-    let kb = b.name.as_bytes().iter().chain(suffix(b));
-    ka.cmp(kb)
+    next(a, x).cmp(&next(b, y))
 }
 
 /// A directory being walked.
@@ -229,7 +234,7 @@ impl<'r> Walker<'r> {
             if self
                 .root
                 .deny()
-                .check(&join_rel(dir, &name), kind == Kind::Dir)
+                .check_entry(dir, &name, kind == Kind::Dir)
                 .is_some()
             {
                 continue;
@@ -460,6 +465,43 @@ mod tests {
         );
         assert_eq!(collect(&root, "", Some("*.log")), ["keep.log", "sub/x.log"]);
         assert_eq!(collect(&root, "sub/x.log", None), ["sub/x.log"]);
+    }
+
+    /// The walk order is the byte order of each entry's name with `/` after a directory's.
+    #[test]
+    fn entries_sort_as_their_paths_with_a_slash_after_directories() {
+        let names = [
+            "a", "a.txt", "a0", "a-", "ab", "a/", "b", "", "A", "a\u{e9}", "aa", "a.", ".",
+        ];
+        let mut entries = Vec::new();
+        for n in names.iter().filter(|n| !n.contains('/')) {
+            for kind in [Kind::File, Kind::Dir] {
+                entries.push(Entry {
+                    name: n.to_string(),
+                    kind,
+                });
+            }
+        }
+        let key = |e: &Entry| {
+            let mut k = e.name.clone().into_bytes();
+            if e.kind == Kind::Dir {
+                k.push(b'/');
+            }
+            k
+        };
+        for a in &entries {
+            for b in &entries {
+                assert_eq!(
+                    entry_order(a, b),
+                    key(a).cmp(&key(b)),
+                    "{:?} {:?} / {:?} {:?}",
+                    a.name,
+                    a.kind,
+                    b.name,
+                    b.kind
+                );
+            }
+        }
     }
 
     #[test]
