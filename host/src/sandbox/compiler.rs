@@ -3,7 +3,9 @@
 //! and untrusted WebAssembly is compiled in a process of its own, killed at its time limit.
 //!
 //! The program is looked up as `$BB7_COMPILER` when that is set, else as `bb7-compile` beside the
-//! running executable (where `host/build.rs` copies it), else where the build left it. Its output
+//! running executable (where `host/build.rs` copies it), else where the build left it (only if no
+//! other user can have placed a program there). It runs in a process group of its own, all of it
+//! killed at the limit. Its output
 //! is loaded with wasmtime's `deserialize`, which checks that it was made for this engine
 //! (wasmtime version, target, CPU features, every setting that affects code generation).
 

@@ -254,8 +254,10 @@ impl DenyList {
 
     /// [`DenyList::check`] for entry `name` of directory `dir` (`""` for the root): the same
     /// answer, but an entry whose name no pattern can match is let through without its path
-    /// being built (a walk asks about every entry it lists).
+    /// being built (a walk asks about every entry it lists). `name` is one name as a directory
+    /// listing gives it: never a path (with a `/` the filter would look at the wrong letters).
     pub fn check_entry(&self, dir: &str, name: &str, is_dir: bool) -> Option<String> {
+        debug_assert!(!name.contains('/'), "check_entry takes one name: {name}");
         // Only an ASCII name: a pattern's letter may match another letter in Unicode's case
         // folding (`k` the Kelvin sign), and then the globs decide.
         if let Some(filter) = &self.names
@@ -651,6 +653,13 @@ mod plain_tests {
             assert!(filter.may_match(kept.as_bytes()), "{kept}");
         }
         assert!(DenyList::new(["*", "x/"]).names.is_none());
+        // Unicode case folding: a name whose letter folds to a pattern's (the Kelvin sign to `k`,
+        // the long s to `s`) is denied by the globs, so it must never be let through by letter.
+        let d = DenyList::new(["k*"]);
+        assert!(d.check_entry("", "\u{212a}ey.txt", false).is_some());
+        assert!(d.check_entry("a", "\u{212a}ey.txt", true).is_some());
+        let d = DenyList::new(["secrets/"]);
+        assert!(d.check_entry("", "\u{17f}ecrets", true).is_some());
     }
 
     #[test]
