@@ -110,7 +110,9 @@ pub fn program() -> Result<PathBuf, CompileError> {
         looked.push(beside);
     }
     let built = PathBuf::from(BUILT_AT);
-    if built.is_file() && trusted(&built) {
+    // The crate's own unit tests run from `<target>/release/deps/`, with nothing beside them, in
+    // whatever checkout the tests were started in: they take the build's own compiler as is.
+    if built.is_file() && (cfg!(test) || trusted(&built)) {
         return Ok(built);
     }
     looked.push(built);
@@ -118,7 +120,9 @@ pub fn program() -> Result<PathBuf, CompileError> {
 }
 
 /// Whether `path` and every directory above it belong to this user or root and are writable by no
-/// one else (so no other user can have placed or replaced the program there).
+/// one else (so no other user can have placed or replaced the program there). A directory others
+/// may write to but not rename or remove in (sticky, as `/tmp`) is allowed above the program's own
+/// directory: what lies below it is then ours alone.
 fn trusted(path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     let Ok(real) = std::fs::canonicalize(path) else {
@@ -126,8 +130,14 @@ fn trusted(path: &Path) -> bool {
     };
     // SAFETY: `geteuid` only reads the process's effective user id.
     let me = unsafe { libc::geteuid() };
-    real.ancestors().all(|p| {
-        std::fs::metadata(p).is_ok_and(|m| (m.uid() == me || m.uid() == 0) && m.mode() & 0o022 == 0)
+    real.ancestors().enumerate().all(|(i, p)| {
+        std::fs::metadata(p).is_ok_and(|m| {
+            let owner = m.uid() == me || m.uid() == 0;
+            let shared = m.mode() & 0o022 != 0;
+            let sticky_dir = m.is_dir() && m.mode() & 0o1000 != 0;
+            // The program itself (0) and its own directory (1): never writable by others.
+            owner && (!shared || (sticky_dir && i >= 2))
+        })
     })
 }
 
@@ -410,31 +420,42 @@ mod tests {
     #[test]
     fn only_a_program_no_other_user_can_have_placed_is_trusted() {
         use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+        };
         let dir = tempfile::tempdir().unwrap();
-        let p = fake(dir.path(), "exit 0");
-        // tempdir() is under a world-writable directory (/tmp, sticky): not trusted.
-        if std::env::temp_dir()
-            .metadata()
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o002
-            != 0
-        {
-            assert!(!trusted(&p));
+        mode(dir.path(), 0o755);
+        // A program directly in a directory others may write to (even a sticky one) is not
+        // trusted; one in a directory of ours below a sticky one is.
+        let shared = dir.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        mode(&shared, 0o1777);
+        let in_shared = fake(&shared, "exit 0");
+        assert!(!trusted(&in_shared), "{}", in_shared.display());
+        let ours = shared.join("ours");
+        std::fs::create_dir(&ours).unwrap();
+        mode(&ours, 0o755);
+        let below = fake(&ours, "exit 0");
+        // Only meaningful where the temporary directory's own ancestors are safe.
+        let parents_safe = dir.path().ancestors().skip(1).all(|a| {
+            let m = a.metadata().unwrap().permissions().mode();
+            m & 0o022 == 0 || m & 0o1000 != 0
+        });
+        if parents_safe {
+            assert!(trusted(&below), "{}", below.display());
         }
-        let own = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tmp/trust-test");
-        std::fs::create_dir_all(&own).unwrap();
-        std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let q = fake(&own, "exit 0");
-        let parents_ok = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .ancestors()
-            .all(|a| a.metadata().unwrap().permissions().mode() & 0o022 == 0);
-        if parents_ok {
-            assert!(trusted(&q), "{}", q.display());
+        mode(&below, 0o777);
+        assert!(!trusted(&below), "a program anyone may rewrite");
+        mode(&below, 0o755);
+        mode(&ours, 0o775);
+        assert!(!trusted(&below), "a directory its group may write to");
+        mode(&ours, 0o755);
+        // A directory of another user above it: only root can make one to test.
+        // SAFETY: `geteuid` only reads the process's effective user id.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&ours, Some(65534), None).unwrap();
+            assert!(!trusted(&below), "a directory of another user");
         }
-        std::fs::set_permissions(&q, std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(!trusted(&q), "a program anyone may rewrite");
     }
 
     #[test]
