@@ -5,8 +5,9 @@
 //! its environment. The one component holding all five built-in tools (guest-tools/builtins) is
 //! embedded with its sha256 (`$OUT_DIR/builtin_components.rs`) and its native code, precompiled here
 //! by `bb7-compile` (compiler/: wasmtime with Cranelift and exactly the host's engine configuration,
-//! `src/sandbox/engine_config.rs`), so that no run of `bb7` — not even the first one after an install
-//! — compiles a built-in tool. (The per-tool crates are built too: they are examples, and tests load them as files.)
+//! `src/sandbox/engine_config.rs`), so that no run of `bb7` — not even the first one after an
+//! install — compiles a built-in tool. (The per-tool crates are built too: they are examples, and
+//! tests load them as files.)
 //! The component's WebAssembly bytes are only needed when that native code cannot be used, so they are
 //! embedded zstd-compressed.
 //!
@@ -156,31 +157,16 @@ fn build_compiler(root: &Path, target: &Path) -> PathBuf {
              (`cargo build --release -p bb7`).\n\n"
         );
     }
-    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let dir = target.join("compiler");
-    let mut cmd = Command::new(cargo);
     // `--target` made explicit: a `[build] target` in the user's cargo configuration must not
     // move the binary.
-    cmd.current_dir(root.join("compiler"))
-        .args([
-            "build",
-            "--release",
-            "--locked",
-            "--target",
-            &host,
-            "--target-dir",
-        ])
-        .arg(&dir);
-    scrub_env(&mut cmd);
-    let output = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("could not run cargo for bb7-compile: {e}"));
-    if !output.status.success() {
-        panic!(
-            "building the WebAssembly compiler (compiler/) failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    nested_build(
+        &root.join("compiler"),
+        &host,
+        &[],
+        &dir,
+        "the WebAssembly compiler (compiler/)",
+    );
     dir.join(&host).join("release").join("bb7-compile")
 }
 
@@ -250,26 +236,32 @@ fn precompile(compiler: &Path, wasm: &[u8]) -> Vec<u8> {
 /// Builds the guest crates `select` names (cargo's package selection) for wasm32-wasip2 into
 /// `guest_target`.
 fn build_guests(guests: &Path, guest_target: &Path, select: &[&str]) {
+    nested_build(
+        guests,
+        "wasm32-wasip2",
+        select,
+        guest_target,
+        "the tool components (guest-tools/, wasm32-wasip2)",
+    );
+}
+
+/// `cargo build --release --locked --target <target> <select> --target-dir <target_dir>` in the
+/// workspace at `dir`, with the outer build's configuration scrubbed; panics naming `what`.
+fn nested_build(dir: &Path, target: &str, select: &[&str], target_dir: &Path, what: &str) {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(guests)
-        .args([
-            "build",
-            "--release",
-            "--locked",
-            "--target",
-            "wasm32-wasip2",
-        ])
+    cmd.current_dir(dir)
+        .args(["build", "--release", "--locked", "--target", target])
         .args(select)
         .arg("--target-dir")
-        .arg(guest_target);
+        .arg(target_dir);
     scrub_env(&mut cmd);
     let output = cmd
         .output()
-        .unwrap_or_else(|e| panic!("could not run cargo for the tool components: {e}"));
+        .unwrap_or_else(|e| panic!("could not run cargo for {what}: {e}"));
     if !output.status.success() {
         panic!(
-            "building the tool components (guest-tools/, wasm32-wasip2) failed:\n{}",
+            "building {what} failed:\n{}",
             String::from_utf8_lossy(&output.stderr)
         );
     }

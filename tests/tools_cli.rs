@@ -138,14 +138,8 @@ fn third_party_components_are_cached_on_disk() {
     fs::create_dir_all(&work).unwrap();
     fs::write(work.join("a.txt"), "hello\n").unwrap();
     let run = || {
-        let o = home
-            .cmd()
+        let o = read_a_txt_with(&home, &component, &work)
             .env("BB7_CACHE_DIR", &cache)
-            .args(["tools", "call", "read_file", "--component"])
-            .arg(&component)
-            .args(["--access", "read-only", "--dir"])
-            .arg(&work)
-            .args(["--args", r#"{"file_path":"a.txt"}"#])
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", stderr(&o));
@@ -180,14 +174,9 @@ fn third_party_components_are_compiled_by_bb7_compile_in_a_process_of_its_own() 
     let component = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../target/wasm-guest/wasm32-wasip2/release/bb7_tool_read_file.wasm");
     let call = |compiler: &std::path::Path, cache: &str| {
-        home.cmd()
+        read_a_txt_with(&home, &component, &work)
             .env("BB7_COMPILER", compiler)
             .env("BB7_CACHE_DIR", home.path().join(cache))
-            .args(["tools", "call", "read_file", "--component"])
-            .arg(&component)
-            .args(["--access", "read-only", "--dir"])
-            .arg(&work)
-            .args(["--args", r#"{"file_path":"a.txt"}"#])
             .output()
             .unwrap()
     };
@@ -223,6 +212,21 @@ fn third_party_components_are_compiled_by_bb7_compile_in_a_process_of_its_own() 
     // Cached: the next start compiles nothing.
     assert!(call(&wrapper, "c2").status.success());
     assert_eq!(fs::read_to_string(&mark).unwrap().lines().count(), 1);
+}
+
+/// `bb7 tools call read_file` of the component file `component`, reading `a.txt` in `work`.
+fn read_a_txt_with(
+    home: &Home,
+    component: &std::path::Path,
+    work: &std::path::Path,
+) -> std::process::Command {
+    let mut c = home.cmd();
+    c.args(["tools", "call", "read_file", "--component"])
+        .arg(component)
+        .args(["--access", "read-only", "--dir"])
+        .arg(work)
+        .args(["--args", r#"{"file_path":"a.txt"}"#]);
+    c
 }
 
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {

@@ -194,10 +194,10 @@ function M.check()
   local named = (config.options.env or {}).BB7_COMPILER or vim.env.BB7_COMPILER
   local compiler = (named and named ~= "") and named or (vim.fn.fnamemodify(vim.fn.exepath(bin) ~= "" and vim.fn.exepath(bin) or bin, ":p:h") .. "/bb7-compile")
   if vim.fn.executable(compiler) == 1 then
-    h.ok("compiler for third-party components and hooks: " .. compiler)
+    h.ok("compiler for third-party components and hooks: " .. vim.fn.strtrans(compiler))
   else
     h.warn(
-      "bb7-compile not found at " .. compiler .. ": third-party components and hooks cannot be compiled (the built-in tools need no compiler)",
+      "bb7-compile not found at " .. vim.fn.strtrans(compiler) .. ": third-party components and hooks cannot be compiled (the built-in tools need no compiler)",
       { "Keep bb7-compile (the build leaves it beside bb7) in the same directory as bb7, or set BB7_COMPILER to its path; " .. build.HINT .. " rebuilds both" }
     )
   end
